@@ -1,1 +1,43 @@
-//! sampler crate.
+//! Sampling a live Linux system with `perf_event_open`.
+//!
+//! [`Sampler`] opens one sampling event per CPU (or per thread and CPU for one process), each
+//! with a memory-mapped ring buffer; [`drain_until`] reads them as records arrive; [`decode`]
+//! turns raw records into [`Record`]s. The unsafe syscall and mmap code is confined to `sys`.
+
+mod drain;
+mod error;
+mod event;
+mod record;
+mod ring;
+mod session;
+mod sys;
+
+pub use drain::{drain_until, RecordSink};
+pub use error::SamplerError;
+pub use event::EventKind;
+pub use record::{decode, Callchain, Mmap2, Record, Sample, SampleId, SAMPLE_TYPE};
+pub use ring::{read_records, RawRecord, RingBuffer, RingStats, HEADER_SIZE};
+pub use session::{
+    defaults, is_privileged, max_sample_rate, online_cpus, paranoid_level, EventChoice, Sampler,
+    SamplerConfig, SessionInfo, Target,
+};
+
+/// Callchain context markers (PERF_CONTEXT_*), which separate kernel and user frames.
+pub mod context {
+    use perf_event_open_sys::bindings as b;
+    /// Kernel frames follow.
+    pub const KERNEL: u64 = b::PERF_CONTEXT_KERNEL;
+    /// User frames follow.
+    pub const USER: u64 = b::PERF_CONTEXT_USER;
+    /// Hypervisor frames follow.
+    pub const HV: u64 = b::PERF_CONTEXT_HV;
+    /// Guest frames follow.
+    pub const GUEST: u64 = b::PERF_CONTEXT_GUEST;
+    /// Entries at or above this value are markers, not addresses.
+    pub const MAX: u64 = b::PERF_CONTEXT_MAX;
+
+    /// Whether `entry` is a context marker rather than an address.
+    pub fn is_marker(entry: u64) -> bool {
+        entry >= MAX
+    }
+}

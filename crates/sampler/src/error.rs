@@ -1,0 +1,68 @@
+//! Errors of the sampler.
+
+use std::io;
+
+/// Why sampling could not start or continue.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum SamplerError {
+    /// The kernel refused the events for lack of privilege.
+    #[error(
+        "permission denied opening perf events for {scope} (kernel.perf_event_paranoid = {paranoid}).\n\
+         {hint}"
+    )]
+    PermissionDenied {
+        /// What was being profiled: "the whole system", "process 1234".
+        scope: String,
+        /// The current perf_event_paranoid level, or "unknown".
+        paranoid: String,
+        /// What would allow it.
+        hint: &'static str,
+    },
+    /// The target process does not exist (any more).
+    #[error("no such process: {pid} (it may have exited)")]
+    NoSuchProcess {
+        /// The process id asked for.
+        pid: u32,
+    },
+    /// Neither the hardware cycles event nor the software cpu-clock event could be opened.
+    #[error("no usable sampling event: cycles failed ({cycles}), cpu-clock failed ({cpu_clock})")]
+    NoEvent {
+        /// Why cycles failed.
+        cycles: io::Error,
+        /// Why cpu-clock failed.
+        cpu_clock: io::Error,
+    },
+    /// The requested frequency is not usable.
+    #[error("invalid sampling frequency {requested} Hz: {why}")]
+    Frequency {
+        /// Requested frequency.
+        requested: u64,
+        /// Why it is invalid.
+        why: String,
+    },
+    /// The ring buffer size is not a power of two number of pages.
+    #[error("ring buffer size must be a power of two number of pages, got {pages}")]
+    RingSize {
+        /// Pages asked for.
+        pages: usize,
+    },
+    /// Some other failure of perf_event_open.
+    #[error("perf_event_open for {what} failed: {source}")]
+    Open {
+        /// Which event (pid, cpu).
+        what: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// mmap or an ioctl on an event failed.
+    #[error("{what} failed: {source}")]
+    Io {
+        /// The operation.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+}

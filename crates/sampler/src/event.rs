@@ -1,0 +1,92 @@
+//! Which event to sample on, and the `perf_event_attr` for it.
+
+use std::fmt;
+use std::io;
+
+use perf_event_open_sys::bindings::{self as b, perf_event_attr};
+
+use crate::record::SAMPLE_TYPE;
+use crate::sys;
+
+/// The event that drives sampling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// Hardware CPU cycles (needs a PMU).
+    Cycles,
+    /// The software cpu-clock timer (works everywhere, including VMs without a PMU).
+    CpuClock,
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EventKind::Cycles => "cycles",
+            EventKind::CpuClock => "cpu-clock",
+        })
+    }
+}
+
+/// How each event is set up.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AttrSpec {
+    pub kind: EventKind,
+    pub frequency: u64,
+    pub include_kernel: bool,
+    pub inherit: bool,
+    pub enable_on_exec: bool,
+    pub wakeup_watermark: u32,
+}
+
+/// Build the attr: sampling at `frequency` Hz with [`SAMPLE_TYPE`], side-band records for the
+/// process model (mmap2 with build-ids, comm with exec, task), `sample_id_all`, CLOCK_MONOTONIC.
+pub(crate) fn build_attr(spec: &AttrSpec) -> perf_event_attr {
+    let mut attr = perf_event_attr {
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        ..Default::default()
+    };
+    match spec.kind {
+        EventKind::Cycles => {
+            attr.type_ = b::PERF_TYPE_HARDWARE;
+            attr.config = b::PERF_COUNT_HW_CPU_CYCLES as u64;
+        }
+        EventKind::CpuClock => {
+            attr.type_ = b::PERF_TYPE_SOFTWARE;
+            attr.config = b::PERF_COUNT_SW_CPU_CLOCK as u64;
+        }
+    }
+    attr.__bindgen_anon_1.sample_freq = spec.frequency;
+    attr.sample_type = SAMPLE_TYPE;
+    attr.set_freq(1);
+    attr.set_disabled(1);
+    attr.set_inherit(spec.inherit as u64);
+    attr.set_enable_on_exec(spec.enable_on_exec as u64);
+    attr.set_exclude_kernel(!spec.include_kernel as u64);
+    attr.set_exclude_callchain_kernel(!spec.include_kernel as u64);
+    attr.set_exclude_hv(1);
+    attr.set_mmap(1);
+    attr.set_mmap2(1);
+    attr.set_build_id(1);
+    attr.set_comm(1);
+    attr.set_comm_exec(1);
+    attr.set_task(1);
+    attr.set_sample_id_all(1);
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+    attr.set_watermark(1);
+    attr.__bindgen_anon_2.wakeup_watermark = spec.wakeup_watermark;
+    attr
+}
+
+/// Whether the hardware cycles event can be opened here (a counting probe on this process).
+pub(crate) fn cycles_available() -> Result<(), io::Error> {
+    let mut attr = perf_event_attr {
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        ..Default::default()
+    };
+    attr.type_ = b::PERF_TYPE_HARDWARE;
+    attr.config = b::PERF_COUNT_HW_CPU_CYCLES as u64;
+    attr.set_disabled(1);
+    attr.set_exclude_kernel(1);
+    attr.set_exclude_hv(1);
+    sys::perf_event_open(&attr, 0, -1).map(drop)
+}

@@ -1,0 +1,484 @@
+//! Decoding PERF_RECORD_* bodies for the sample layout this crate asks for.
+//!
+//! Pure functions over byte slices: a record shorter than its layout implies decodes to
+//! [`Record::Malformed`], never a panic.
+
+use perf_event_open_sys::bindings as b;
+
+use crate::ring::RawRecord;
+
+/// The `sample_type` every event of this crate uses.
+pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IP
+    | b::PERF_SAMPLE_TID
+    | b::PERF_SAMPLE_TIME
+    | b::PERF_SAMPLE_CPU
+    | b::PERF_SAMPLE_PERIOD
+    | b::PERF_SAMPLE_CALLCHAIN) as u64;
+
+/// Bytes of the `sample_id` trailer (`sample_id_all`) for [`SAMPLE_TYPE`]: pid/tid, time, cpu/res.
+const SAMPLE_ID_SIZE: usize = 8 + 8 + 8;
+
+/// Where and when a non-sample record happened (the `sample_id_all` trailer).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SampleId {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Timestamp (the event's clock).
+    pub time: u64,
+    /// CPU that wrote the record.
+    pub cpu: u32,
+}
+
+/// The callchain of a sample: raw u64 entries, leaf first, with PERF_CONTEXT_* markers.
+#[derive(Clone, Copy, Debug)]
+pub struct Callchain<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Callchain<'a> {
+    /// Number of entries (markers included).
+    pub fn len(&self) -> usize {
+        self.bytes.len() / 8
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The entries, leaf first.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + 'a {
+        self.bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
+    }
+}
+
+/// A PERF_RECORD_SAMPLE.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample<'a> {
+    /// Instruction pointer.
+    pub ip: u64,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Timestamp.
+    pub time: u64,
+    /// CPU.
+    pub cpu: u32,
+    /// Event period this sample stands for (ns for cpu-clock, cycles for cycles).
+    pub period: u64,
+    /// Whether the sample hit kernel mode (header misc).
+    pub in_kernel: bool,
+    /// Call chain, leaf first.
+    pub callchain: Callchain<'a>,
+}
+
+/// A PERF_RECORD_MMAP2: an executable mapping.
+#[derive(Clone, Copy, Debug)]
+pub struct Mmap2<'a> {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Start address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// File offset of `addr`.
+    pub pgoff: u64,
+    /// GNU build-id of the file, when the kernel supplied one.
+    pub build_id: Option<&'a [u8]>,
+    /// Device major/minor and inode, when no build-id was supplied.
+    pub dev_ino: Option<(u32, u32, u64)>,
+    /// Protection bits (PROT_*).
+    pub prot: u32,
+    /// Mapping flags (MAP_*).
+    pub flags: u32,
+    /// Path of the mapped file, or a pseudo-name such as `[vdso]`.
+    pub filename: &'a [u8],
+    /// When it happened.
+    pub id: SampleId,
+}
+
+/// A decoded record.
+#[derive(Clone, Copy, Debug)]
+pub enum Record<'a> {
+    /// A sample.
+    Sample(Sample<'a>),
+    /// A new executable mapping.
+    Mmap2(Mmap2<'a>),
+    /// A thread's command name changed; `exec` when caused by execve (a new address space).
+    Comm {
+        /// Process id.
+        pid: u32,
+        /// Thread id.
+        tid: u32,
+        /// The new name.
+        comm: &'a [u8],
+        /// Whether an exec caused it.
+        exec: bool,
+        /// When.
+        id: SampleId,
+    },
+    /// A process or thread was created.
+    Fork {
+        /// New process id.
+        pid: u32,
+        /// Parent process id.
+        ppid: u32,
+        /// New thread id.
+        tid: u32,
+        /// Parent thread id.
+        ptid: u32,
+        /// When.
+        time: u64,
+    },
+    /// A process or thread exited.
+    Exit {
+        /// Process id.
+        pid: u32,
+        /// Parent process id.
+        ppid: u32,
+        /// Thread id.
+        tid: u32,
+        /// Parent thread id.
+        ptid: u32,
+        /// When.
+        time: u64,
+    },
+    /// The kernel dropped `count` records because the buffer was full.
+    Lost {
+        /// Records lost.
+        count: u64,
+    },
+    /// The kernel throttled (true) or unthrottled (false) the event.
+    Throttle {
+        /// Throttled (true) or unthrottled (false).
+        throttled: bool,
+        /// When.
+        time: u64,
+    },
+    /// A record type this crate does not decode.
+    Other(u32),
+    /// A record shorter than its layout requires.
+    Malformed(u32),
+}
+
+/// A little-endian-agnostic cursor over a record body.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn u64(&mut self) -> Option<u64> {
+        let (head, rest) = self.bytes.split_first_chunk::<8>()?;
+        self.bytes = rest;
+        Some(u64::from_ne_bytes(*head))
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        let (head, rest) = self.bytes.split_first_chunk::<4>()?;
+        self.bytes = rest;
+        Some(u32::from_ne_bytes(*head))
+    }
+
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.bytes.len() {
+            return None;
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Some(head)
+    }
+}
+
+/// The trailing sample_id of a non-sample record, and the body without it.
+fn split_sample_id(body: &[u8]) -> Option<(&[u8], SampleId)> {
+    let at = body.len().checked_sub(SAMPLE_ID_SIZE)?;
+    let (rest, trailer) = body.split_at(at);
+    let mut c = Cursor { bytes: trailer };
+    let id = SampleId {
+        pid: c.u32()?,
+        tid: c.u32()?,
+        time: c.u64()?,
+        cpu: c.u32()?,
+    };
+    Some((rest, id))
+}
+
+/// A NUL-padded C string.
+fn c_string(bytes: &[u8]) -> &[u8] {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    &bytes[..end]
+}
+
+/// Decode a record produced by an event with [`SAMPLE_TYPE`] and `sample_id_all`.
+pub fn decode(raw: RawRecord<'_>) -> Record<'_> {
+    decode_inner(raw).unwrap_or(Record::Malformed(raw.kind))
+}
+
+fn decode_inner(raw: RawRecord<'_>) -> Option<Record<'_>> {
+    let misc = raw.misc as u32;
+    Some(match raw.kind {
+        b::PERF_RECORD_SAMPLE => {
+            let mut c = Cursor { bytes: raw.body };
+            let ip = c.u64()?;
+            let pid = c.u32()?;
+            let tid = c.u32()?;
+            let time = c.u64()?;
+            let cpu = c.u32()?;
+            let _res = c.u32()?;
+            let period = c.u64()?;
+            let nr = c.u64()?;
+            let bytes = c.take(usize::try_from(nr).ok()?.checked_mul(8)?)?;
+            let in_kernel = misc & b::PERF_RECORD_MISC_CPUMODE_MASK == b::PERF_RECORD_MISC_KERNEL;
+            Record::Sample(Sample {
+                ip,
+                pid,
+                tid,
+                time,
+                cpu,
+                period,
+                in_kernel,
+                callchain: Callchain { bytes },
+            })
+        }
+        b::PERF_RECORD_MMAP2 => {
+            let (body, id) = split_sample_id(raw.body)?;
+            let mut c = Cursor { bytes: body };
+            let pid = c.u32()?;
+            let tid = c.u32()?;
+            let addr = c.u64()?;
+            let len = c.u64()?;
+            let pgoff = c.u64()?;
+            let ident = c.take(24)?;
+            let (build_id, dev_ino) = if misc & b::PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+                let size = (ident[0] as usize).min(20);
+                (Some(&ident[4..4 + size]), None)
+            } else {
+                let mut i = Cursor { bytes: ident };
+                (None, Some((i.u32()?, i.u32()?, i.u64()?)))
+            };
+            let prot = c.u32()?;
+            let flags = c.u32()?;
+            let filename = c_string(c.bytes);
+            Record::Mmap2(Mmap2 {
+                pid,
+                tid,
+                addr,
+                len,
+                pgoff,
+                build_id,
+                dev_ino,
+                prot,
+                flags,
+                filename,
+                id,
+            })
+        }
+        b::PERF_RECORD_COMM => {
+            let (body, id) = split_sample_id(raw.body)?;
+            let mut c = Cursor { bytes: body };
+            let pid = c.u32()?;
+            let tid = c.u32()?;
+            Record::Comm {
+                pid,
+                tid,
+                comm: c_string(c.bytes),
+                exec: misc & b::PERF_RECORD_MISC_COMM_EXEC != 0,
+                id,
+            }
+        }
+        b::PERF_RECORD_FORK | b::PERF_RECORD_EXIT => {
+            let mut c = Cursor { bytes: raw.body };
+            let (pid, ppid, tid, ptid, time) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?, c.u64()?);
+            if raw.kind == b::PERF_RECORD_FORK {
+                Record::Fork {
+                    pid,
+                    ppid,
+                    tid,
+                    ptid,
+                    time,
+                }
+            } else {
+                Record::Exit {
+                    pid,
+                    ppid,
+                    tid,
+                    ptid,
+                    time,
+                }
+            }
+        }
+        b::PERF_RECORD_LOST => {
+            let mut c = Cursor { bytes: raw.body };
+            let _id = c.u64()?;
+            Record::Lost { count: c.u64()? }
+        }
+        b::PERF_RECORD_THROTTLE | b::PERF_RECORD_UNTHROTTLE => {
+            let mut c = Cursor { bytes: raw.body };
+            Record::Throttle {
+                throttled: raw.kind == b::PERF_RECORD_THROTTLE,
+                time: c.u64()?,
+            }
+        }
+        other => Record::Other(other),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn push32(v: &mut Vec<u8>, x: u32) {
+        v.extend_from_slice(&x.to_ne_bytes());
+    }
+    fn push64(v: &mut Vec<u8>, x: u64) {
+        v.extend_from_slice(&x.to_ne_bytes());
+    }
+    fn sample_id(v: &mut Vec<u8>, pid: u32, tid: u32, time: u64, cpu: u32) {
+        push32(v, pid);
+        push32(v, tid);
+        push64(v, time);
+        push32(v, cpu);
+        push32(v, 0);
+    }
+
+    #[test]
+    fn decodes_a_sample_with_callchain() {
+        let mut v = Vec::new();
+        push64(&mut v, 0x1234);
+        push32(&mut v, 10);
+        push32(&mut v, 11);
+        push64(&mut v, 999);
+        push32(&mut v, 1);
+        push32(&mut v, 0);
+        push64(&mut v, 1_000_000);
+        push64(&mut v, 3);
+        for a in [b::PERF_CONTEXT_USER, 0x1234, 0x5678] {
+            push64(&mut v, a);
+        }
+        let Record::Sample(s) = decode(RawRecord {
+            kind: b::PERF_RECORD_SAMPLE,
+            misc: 2,
+            body: &v,
+        }) else {
+            panic!("not a sample")
+        };
+        assert_eq!(
+            (s.ip, s.pid, s.tid, s.time, s.cpu, s.period),
+            (0x1234, 10, 11, 999, 1, 1_000_000)
+        );
+        assert_eq!(
+            s.callchain.iter().collect::<Vec<_>>(),
+            vec![b::PERF_CONTEXT_USER, 0x1234, 0x5678]
+        );
+        assert!(!s.in_kernel);
+    }
+
+    #[test]
+    fn truncated_sample_is_malformed() {
+        let mut v = Vec::new();
+        push64(&mut v, 0x1234);
+        push32(&mut v, 10);
+        push32(&mut v, 11);
+        push64(&mut v, 999);
+        push32(&mut v, 1);
+        push32(&mut v, 0);
+        push64(&mut v, 1);
+        push64(&mut v, u64::MAX); // nr far beyond the record
+        assert!(matches!(
+            decode(RawRecord {
+                kind: b::PERF_RECORD_SAMPLE,
+                misc: 0,
+                body: &v
+            }),
+            Record::Malformed(9)
+        ));
+        for cut in 0..v.len() {
+            let _ = decode(RawRecord {
+                kind: b::PERF_RECORD_SAMPLE,
+                misc: 0,
+                body: &v[..cut],
+            });
+            let _ = decode(RawRecord {
+                kind: b::PERF_RECORD_MMAP2,
+                misc: 0x4000,
+                body: &v[..cut],
+            });
+            let _ = decode(RawRecord {
+                kind: b::PERF_RECORD_COMM,
+                misc: 0,
+                body: &v[..cut],
+            });
+        }
+    }
+
+    #[test]
+    fn decodes_mmap2_with_build_id() {
+        let mut v = Vec::new();
+        push32(&mut v, 42);
+        push32(&mut v, 43);
+        push64(&mut v, 0x5555_0000);
+        push64(&mut v, 0x2000);
+        push64(&mut v, 0x1000);
+        v.push(20);
+        v.extend_from_slice(&[0, 0, 0]);
+        v.extend_from_slice(&[0xab; 20]);
+        push32(&mut v, 5);
+        push32(&mut v, 2);
+        v.extend_from_slice(b"/usr/bin/true\0\0\0");
+        sample_id(&mut v, 42, 43, 77, 0);
+        let Record::Mmap2(m) = decode(RawRecord {
+            kind: b::PERF_RECORD_MMAP2,
+            misc: 0x4000,
+            body: &v,
+        }) else {
+            panic!("not mmap2")
+        };
+        assert_eq!(
+            (m.pid, m.addr, m.len, m.pgoff, m.prot),
+            (42, 0x5555_0000, 0x2000, 0x1000, 5)
+        );
+        assert_eq!(m.build_id, Some(&[0xab; 20][..]));
+        assert_eq!(m.filename, b"/usr/bin/true");
+        assert_eq!(m.id.time, 77);
+    }
+
+    #[test]
+    fn decodes_comm_exec_and_lost() {
+        let mut v = Vec::new();
+        push32(&mut v, 7);
+        push32(&mut v, 7);
+        v.extend_from_slice(b"burner\0\0");
+        sample_id(&mut v, 7, 7, 5, 1);
+        match decode(RawRecord {
+            kind: b::PERF_RECORD_COMM,
+            misc: 0x2000,
+            body: &v,
+        }) {
+            Record::Comm { comm, exec, id, .. } => {
+                assert_eq!(comm, b"burner");
+                assert!(exec);
+                assert_eq!(id.time, 5);
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut l = Vec::new();
+        push64(&mut l, 1);
+        push64(&mut l, 17);
+        sample_id(&mut l, 0, 0, 0, 0);
+        assert!(matches!(
+            decode(RawRecord {
+                kind: b::PERF_RECORD_LOST,
+                misc: 0,
+                body: &l
+            }),
+            Record::Lost { count: 17 }
+        ));
+    }
+}

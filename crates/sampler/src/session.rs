@@ -1,0 +1,473 @@
+//! Opening the sampling events (one per CPU, or per thread and CPU) and their ring buffers.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use tracing::{debug, info, warn};
+
+use crate::error::SamplerError;
+use crate::event::{build_attr, cycles_available, AttrSpec, EventKind};
+use crate::ring::{RawRecord, RingBuffer, RingStats};
+use crate::sys;
+
+/// What to sample.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Every process on every CPU (needs CAP_PERFMON or perf_event_paranoid <= 0).
+    System,
+    /// One process: all its threads, and threads and children created while recording.
+    Process {
+        /// Process id.
+        pid: u32,
+        /// Start counting only when the process calls exec (for a command launched by us).
+        enable_on_exec: bool,
+    },
+}
+
+/// Which event to sample on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EventChoice {
+    /// Hardware cycles where the machine has a PMU, else software cpu-clock.
+    #[default]
+    Auto,
+    /// Force one event.
+    Force(EventKind),
+}
+
+/// Defaults shared by the CLI and the daemon.
+pub mod defaults {
+    /// Sampling frequency in Hz (an odd number, to avoid lockstep with timers).
+    pub const FREQUENCY: u64 = 999;
+    /// Data pages per ring buffer (a power of two): 512 KiB with 4 KiB pages.
+    pub const RING_PAGES: usize = 128;
+    /// Bytes written before the kernel wakes the reader.
+    pub const WAKEUP_WATERMARK: u32 = 64 * 1024;
+}
+
+/// Everything needed to open a sampling session.
+#[derive(Clone, Debug)]
+pub struct SamplerConfig {
+    /// What to sample.
+    pub target: Target,
+    /// Samples per second per CPU (or per thread).
+    pub frequency: u64,
+    /// Data pages per ring buffer; a power of two.
+    pub ring_pages: usize,
+    /// Bytes written before the kernel wakes the reader.
+    pub wakeup_watermark: u32,
+    /// Sample kernel mode and collect kernel callchains (when permitted).
+    pub include_kernel: bool,
+    /// Which event.
+    pub event: EventChoice,
+}
+
+impl SamplerConfig {
+    /// A configuration with the defaults for `target`.
+    pub fn new(target: Target) -> SamplerConfig {
+        SamplerConfig {
+            target,
+            frequency: defaults::FREQUENCY,
+            ring_pages: defaults::RING_PAGES,
+            wakeup_watermark: defaults::WAKEUP_WATERMARK,
+            include_kernel: true,
+            event: EventChoice::Auto,
+        }
+    }
+}
+
+/// What was actually opened (the kernel and privileges may differ from what was asked).
+#[derive(Clone, Debug)]
+pub struct SessionInfo {
+    /// The event sampled on.
+    pub event: EventKind,
+    /// The frequency in effect.
+    pub frequency: u64,
+    /// Whether kernel frames are collected.
+    pub kernel_included: bool,
+    /// Why something differs from the request (shown to the user).
+    pub notes: Vec<String>,
+    /// Number of events opened.
+    pub events: usize,
+    /// Number of ring buffers mapped.
+    pub rings: usize,
+}
+
+/// An open sampling session: events plus one ring buffer per CPU.
+pub struct Sampler {
+    rings: Vec<(OwnedFd, RingBuffer)>,
+    /// Events whose records go to a ring above (SET_OUTPUT); kept open until drop.
+    redirected: Vec<OwnedFd>,
+    info: SessionInfo,
+}
+
+/// CPUs the kernel reports online (`/sys/devices/system/cpu/online`, e.g. "0-3,6").
+pub fn online_cpus() -> io::Result<Vec<u32>> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
+    parse_cpu_list(text.trim())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("bad cpu list {text:?}")))
+}
+
+fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
+/// The kernel's perf_event_paranoid level.
+pub fn paranoid_level() -> Option<i32> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The highest sampling frequency the kernel currently allows.
+pub fn max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn tids_of(pid: u32) -> io::Result<BTreeSet<u32>> {
+    let mut tids = BTreeSet::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        if let Some(tid) = entry?.file_name().to_str().and_then(|s| s.parse().ok()) {
+            tids.insert(tid);
+        }
+    }
+    Ok(tids)
+}
+
+fn is_permission(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
+}
+
+fn permission_error(target: &Target) -> SamplerError {
+    let paranoid = paranoid_level().map_or_else(|| "unknown".to_string(), |p| p.to_string());
+    let (scope, hint) = match target {
+        Target::System => (
+            "the whole system".to_string(),
+            "Profiling every process needs root, CAP_PERFMON (Linux 5.8+) or CAP_SYS_ADMIN, or \
+             kernel.perf_event_paranoid <= 0 (sysctl kernel.perf_event_paranoid=0).\n\
+             Without privileges, profile your own processes: `profctl record -- COMMAND` or \
+             `profctl record --pid PID` for a process you own.",
+        ),
+        Target::Process { pid, .. } => (
+            format!("process {pid}"),
+            "An unprivileged user can profile only their own processes, and only user space when \
+             kernel.perf_event_paranoid >= 2; other users' processes need root or CAP_PERFMON \
+             (and ptrace access: CAP_SYS_PTRACE or kernel.yama.ptrace_scope).",
+        ),
+    };
+    SamplerError::PermissionDenied {
+        scope,
+        paranoid,
+        hint,
+    }
+}
+
+impl Sampler {
+    /// Open the events for `config`, disabled; call [`Sampler::enable`] to start.
+    ///
+    /// Picks the event (cycles, else cpu-clock), lowers the frequency to the kernel's maximum
+    /// and drops kernel sampling when privileges require it, noting each change in
+    /// [`SessionInfo::notes`].
+    pub fn open(config: &SamplerConfig) -> Result<Sampler, SamplerError> {
+        if config.ring_pages == 0 || !config.ring_pages.is_power_of_two() {
+            return Err(SamplerError::RingSize {
+                pages: config.ring_pages,
+            });
+        }
+        if config.frequency == 0 {
+            return Err(SamplerError::Frequency {
+                requested: 0,
+                why: "must be at least 1".into(),
+            });
+        }
+        let mut notes = Vec::new();
+        let mut frequency = config.frequency;
+        if let Some(max) = max_sample_rate() {
+            if frequency > max {
+                notes.push(format!(
+                    "frequency lowered from {frequency} Hz to the kernel's maximum of {max} Hz \
+                     (kernel.perf_event_max_sample_rate)"
+                ));
+                frequency = max;
+            }
+        }
+        let kind = match config.event {
+            EventChoice::Force(kind) => kind,
+            EventChoice::Auto => match cycles_available() {
+                Ok(()) => EventKind::Cycles,
+                Err(err) => {
+                    notes.push(format!(
+                        "no hardware cycles event ({err}); sampling on the software cpu-clock"
+                    ));
+                    EventKind::CpuClock
+                }
+            },
+        };
+        let mut include_kernel = config.include_kernel;
+        if include_kernel
+            && !matches!(config.target, Target::System)
+            && paranoid_level().unwrap_or(2) >= 2
+            && !is_privileged()
+        {
+            include_kernel = false;
+            notes.push("kernel frames excluded: kernel.perf_event_paranoid >= 2 allows an unprivileged user only user space".into());
+        }
+        let spec = AttrSpec {
+            kind,
+            frequency,
+            include_kernel,
+            inherit: matches!(config.target, Target::Process { .. }),
+            enable_on_exec: matches!(
+                config.target,
+                Target::Process {
+                    enable_on_exec: true,
+                    ..
+                }
+            ),
+            wakeup_watermark: config.wakeup_watermark,
+        };
+        let cpus = online_cpus().map_err(|source| SamplerError::Io {
+            what: "reading the online CPUs",
+            source,
+        })?;
+        let mut sampler = match Self::open_with(config, &spec, &cpus) {
+            Err(SamplerError::PermissionDenied { .. })
+                if spec.include_kernel && !matches!(config.target, Target::System) =>
+            {
+                notes.push("kernel frames excluded: not permitted for this user".into());
+                let spec = AttrSpec {
+                    include_kernel: false,
+                    ..spec
+                };
+                Self::open_with(config, &spec, &cpus)?
+            }
+            Err(SamplerError::Open { source, .. })
+                if kind == EventKind::Cycles
+                    && config.event == EventChoice::Auto
+                    && !is_permission(&source) =>
+            {
+                notes.push(format!(
+                    "cycles could not sample ({source}); using cpu-clock"
+                ));
+                let spec = AttrSpec {
+                    kind: EventKind::CpuClock,
+                    ..spec
+                };
+                Self::open_with(config, &spec, &cpus)?
+            }
+            other => other?,
+        };
+        sampler.info.notes = notes;
+        sampler.info.frequency = frequency;
+        info!(event = %sampler.info.event, frequency, kernel = sampler.info.kernel_included, events = sampler.info.events, "sampling events opened");
+        Ok(sampler)
+    }
+
+    fn open_with(
+        config: &SamplerConfig,
+        spec: &AttrSpec,
+        cpus: &[u32],
+    ) -> Result<Sampler, SamplerError> {
+        let attr = build_attr(spec);
+        let mut rings = Vec::new();
+        let mut redirected = Vec::new();
+        let open_err = |pid: i32, cpu: u32, source: io::Error| {
+            if is_permission(&source) {
+                permission_error(&config.target)
+            } else if source.raw_os_error() == Some(libc::ESRCH) && pid > 0 {
+                SamplerError::NoSuchProcess { pid: pid as u32 }
+            } else {
+                SamplerError::Open {
+                    what: format!("pid {pid}, cpu {cpu}"),
+                    source,
+                }
+            }
+        };
+        let map = |fd: &OwnedFd| {
+            sys::RingMap::new(fd, config.ring_pages).map_err(|source| SamplerError::Io {
+                what: "mmap of the ring buffer",
+                source,
+            })
+        };
+        match config.target {
+            Target::System => {
+                for &cpu in cpus {
+                    let fd = sys::perf_event_open(&attr, -1, cpu as i32)
+                        .map_err(|e| open_err(-1, cpu, e))?;
+                    let ring = RingBuffer::new(map(&fd)?);
+                    rings.push((fd, ring));
+                }
+            }
+            Target::Process { pid, .. } => {
+                // Threads can appear while we attach: list until no new one shows up.
+                let mut attached = BTreeSet::new();
+                loop {
+                    let tids = match tids_of(pid) {
+                        Ok(t) => t,
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                            return Err(SamplerError::NoSuchProcess { pid })
+                        }
+                        Err(source) => {
+                            return Err(SamplerError::Io {
+                                what: "listing the process's threads",
+                                source,
+                            })
+                        }
+                    };
+                    let new: Vec<u32> = tids.difference(&attached).copied().collect();
+                    if new.is_empty() {
+                        break;
+                    }
+                    for tid in new {
+                        for (i, &cpu) in cpus.iter().enumerate() {
+                            let fd = match sys::perf_event_open(&attr, tid as i32, cpu as i32) {
+                                Ok(fd) => fd,
+                                // A thread that exited between listing and opening.
+                                Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != pid => {
+                                    break
+                                }
+                                Err(e) => return Err(open_err(tid as i32, cpu, e)),
+                            };
+                            if let Some((target, _)) = rings.get(i) {
+                                sys::set_output(&fd, target).map_err(|source| {
+                                    SamplerError::Io {
+                                        what: "PERF_EVENT_IOC_SET_OUTPUT",
+                                        source,
+                                    }
+                                })?;
+                                redirected.push(fd);
+                            } else {
+                                let ring = RingBuffer::new(map(&fd)?);
+                                rings.push((fd, ring));
+                            }
+                        }
+                        attached.insert(tid);
+                    }
+                }
+                debug!(pid, threads = attached.len(), "attached to process");
+            }
+        }
+        let events = rings.len() + redirected.len();
+        let info = SessionInfo {
+            event: spec.kind,
+            frequency: spec.frequency,
+            kernel_included: spec.include_kernel,
+            notes: Vec::new(),
+            events,
+            rings: rings.len(),
+        };
+        Ok(Sampler {
+            rings,
+            redirected,
+            info,
+        })
+    }
+
+    /// What was opened.
+    pub fn info(&self) -> &SessionInfo {
+        &self.info
+    }
+
+    /// Start sampling on every event.
+    pub fn enable(&self) -> Result<(), SamplerError> {
+        for fd in self.all_fds() {
+            sys::enable(fd).map_err(|source| SamplerError::Io {
+                what: "PERF_EVENT_IOC_ENABLE",
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Stop sampling on every event (records already written stay in the buffers).
+    pub fn disable(&self) {
+        for fd in self.all_fds() {
+            if let Err(err) = sys::disable(fd) {
+                warn!(%err, "PERF_EVENT_IOC_DISABLE failed");
+            }
+        }
+    }
+
+    fn all_fds(&self) -> impl Iterator<Item = &OwnedFd> {
+        self.rings
+            .iter()
+            .map(|(fd, _)| fd)
+            .chain(self.redirected.iter())
+    }
+
+    /// Descriptors of the ring buffers, for polling.
+    pub fn ring_fds(&self) -> Vec<RawFd> {
+        self.rings.iter().map(|(fd, _)| fd.as_raw_fd()).collect()
+    }
+
+    pub(crate) fn ring_owned_fds(&self) -> impl Iterator<Item = &OwnedFd> {
+        self.rings.iter().map(|(fd, _)| fd)
+    }
+
+    /// Read every ring buffer once; returns the number of records handed to `on_record`.
+    pub fn drain(&mut self, on_record: &mut dyn FnMut(RawRecord<'_>)) -> u64 {
+        self.rings
+            .iter_mut()
+            .map(|(_, ring)| ring.drain(on_record))
+            .sum()
+    }
+
+    /// Whether any ring buffer holds unread records.
+    pub fn has_data(&self) -> bool {
+        self.rings.iter().any(|(_, r)| r.has_data())
+    }
+
+    /// Ring counters summed over every buffer.
+    pub fn ring_stats(&self) -> RingStats {
+        self.rings
+            .iter()
+            .fold(RingStats::default(), |mut acc, (_, r)| {
+                let s = r.stats();
+                acc.records += s.records;
+                acc.wrapped += s.wrapped;
+                acc.malformed += s.malformed;
+                acc.skipped_bytes += s.skipped_bytes;
+                acc
+            })
+    }
+}
+
+/// Whether this process may sample the whole system (root, CAP_PERFMON or CAP_SYS_ADMIN).
+pub fn is_privileged() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    effective & (1 << CAP_SYS_ADMIN) != 0 || effective & (1 << CAP_PERFMON) != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+}

@@ -1,0 +1,162 @@
+//! The crate's only `unsafe`: the perf_event_open syscall, its ioctls, and mmap of the ring buffer.
+//!
+//! Every wrapper returns `io::Result`; a new descriptor becomes an [`OwnedFd`] at once.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use perf_event_open_sys as sys;
+use perf_event_open_sys::bindings::{perf_event_attr, perf_event_mmap_page};
+
+/// Open one perf event (see perf_event_open(2)); `pid` -1 means every process, `cpu` -1 every CPU.
+pub(crate) fn perf_event_open(attr: &perf_event_attr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+    let mut attr = *attr;
+    // SAFETY: `attr` is a valid, fully initialised perf_event_attr whose `size` field matches the
+    // struct; the kernel only reads it (and may write back `size` on E2BIG), and we own the copy.
+    let fd = unsafe {
+        sys::perf_event_open(
+            &mut attr,
+            pid,
+            cpu,
+            -1,
+            sys::bindings::PERF_FLAG_FD_CLOEXEC as _,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the syscall returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn check_ioctl(ret: i32) -> io::Result<()> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Start counting (PERF_EVENT_IOC_ENABLE).
+pub(crate) fn enable(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: `fd` is an open perf event descriptor; ENABLE takes no pointer argument.
+    check_ioctl(unsafe { sys::ioctls::ENABLE(fd.as_raw_fd(), 0) })
+}
+
+/// Stop counting (PERF_EVENT_IOC_DISABLE).
+pub(crate) fn disable(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: `fd` is an open perf event descriptor; DISABLE takes no pointer argument.
+    check_ioctl(unsafe { sys::ioctls::DISABLE(fd.as_raw_fd(), 0) })
+}
+
+/// Send `fd`'s records into the ring buffer of `target` (PERF_EVENT_IOC_SET_OUTPUT).
+pub(crate) fn set_output(fd: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
+    // SAFETY: both descriptors are open perf events; SET_OUTPUT takes a descriptor number.
+    check_ioctl(unsafe { sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) })
+}
+
+/// The system page size.
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 {
+        size as usize
+    } else {
+        4096
+    }
+}
+
+/// A shared, read-write mapping of a perf event's metadata page and data area.
+pub(crate) struct RingMap {
+    base: NonNull<u8>,
+    len: usize,
+    page: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; all access to the control fields goes through
+// atomics and the data area is only read; nothing in it is tied to a thread.
+unsafe impl Send for RingMap {}
+
+impl RingMap {
+    /// Map `1 + data_pages` pages of `fd` (data_pages a power of two).
+    pub(crate) fn new(fd: &OwnedFd, data_pages: usize) -> io::Result<RingMap> {
+        let page = page_size();
+        let len = page * (1 + data_pages);
+        // SAFETY: a fresh shared mapping of a perf event fd; the kernel validates the length and
+        // we check the result before using it.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base =
+            NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        Ok(RingMap { base, len, page })
+    }
+
+    fn control(&self) -> *mut perf_event_mmap_page {
+        self.base.as_ptr().cast()
+    }
+
+    /// Load `data_head` with acquire ordering: every record before it is fully written.
+    pub(crate) fn load_head(&self) -> u64 {
+        // SAFETY: data_head is an aligned u64 inside the mapped metadata page, written by the
+        // kernel; reading it atomically through an AtomicU64 view is what the ABI prescribes.
+        let head =
+            unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*self.control()).data_head)) };
+        head.load(Ordering::Acquire)
+    }
+
+    /// Load our own last published `data_tail`.
+    pub(crate) fn load_tail(&self) -> u64 {
+        // SAFETY: as in `load_head`; only this process writes data_tail.
+        let tail =
+            unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*self.control()).data_tail)) };
+        tail.load(Ordering::Relaxed)
+    }
+
+    /// Publish `data_tail` with release ordering: the kernel may now overwrite what we read.
+    pub(crate) fn store_tail(&self, tail: u64) {
+        // SAFETY: as in `load_head`; the release store orders our reads of the data before it.
+        let slot =
+            unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*self.control()).data_tail)) };
+        slot.store(tail, Ordering::Release);
+    }
+
+    /// The data area (every page after the first).
+    pub(crate) fn data(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` bytes long and lives as long as `self`; the kernel writes
+        // only between data_head and data_tail, which callers read after the acquire load above.
+        unsafe {
+            std::slice::from_raw_parts(self.base.as_ptr().add(self.page), self.len - self.page)
+        }
+    }
+}
+
+impl Drop for RingMap {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are exactly what mmap returned; nothing borrows the data now.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// Register a duplicate of `fd` with tokio's reactor for read readiness.
+pub(crate) fn register_readable(fd: &OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    let dup = fd.try_clone()?;
+    // SAFETY: the AsyncFd takes ownership of `dup`, an OwnedFd that stays open, and keeps
+    // returning the same descriptor, for the AsyncFd's whole lifetime.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(dup, tokio::io::Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)
+}
