@@ -1,0 +1,95 @@
+//! Reading the state of processes alive before recording started from /proc.
+
+/// One line of /proc/PID/maps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapsLine<'a> {
+    /// Start address.
+    pub start: u64,
+    /// End address (exclusive).
+    pub end: u64,
+    /// Whether the mapping is executable.
+    pub executable: bool,
+    /// File offset of `start`.
+    pub offset: u64,
+    /// Device as (major, minor).
+    pub dev: (u32, u32),
+    /// Inode (0 for anonymous mappings).
+    pub inode: u64,
+    /// Path or pseudo-name (may be empty); ` (deleted)` is kept.
+    pub path: &'a str,
+}
+
+/// Parse `start-end perms offset maj:min inode path`.
+pub fn parse_maps_line(line: &str) -> Option<MapsLine<'_>> {
+    let mut rest = line;
+    let mut field = || {
+        rest = rest.trim_start();
+        let end = rest.find(' ').unwrap_or(rest.len());
+        let (f, r) = rest.split_at(end);
+        rest = r;
+        f
+    };
+    let range = field();
+    let perms = field();
+    let offset = field();
+    let dev = field();
+    let inode = field();
+    let path = rest.trim();
+    let (start, end) = range.split_once('-')?;
+    let (major, minor) = dev.split_once(':')?;
+    Some(MapsLine {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        executable: perms.as_bytes().get(2) == Some(&b'x'),
+        offset: u64::from_str_radix(offset, 16).ok()?,
+        dev: (
+            u32::from_str_radix(major, 16).ok()?,
+            u32::from_str_radix(minor, 16).ok()?,
+        ),
+        inode: inode.parse().ok()?,
+        path,
+    })
+}
+
+/// Linux's `makedev` for the (major, minor) pair, to compare with `stat`'s st_dev.
+pub(crate) fn makedev(major: u32, minor: u32) -> u64 {
+    let (major, minor) = (major as u64, minor as u64);
+    ((major & 0xffff_f000) << 32)
+        | ((major & 0xfff) << 8)
+        | ((minor & 0xffff_ff00) << 12)
+        | (minor & 0xff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_file_and_anonymous_lines() {
+        let l = parse_maps_line("7f1c2a000000-7f1c2a1b5000 r-xp 00028000 fe:01 1311768    /usr/lib/x86_64-linux-gnu/libc.so.6").unwrap();
+        assert_eq!(l.start, 0x7f1c2a000000);
+        assert_eq!(l.end, 0x7f1c2a1b5000);
+        assert!(l.executable);
+        assert_eq!(l.offset, 0x28000);
+        assert_eq!(l.dev, (0xfe, 1));
+        assert_eq!(l.inode, 1311768);
+        assert_eq!(l.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        let a = parse_maps_line(
+            "7ffd5b7e2000-7ffd5b7e4000 r-xp 00000000 00:00 0                          [vdso]",
+        )
+        .unwrap();
+        assert_eq!(a.path, "[vdso]");
+        let b = parse_maps_line("7ffd5b7e2000-7ffd5b7e4000 rw-p 00000000 00:00 0").unwrap();
+        assert_eq!(b.path, "");
+        assert!(!b.executable);
+        let d = parse_maps_line("5600-5700 r-xp 0 08:02 12 /tmp/a b (deleted)").unwrap();
+        assert_eq!(d.path, "/tmp/a b (deleted)");
+        assert!(parse_maps_line("garbage").is_none());
+    }
+
+    #[test]
+    fn makedev_matches_glibc() {
+        assert_eq!(makedev(8, 1), 0x801);
+        assert_eq!(makedev(0xfe, 1), 0xfe01);
+    }
+}
