@@ -1,1 +1,34 @@
-//! symbolize crate.
+//! Address to function-name resolution from ELF symbol tables and kallsyms.
+//!
+//! The profiler maps a sampled address to a (file, [`FileOffset`]) pair;
+//! [`ElfFile::file_offset_to_addr`] turns that into the file's own
+//! [`SymbolAddr`], and [`ElfFile::symbol`] finds the function. Kernel
+//! addresses go to [`KernelSymbols`]. [`SymbolCache`] parses each file once.
+
+pub mod address;
+pub mod cache;
+pub mod demangle;
+pub mod elf;
+pub mod error;
+pub mod kernel;
+mod table;
+
+pub use address::{FileOffset, SymbolAddr};
+pub use cache::{FileKey, SymbolCache};
+pub use demangle::demangle;
+pub use elf::{ElfFile, Symbol};
+pub use error::Error;
+pub use kernel::{KernelSymbol, KernelSymbols};
+
+#[cfg(test)]
+mod tests {
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn thread_safety() {
+        assert_send_sync::<crate::ElfFile>();
+        assert_send_sync::<crate::KernelSymbols>();
+        assert_send_sync::<crate::SymbolCache>();
+        assert_send_sync::<crate::Error>();
+    }
+}

@@ -1,0 +1,303 @@
+//! One ELF file's symbols, load segments and build-id.
+
+use std::fs::File;
+use std::path::Path;
+
+use object::elf;
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, Sym};
+use object::{Endianness, FileKind};
+
+use crate::address::{FileOffset, SymbolAddr};
+use crate::error::Error;
+use crate::table::{Binding, Candidate, Table, TableBuilder};
+
+/// A function symbol found by [`ElfFile::symbol`].
+#[derive(Clone, Copy, Debug)]
+pub struct Symbol<'a> {
+    /// The raw (mangled) name; see [`crate::demangle()`].
+    pub name: &'a str,
+    /// The symbol's address.
+    pub start: SymbolAddr,
+    /// The size from the symbol table; 0 when the table gives none.
+    pub size: u64,
+}
+
+/// A `PT_LOAD` program header.
+#[derive(Clone, Copy, Debug)]
+struct LoadSegment {
+    offset: u64,
+    filesz: u64,
+    memsz: u64,
+    vaddr: u64,
+}
+
+/// A parsed ELF file: what symbolization needs, copied out of the file.
+///
+/// Holds no reference to the file or its mapping once built.
+pub struct ElfFile {
+    name: String,
+    build_id: Option<Vec<u8>>,
+    segments: Vec<LoadSegment>,
+    table: Table,
+}
+
+impl ElfFile {
+    /// Map the file at `path` and parse it. Errors name the path.
+    pub fn open(path: &Path) -> Result<ElfFile, Error> {
+        let io = |source| Error::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        if !meta.is_file() {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            )));
+        }
+        let name = path.display().to_string();
+        if meta.len() == 0 {
+            return Err(Error::NotElf { name });
+        }
+        // SAFETY: the mapping is read-only and private, lives only for this
+        // call, and everything needed is copied out before it is dropped. A
+        // concurrent truncation of the file could still raise SIGBUS while
+        // parsing; that is the accepted cost of not reading whole binaries.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        Self::parse(&map, &name)
+    }
+
+    /// Parse an ELF image held in memory; `name` is used in errors.
+    ///
+    /// Copies what it needs, so `data` may be dropped afterwards.
+    pub fn parse(data: &[u8], name: &str) -> Result<ElfFile, Error> {
+        if !data.starts_with(&elf::ELFMAG) {
+            return Err(Error::NotElf {
+                name: name.to_owned(),
+            });
+        }
+        // `object` reads ELF structures in place and needs them aligned.
+        let copy;
+        let data = if data.as_ptr().align_offset(8) == 0 {
+            data
+        } else {
+            copy = AlignedCopy::new(data);
+            copy.bytes()
+        };
+        let perr = |e: object::Error| Error::Parse {
+            name: name.to_owned(),
+            message: e.to_string(),
+        };
+        match FileKind::parse(data).map_err(perr)? {
+            FileKind::Elf32 => parse_elf::<elf::FileHeader32<Endianness>>(data, name),
+            FileKind::Elf64 => parse_elf::<elf::FileHeader64<Endianness>>(data, name),
+            _ => Err(Error::Parse {
+                name: name.to_owned(),
+                message: "unsupported ELF class".into(),
+            }),
+        }
+    }
+
+    /// The name given at parse time (the path, for [`ElfFile::open`]).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The GNU build-id (`.note.gnu.build-id` or a `PT_NOTE`), if present.
+    pub fn build_id(&self) -> Option<&[u8]> {
+        self.build_id.as_deref()
+    }
+
+    /// Translate a file offset to the virtual address the ELF file uses,
+    /// through the `PT_LOAD` segment containing it (within `p_filesz`, or
+    /// failing that within `p_memsz`).
+    pub fn file_offset_to_addr(&self, offset: FileOffset) -> Option<SymbolAddr> {
+        let off = offset.0;
+        let within = |s: &&LoadSegment, len: u64| off >= s.offset && off - s.offset < len;
+        let seg = self
+            .segments
+            .iter()
+            .find(|s| within(s, s.filesz))
+            .or_else(|| self.segments.iter().find(|s| within(s, s.memsz)))?;
+        Some(SymbolAddr(seg.vaddr.wrapping_add(off - seg.offset)))
+    }
+
+    /// The function containing `addr`, if any.
+    pub fn symbol(&self, addr: SymbolAddr) -> Option<Symbol<'_>> {
+        let e = self.table.lookup(addr.0)?;
+        Some(Symbol {
+            name: self.table.name(e),
+            start: SymbolAddr(e.start),
+            size: e.size,
+        })
+    }
+
+    /// Number of distinct function addresses known (aliases count once).
+    pub fn symbol_count(&self) -> usize {
+        self.table.len()
+    }
+}
+
+impl std::fmt::Debug for ElfFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ElfFile")
+            .field("name", &self.name)
+            .field("build_id", &self.build_id.as_deref().map(crate::error::hex))
+            .field("segments", &self.segments)
+            .field("symbols", &self.table.len())
+            .finish()
+    }
+}
+
+/// A copy of a byte slice starting at an 8-aligned address.
+struct AlignedCopy {
+    buf: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedCopy {
+    fn new(data: &[u8]) -> Self {
+        let mut buf = vec![0u8; data.len() + 8];
+        let start = buf.as_ptr().align_offset(8).min(8);
+        buf[start..start + data.len()].copy_from_slice(data);
+        AlignedCopy {
+            buf,
+            start,
+            len: data.len(),
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+}
+
+fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
+    data: &[u8],
+    name: &str,
+) -> Result<ElfFile, Error> {
+    let perr = |e: object::Error| Error::Parse {
+        name: name.to_owned(),
+        message: e.to_string(),
+    };
+    let header = Elf::parse(data).map_err(perr)?;
+    let endian = header.endian().map_err(perr)?;
+    let phdrs = header.program_headers(endian, data).map_err(perr)?;
+    let sections = header.sections(endian, data).map_err(perr)?;
+
+    let segments: Vec<LoadSegment> = phdrs
+        .iter()
+        .filter(|p| p.p_type(endian) == elf::PT_LOAD)
+        .map(|p| LoadSegment {
+            offset: p.p_offset(endian).into(),
+            filesz: p.p_filesz(endian).into(),
+            memsz: p.p_memsz(endian).into(),
+            vaddr: p.p_vaddr(endian).into(),
+        })
+        .collect();
+
+    let build_id = find_build_id::<Elf>(endian, data, phdrs, &sections).map_err(perr)?;
+
+    let thumb_bit = header.e_machine(endian) == elf::EM_ARM;
+    let mut funcs = TableBuilder::default();
+    let mut text = TableBuilder::default();
+    for sh_type in [elf::SHT_SYMTAB, elf::SHT_DYNSYM] {
+        let symtab = sections.symbols(endian, data, sh_type).map_err(perr)?;
+        for (index, sym) in symtab.enumerate() {
+            if sym.is_undefined(endian) {
+                continue;
+            }
+            let mut value: u64 = sym.st_value(endian).into();
+            let kind = sym.st_type();
+            let is_func = kind == elf::STT_FUNC || kind == elf::STT_GNU_IFUNC;
+            if is_func && thumb_bit {
+                value &= !1;
+            }
+            if value == 0 {
+                continue;
+            }
+            let section = symtab
+                .symbol_section(endian, sym, index)
+                .map_err(perr)?
+                .and_then(|i| sections.section(i).ok());
+            let executable = section.is_some_and(|s| {
+                let flags: u64 = s.sh_flags(endian).into();
+                flags & u64::from(elf::SHF_EXECINSTR) != 0
+            });
+            let is_text = kind == elf::STT_NOTYPE && executable;
+            if !(is_func || is_text) {
+                continue;
+            }
+            let raw = symtab.symbol_name(endian, sym).map_err(perr)?;
+            if raw.is_empty() || raw.starts_with(b"$") {
+                continue; // unnamed, or ARM/AArch64 mapping symbols
+            }
+            let limit = match section {
+                Some(s) if s.sh_flags(endian).into() & u64::from(elf::SHF_ALLOC) != 0 => {
+                    let addr: u64 = s.sh_addr(endian).into();
+                    addr.saturating_add(s.sh_size(endian).into())
+                }
+                _ => segments
+                    .iter()
+                    .find(|s| value >= s.vaddr && value - s.vaddr < s.memsz)
+                    .map_or(u64::MAX, |s| s.vaddr.saturating_add(s.memsz)),
+            };
+            let binding = match sym.st_bind() {
+                elf::STB_LOCAL => Binding::Local,
+                elf::STB_WEAK => Binding::Weak,
+                _ => Binding::Global,
+            };
+            let cand = Candidate {
+                start: value,
+                size: sym.st_size(endian).into(),
+                limit,
+                binding,
+                tag: 0,
+            };
+            let sym_name = String::from_utf8_lossy(raw);
+            let target = if is_func { &mut funcs } else { &mut text };
+            if !target.push(cand, &sym_name) {
+                tracing::warn!(file = name, "symbol names exceed 4 GiB; ignoring the rest");
+                break;
+            }
+        }
+    }
+    let table = if funcs.len() > 0 { funcs } else { text }.build();
+    tracing::debug!(file = name, symbols = table.len(), "parsed ELF symbols");
+    Ok(ElfFile {
+        name: name.to_owned(),
+        build_id,
+        segments,
+        table,
+    })
+}
+
+/// The GNU build-id from note sections, else from `PT_NOTE` segments.
+fn find_build_id<'data, Elf: FileHeader<Endian = Endianness>>(
+    endian: Endianness,
+    data: &'data [u8],
+    phdrs: &'data [Elf::ProgramHeader],
+    sections: &object::read::elf::SectionTable<'data, Elf, &'data [u8]>,
+) -> object::Result<Option<Vec<u8>>> {
+    for s in sections.iter() {
+        if let Some(mut notes) = s.notes(endian, data)? {
+            while let Some(note) = notes.next()? {
+                if note.name() == elf::ELF_NOTE_GNU && note.n_type(endian) == elf::NT_GNU_BUILD_ID {
+                    return Ok(Some(note.desc().to_vec()));
+                }
+            }
+        }
+    }
+    for p in phdrs {
+        if let Some(mut notes) = p.notes(endian, data)? {
+            while let Some(note) = notes.next()? {
+                if note.name() == elf::ELF_NOTE_GNU && note.n_type(endian) == elf::NT_GNU_BUILD_ID {
+                    return Ok(Some(note.desc().to_vec()));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
