@@ -1,0 +1,17 @@
+//! One recording, end to end: open the sampling events, follow the processes, count raw stacks,
+//! then symbolize them into a [`profile::Profile`].
+//!
+//! `profctl record` (embedded mode) drives this directly; the daemon reuses the same pieces.
+
+mod error;
+mod launch;
+mod options;
+mod recording;
+mod resolve;
+mod sink;
+mod sys;
+
+pub use error::RecordError;
+pub use options::{RecordOptions, RecordTarget};
+pub use recording::{record, Progress, Recording, RecordingStats};
+pub use resolve::{resolve, ResolveStats};

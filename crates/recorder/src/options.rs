@@ -1,0 +1,51 @@
+//! What to record and how.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use sampler::EventChoice;
+
+/// What to profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordTarget {
+    /// Every process.
+    System,
+    /// A running process, its threads and its children created while recording.
+    Pid(u32),
+    /// A command started for the recording; the recording ends when it exits.
+    Command(Vec<OsString>),
+}
+
+/// Options of one recording.
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    /// What to profile.
+    pub target: RecordTarget,
+    /// Samples per second.
+    pub frequency: u64,
+    /// Stop after this long (None: until the command exits or the stop signal).
+    pub duration: Option<Duration>,
+    /// Sample kernel code and kernel callchains when permitted.
+    pub include_kernel: bool,
+    /// Data pages per ring buffer (a power of two).
+    pub ring_pages: usize,
+    /// Which event.
+    pub event: EventChoice,
+    /// Longest time a record waits in a ring buffer before it is read.
+    pub drain_interval: Duration,
+}
+
+impl RecordOptions {
+    /// Options with the shared defaults.
+    pub fn new(target: RecordTarget) -> RecordOptions {
+        RecordOptions {
+            target,
+            frequency: sampler::defaults::FREQUENCY,
+            duration: None,
+            include_kernel: true,
+            ring_pages: sampler::defaults::RING_PAGES,
+            event: EventChoice::Auto,
+            drain_interval: Duration::from_millis(100),
+        }
+    }
+}

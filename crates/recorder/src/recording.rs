@@ -1,0 +1,182 @@
+//! Running one recording until it is told to stop.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use procmap::ProcessTable;
+use profile::RawStacks;
+use sampler::{drain_until, EventKind, Sampler, SamplerConfig, Target};
+use tracing::{debug, info, warn};
+
+use crate::error::RecordError;
+use crate::launch::Launched;
+use crate::options::{RecordOptions, RecordTarget};
+use crate::sink::Collector;
+
+/// A live view of a running recording, for progress displays.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Time since sampling started.
+    pub elapsed: Duration,
+    /// Samples so far.
+    pub samples: u64,
+    /// Samples the kernel dropped so far.
+    pub lost: u64,
+}
+
+/// Counters of a recording.
+#[derive(Clone, Debug, Default)]
+pub struct RecordingStats {
+    /// Samples read.
+    pub samples: u64,
+    /// Records the kernel dropped because a ring buffer was full.
+    pub lost: u64,
+    /// Times the kernel throttled sampling (too many interrupts).
+    pub throttled: u64,
+    /// Records too short for their type (skipped).
+    pub malformed_records: u64,
+    /// Ring-buffer batches cut short by a malformed header (skipped).
+    pub malformed_batches: u64,
+}
+
+/// The raw result of a recording, before symbolization.
+pub struct Recording {
+    /// Sample counts per distinct thread and callchain.
+    pub stacks: RawStacks,
+    /// Processes, threads and mappings seen.
+    pub processes: ProcessTable,
+    /// Counters.
+    pub stats: RecordingStats,
+    /// The event sampled on.
+    pub event: EventKind,
+    /// The frequency in effect.
+    pub frequency: u64,
+    /// Whether kernel frames were collected.
+    pub kernel_included: bool,
+    /// How long sampling ran.
+    pub duration: Duration,
+    /// Things the user should know (event fallback, frequency cap, kernel excluded).
+    pub notes: Vec<String>,
+    /// Exit status of the profiled command, if one was run and it exited.
+    pub command_status: Option<std::process::ExitStatus>,
+}
+
+/// Record until `stop` resolves, the duration elapses, or the profiled command exits.
+/// `progress` is called after every drain round.
+pub async fn record(
+    options: &RecordOptions,
+    stop: impl Future<Output = ()>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Recording, RecordError> {
+    let mut launched = match &options.target {
+        RecordTarget::Command(argv) => Some(Launched::spawn(argv)?),
+        _ => None,
+    };
+    let target = match (&options.target, &launched) {
+        (RecordTarget::System, _) => Target::System,
+        (RecordTarget::Pid(pid), _) => Target::Process {
+            pid: *pid,
+            enable_on_exec: false,
+        },
+        (RecordTarget::Command(_), Some(child)) => Target::Process {
+            pid: child.pid(),
+            enable_on_exec: true,
+        },
+        (RecordTarget::Command(_), None) => return Err(RecordError::EmptyCommand),
+    };
+    let config = SamplerConfig {
+        frequency: options.frequency,
+        ring_pages: options.ring_pages,
+        include_kernel: options.include_kernel,
+        event: options.event,
+        ..SamplerConfig::new(target.clone())
+    };
+    // On failure, dropping `launched` kills the held child.
+    let mut sampler = Sampler::open(&config)?;
+    sampler.enable()?;
+    let started = Instant::now();
+    let mut processes = ProcessTable::new();
+    // Processes alive before the events were enabled: read their state now, so nothing falls
+    // into a gap (records from now on are in the ring buffers).
+    match target {
+        Target::System => {
+            let n = processes.synthesize_all();
+            debug!(processes = n, "read running processes from /proc");
+        }
+        Target::Process {
+            pid,
+            enable_on_exec: false,
+        } => {
+            if let Err(err) = processes.synthesize(pid) {
+                warn!(pid, %err, "could not read the process from /proc");
+            }
+        }
+        Target::Process { .. } => {}
+    }
+    if let Some(child) = &mut launched {
+        child.release()?;
+    }
+
+    let mut collector = Collector {
+        stacks: RawStacks::new(),
+        processes,
+        stats: RecordingStats::default(),
+        progress,
+        started,
+    };
+    let info = sampler.info().clone();
+    for note in &info.notes {
+        info!("{note}");
+    }
+    let duration = options.duration;
+    let child_exit = async {
+        match &mut launched {
+            Some(child) => child.wait().await,
+            None => std::future::pending().await,
+        }
+    };
+    let command_status = {
+        let mut status = None;
+        let stop_all = async {
+            tokio::select! {
+                () = stop => {}
+                () = sleep_or_forever(duration) => {}
+                s = child_exit => status = s,
+            }
+        };
+        drain_until(
+            &mut sampler,
+            stop_all,
+            options.drain_interval,
+            &mut collector,
+        )
+        .await?;
+        status
+    };
+    let elapsed = started.elapsed();
+    if let Some(child) = &mut launched {
+        if command_status.is_none() {
+            child.terminate();
+        }
+    }
+    drop(sampler);
+    debug!(unique_stacks = collector.stacks.len(), "recording finished");
+    Ok(Recording {
+        stacks: collector.stacks,
+        processes: collector.processes,
+        stats: collector.stats,
+        event: info.event,
+        frequency: info.frequency,
+        kernel_included: info.kernel_included,
+        duration: elapsed,
+        notes: info.notes,
+        command_status,
+    })
+}
+
+async fn sleep_or_forever(duration: Option<Duration>) {
+    match duration {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
