@@ -1,1 +1,41 @@
-fn main() {}
+//! profctl: record a live system, process or command into a flamegraph.
+
+mod cli;
+mod output;
+mod record;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
+    let result = match cli.command {
+        cli::Command::Record(args) => record::run(args, cli.quiet),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("profctl: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    let default = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PROFCTL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+}

@@ -1,0 +1,152 @@
+//! Command-line arguments.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use recorder::{RecordOptions, RecordTarget};
+use sampler::{EventChoice, EventKind};
+
+/// A sampling profiler for Linux: from a running process to a flamegraph in one command.
+#[derive(Debug, Parser)]
+#[command(name = "profctl", version, about, propagate_version = true)]
+pub struct Cli {
+    /// More log output (-v: info, -vv: debug). PROFCTL_LOG=filter overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors: no progress line and no summary.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// profctl's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Sample the whole system, a process (--pid) or a command (after --) and write a
+    /// flamegraph (SVG) and/or folded stacks.
+    #[command(after_help = RECORD_EXAMPLES)]
+    Record(RecordArgs),
+}
+
+const RECORD_EXAMPLES: &str = "Examples:
+  profctl record --duration 5 -o system.svg            the whole system for 5 s (root or CAP_PERFMON)
+  profctl record --pid 1234 --freq 999 -o app.svg      a running process until Ctrl-C
+  profctl record --folded out.folded -- ./my-program   a command, until it exits
+
+Without -o and --folded, the flamegraph is written to profile.svg.";
+
+/// Which event drives sampling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EventArg {
+    /// Hardware cycles when the machine has a PMU, else cpu-clock.
+    Auto,
+    /// Hardware CPU cycles.
+    Cycles,
+    /// The software CPU clock timer.
+    CpuClock,
+}
+
+/// Arguments of `profctl record`.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Profile this running process: all its threads, and threads and child processes it
+    /// creates while recording.
+    #[arg(short, long, value_name = "PID", conflicts_with = "command")]
+    pub pid: Option<u32>,
+    /// Samples per second (per CPU for the whole system). Capped at the kernel's
+    /// perf_event_max_sample_rate.
+    #[arg(short = 'F', long = "freq", value_name = "HZ", default_value_t = sampler::defaults::FREQUENCY,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub frequency: u64,
+    /// Stop after this many seconds (fractions allowed). Without it, recording runs until Ctrl-C
+    /// or until the command exits.
+    #[arg(short, long, value_name = "SECS", value_parser = parse_seconds)]
+    pub duration: Option<std::time::Duration>,
+    /// Write the SVG flamegraph here.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Write folded stacks here (`comm;outer;…;leaf count`, as FlameGraph and inferno read).
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// Do not sample kernel code or collect kernel frames.
+    #[arg(long)]
+    pub no_kernel: bool,
+    /// The event to sample on.
+    #[arg(long, value_enum, default_value_t = EventArg::Auto)]
+    pub event: EventArg,
+    /// Data pages per ring buffer (a power of two).
+    #[arg(long, value_name = "PAGES", default_value_t = sampler::defaults::RING_PAGES)]
+    pub ring_pages: usize,
+    /// The command to run and profile (after --). Recording ends when it exits; if the
+    /// recording ends first (--duration, Ctrl-C), the command is sent SIGTERM.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("not a number of seconds: {text:?}"))?;
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err(format!(
+            "duration must be a positive number of seconds, got {text}"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+impl RecordArgs {
+    /// The recorder's options.
+    pub fn to_options(&self) -> RecordOptions {
+        let target = match (&self.pid, self.command.is_empty()) {
+            (Some(pid), _) => RecordTarget::Pid(*pid),
+            (None, false) => RecordTarget::Command(self.command.clone()),
+            (None, true) => RecordTarget::System,
+        };
+        RecordOptions {
+            frequency: self.frequency,
+            duration: self.duration,
+            include_kernel: !self.no_kernel,
+            ring_pages: self.ring_pages,
+            event: match self.event {
+                EventArg::Auto => EventChoice::Auto,
+                EventArg::Cycles => EventChoice::Force(EventKind::Cycles),
+                EventArg::CpuClock => EventChoice::Force(EventKind::CpuClock),
+            },
+            ..RecordOptions::new(target)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_targets() {
+        let cli = Cli::try_parse_from(["profctl", "record", "--pid", "7", "-F", "50", "-d", "1.5"])
+            .unwrap();
+        let Command::Record(args) = cli.command;
+        let o = args.to_options();
+        assert_eq!(o.target, RecordTarget::Pid(7));
+        assert_eq!(o.frequency, 50);
+        assert_eq!(o.duration, Some(std::time::Duration::from_millis(1500)));
+        let cli = Cli::try_parse_from(["profctl", "record", "--", "ls", "-l"]).unwrap();
+        let Command::Record(args) = cli.command;
+        assert_eq!(
+            args.to_options().target,
+            RecordTarget::Command(vec!["ls".into(), "-l".into()])
+        );
+        assert!(Cli::try_parse_from(["profctl", "record", "--pid", "1", "--", "ls"]).is_err());
+        assert!(Cli::try_parse_from(["profctl", "record", "-d", "-1"]).is_err());
+        assert!(Cli::try_parse_from(["profctl", "record", "-F", "0"]).is_err());
+    }
+}

@@ -1,0 +1,70 @@
+//! Writing output files so that a failure never leaves a half-written file behind.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// Write `path` through a temporary file in the same directory, renamed into place when `fill`
+/// and the final flush succeed (a full disk leaves the old file, if any, untouched).
+pub fn write_atomically(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .context("the output path has no file name")?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut out = BufWriter::new(file);
+        fill(&mut out)?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_write_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        let err = write_atomically(&path, |out| {
+            out.write_all(b"partial")?;
+            anyhow::bail!("boom")
+        });
+        assert!(err.is_err());
+        assert!(!path.exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "temporary file removed"
+        );
+        write_atomically(&path, |out| Ok(out.write_all(b"whole")?)).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "whole");
+    }
+
+    #[test]
+    fn missing_directory_is_named_in_the_error() {
+        let err = write_atomically(Path::new("/nonexistent-dir/out.svg"), |_| Ok(())).unwrap_err();
+        assert!(format!("{err:#}").contains("/nonexistent-dir"), "{err:#}");
+    }
+}

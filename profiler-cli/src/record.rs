@@ -1,0 +1,172 @@
+//! `profctl record`: run a recording in this process (embedded mode) and write its outputs.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use recorder::{Recording, ResolveStats};
+
+use crate::cli::RecordArgs;
+use crate::output::write_atomically;
+
+/// Default flamegraph path when neither -o nor --folded is given.
+const DEFAULT_SVG: &str = "profile.svg";
+
+/// Run `profctl record`.
+pub fn run(args: RecordArgs, quiet: bool) -> Result<ExitCode> {
+    let mut options = args.to_options();
+    let svg_path = match (&args.output, &args.folded) {
+        (None, None) => Some(DEFAULT_SVG.into()),
+        (svg, _) => svg.clone(),
+    };
+    if options.ring_pages == 0 || !options.ring_pages.is_power_of_two() {
+        anyhow::bail!(
+            "--ring-pages must be a power of two, got {}",
+            options.ring_pages
+        );
+    }
+    options.drain_interval = Duration::from_millis(100);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+
+    let live = !quiet && std::io::stderr().is_terminal();
+    let bar = if live {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} recording {msg}").expect("valid template"),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut progress = |p: recorder::Progress| {
+        bar.set_message(format!(
+            "{:.1} s, {} samples, {} lost (Ctrl-C to stop)",
+            p.elapsed.as_secs_f64(),
+            p.samples,
+            p.lost
+        ));
+        bar.tick();
+    };
+    let recording = runtime.block_on(async {
+        let stop = async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        };
+        recorder::record(&options, stop, &mut progress).await
+    });
+    bar.finish_and_clear();
+    let recording = recording.context("recording failed")?;
+    for note in &recording.notes {
+        if !quiet {
+            eprintln!("profctl: note: {note}");
+        }
+    }
+    let (profile, resolve_stats) = recorder::resolve(&recording);
+    let mut written = Vec::new();
+    if let Some(path) = &args.folded {
+        write_atomically(path, |out| profile.write_folded(out).map_err(Into::into))
+            .with_context(|| format!("writing folded stacks to {}", path.display()))?;
+        written.push(path.display().to_string());
+    }
+    if let Some(path) = &svg_path {
+        if profile.total() == 0 {
+            eprintln!(
+                "profctl: no samples were recorded; not writing {}",
+                path.display()
+            );
+        } else {
+            let options = profile::SvgOptions {
+                title: title(&args),
+                subtitle: Some(subtitle(&recording)),
+            };
+            write_atomically(path, |out| {
+                profile.write_svg(out, &options).map_err(Into::into)
+            })
+            .with_context(|| format!("writing the flamegraph to {}", path.display()))?;
+            written.push(path.display().to_string());
+        }
+    }
+    if !quiet {
+        print_summary(&recording, &resolve_stats, &written);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn title(args: &RecordArgs) -> String {
+    match (&args.pid, args.command.is_empty()) {
+        (Some(pid), _) => format!("profctl: process {pid}"),
+        (None, false) => {
+            let cmd: Vec<String> = args
+                .command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            format!("profctl: {}", cmd.join(" "))
+        }
+        (None, true) => "profctl: whole system".to_string(),
+    }
+}
+
+/// Event, frequency, duration, samples and lost samples, for the SVG.
+fn subtitle(r: &Recording) -> String {
+    format!(
+        "{} at {} Hz, {:.1} s, {} samples, {} lost{}",
+        r.event,
+        r.frequency,
+        r.duration.as_secs_f64(),
+        r.stats.samples,
+        r.stats.lost,
+        if r.kernel_included {
+            ""
+        } else {
+            ", user space only"
+        }
+    )
+}
+
+fn print_summary(r: &Recording, resolved: &ResolveStats, written: &[String]) {
+    eprintln!(
+        "profctl: {} samples in {:.1} s ({} at {} Hz{}), {} lost, {} throttled",
+        r.stats.samples,
+        r.duration.as_secs_f64(),
+        r.event,
+        r.frequency,
+        if r.kernel_included {
+            ", with kernel frames"
+        } else {
+            ", user space only"
+        },
+        r.stats.lost,
+        r.stats.throttled,
+    );
+    if r.stats.malformed_records + r.stats.malformed_batches > 0 {
+        eprintln!(
+            "profctl: skipped {} malformed records and {} malformed ring batches",
+            r.stats.malformed_records, r.stats.malformed_batches
+        );
+    }
+    eprintln!(
+        "profctl: {:.1}% of frames unnamed ({} distinct addresses in {} files)",
+        resolved.unnamed_share() * 100.0,
+        resolved.addresses,
+        resolved.files
+    );
+    if let Some(status) = r.command_status {
+        if !status.success() {
+            eprintln!("profctl: the command exited with {status}");
+        }
+    }
+    if written.is_empty() {
+        eprintln!("profctl: no files written");
+    } else {
+        eprintln!("profctl: wrote {}", written.join(", "));
+    }
+}

@@ -1,0 +1,569 @@
+//! Shared helpers for the end-to-end tests: building the C workloads,
+//! running `profctl` with a time limit, parsing folded stacks, computing
+//! per-function shares and asserting them with a readable message, and the
+//! process-wide lock that keeps sampling tests from running side by side
+//! (the test machine has only 2 CPUs).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::fs::{self, File};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Sampling frequency used by every test.
+pub const FREQ: &str = "999";
+pub const FREQ_HZ: f64 = 999.0;
+/// Allowed distance between measured and profiled shares, in percentage points.
+pub const SHARE_TOLERANCE_POINTS: f64 = 5.0;
+/// The functions of the split workload, in reporting order.
+pub const HOT: [&str; 3] = ["hot_a", "hot_b", "hot_c"];
+
+static SAMPLING: Mutex<()> = Mutex::new(());
+
+/// Holds the process-wide sampling lock; take it for the whole of every test
+/// that samples. Recovers from poisoning (a failed test must not fail the rest).
+pub fn sampling_lock() -> MutexGuard<'static, ()> {
+    SAMPLING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Path of the binary under test: the crate's `profctl`, unless the
+/// environment variable `PROFCTL_TEST_BIN` names another build to test.
+pub fn profctl() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| match std::env::var_os("PROFCTL_TEST_BIN") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from(env!("CARGO_BIN_EXE_profctl")),
+    })
+}
+
+/// The workload binaries, built once per test run.
+pub struct Workloads {
+    pub dir: PathBuf,
+    /// `split [--threads] SECONDS|forever [OUTFILE]`
+    pub split: PathBuf,
+    /// `forker BURNER PARENT_SECONDS CHILD_SECONDS`
+    pub forker: PathBuf,
+    /// `burner CPU_SECONDS`
+    pub burner: PathBuf,
+}
+
+const CFLAGS: &[&str] = &[
+    "-O1",
+    "-g",
+    "-fno-omit-frame-pointer",
+    "-mno-omit-leaf-frame-pointer",
+    "-fno-optimize-sibling-calls",
+    "-Wall",
+];
+
+fn workload_src(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/workloads")
+        .join(name)
+}
+
+/// Compiles `src` to `out`, via a temporary name and an atomic rename so that
+/// concurrent runs of the suite never see a half-written binary.
+fn compile(src: &str, out: &Path, extra: &[&str]) {
+    let tmp = out.with_extension(format!("{}.tmp", std::process::id()));
+    let output = Command::new("cc")
+        .args(CFLAGS)
+        .arg("-o")
+        .arg(&tmp)
+        .arg(workload_src(src))
+        .args(extra)
+        .output()
+        .expect("failed to run cc (is a C compiler installed?)");
+    assert!(
+        output.status.success(),
+        "compiling {src} failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    fs::rename(&tmp, out).expect("rename compiled workload");
+}
+
+/// Builds (once per test run, into the target's tmp dir) and returns the workloads.
+pub fn workloads() -> &'static Workloads {
+    static BUILT: OnceLock<Workloads> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("profctl-workloads");
+        fs::create_dir_all(&dir).expect("create workload dir");
+        let w = Workloads {
+            split: dir.join("split"),
+            forker: dir.join("forker"),
+            burner: dir.join("burner"),
+            dir,
+        };
+        compile("split.c", &w.split, &["-pthread"]);
+        compile("forker.c", &w.forker, &[]);
+        compile("burner.c", &w.burner, &[]);
+        w
+    })
+}
+
+/// A fresh scratch directory for one test's outputs.
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("profctl-test-")
+        .tempdir()
+        .expect("create scratch dir")
+}
+
+/// Result of one finished process.
+pub struct Run {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Run {
+    /// Panics with the command's output unless it exited with status 0.
+    pub fn assert_success(&self, what: &str) {
+        assert!(
+            self.status.success(),
+            "{what}: profctl exited with {} after {:.1?}\n--- stderr ---\n{}\n--- stdout ---\n{}",
+            self.status,
+            self.elapsed,
+            self.stderr,
+            self.stdout
+        );
+    }
+}
+
+/// Sends `signal` (e.g. "INT", "TERM", "KILL") to `pid` with kill(1).
+pub fn send_signal(pid: u32, signal: &str) -> bool {
+    Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Pids of all live descendants of `pid` (children first), found via /proc.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of: Vec<(u32, u32)> = Vec::new();
+    if let Ok(entries) = fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            // "pid (comm) state ppid ..." - comm may contain spaces/parens.
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
+            if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|s| s.parse().ok()) {
+                parent_of.push((p, ppid));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(cur) = frontier.pop() {
+        for &(p, pp) in &parent_of {
+            if pp == cur && !out.contains(&p) {
+                out.push(p);
+                frontier.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// A spawned process whose stdout/stderr go to unnamed temp files, killed
+/// (with its descendants) on drop so that a failing test leaves no CPU
+/// burner behind.
+pub struct Spawned {
+    pub child: Child,
+    stdout: File,
+    stderr: File,
+    started: Instant,
+    pub name: String,
+}
+
+impl Spawned {
+    pub fn spawn(mut cmd: Command, name: &str) -> Spawned {
+        let stdout = tempfile::tempfile().expect("tempfile");
+        let stderr = tempfile::tempfile().expect("tempfile");
+        cmd.stdin(Stdio::null())
+            .stdout(stdout.try_clone().unwrap())
+            .stderr(stderr.try_clone().unwrap());
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("failed to spawn {name}: {e}"));
+        Spawned {
+            child,
+            stdout,
+            stderr,
+            started: Instant::now(),
+            name: name.to_string(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits up to `limit`; `None` if still running then.
+    pub fn wait_timeout(&mut self, limit: Duration) -> Option<Run> {
+        let deadline = Instant::now() + limit;
+        loop {
+            match self.child.try_wait().expect("try_wait") {
+                Some(status) => {
+                    return Some(Run {
+                        status,
+                        stdout: read_all(&mut self.stdout),
+                        stderr: read_all(&mut self.stderr),
+                        elapsed: self.started.elapsed(),
+                    })
+                }
+                None if Instant::now() >= deadline => return None,
+                None => thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+
+    /// Waits up to `limit`, else kills everything and panics with the output so far.
+    pub fn wait_or_panic(&mut self, limit: Duration) -> Run {
+        if let Some(run) = self.wait_timeout(limit) {
+            return run;
+        }
+        self.kill_tree();
+        let _ = self.child.wait();
+        panic!(
+            "{} did not finish within {limit:?}; killed it\n--- stderr ---\n{}\n--- stdout ---\n{}",
+            self.name,
+            read_all(&mut self.stderr),
+            read_all(&mut self.stdout)
+        );
+    }
+
+    /// SIGKILLs the descendants, then the process itself.
+    pub fn kill_tree(&mut self) {
+        for d in descendants(self.pid()) {
+            send_signal(d, "KILL");
+        }
+        let _ = self.child.kill();
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.kill_tree();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn read_all(f: &mut File) -> String {
+    let mut s = String::new();
+    let _ = f.seek(SeekFrom::Start(0));
+    let mut bytes = Vec::new();
+    let _ = f.read_to_end(&mut bytes);
+    s.push_str(&String::from_utf8_lossy(&bytes));
+    s
+}
+
+/// Runs `profctl ARGS` in `cwd`, failing the test if it takes longer than `limit`.
+pub fn run_profctl<I, S>(args: I, cwd: &Path, limit: Duration) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = Command::new(profctl());
+    cmd.args(args).current_dir(cwd);
+    Spawned::spawn(cmd, "profctl").wait_or_panic(limit)
+}
+
+/// One line of folded output.
+#[derive(Debug, Clone)]
+pub struct Stack {
+    pub comm: String,
+    /// Outermost first, leaf last.
+    pub frames: Vec<String>,
+    pub count: u64,
+}
+
+impl Stack {
+    pub fn has(&self, frame: &str) -> bool {
+        self.frames.iter().any(|f| f == frame)
+    }
+
+    /// Whether `seq` occurs as contiguous frames, in this order.
+    pub fn has_path(&self, seq: &[&str]) -> bool {
+        self.frames
+            .windows(seq.len())
+            .any(|w| w.iter().zip(seq).all(|(a, b)| a == b))
+    }
+
+    pub fn line(&self) -> String {
+        let mut s = self.comm.clone();
+        for f in &self.frames {
+            s.push(';');
+            s.push_str(f);
+        }
+        format!("{s} {}", self.count)
+    }
+}
+
+/// Parses folded stacks (`comm;outer;...;leaf COUNT` per line), panicking
+/// with the offending line if one is malformed.
+pub fn parse_folded(text: &str) -> Vec<Stack> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (stack, count) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("folded line {}: no count: {line:?}", i + 1));
+        let count: u64 = count
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("folded line {}: bad count: {line:?}", i + 1));
+        let mut parts = stack.split(';');
+        let comm = parts.next().unwrap_or_default().to_string();
+        assert!(
+            !comm.is_empty(),
+            "folded line {}: empty comm: {line:?}",
+            i + 1
+        );
+        let frames: Vec<String> = parts.map(str::to_string).collect();
+        assert!(
+            !frames.is_empty(),
+            "folded line {}: no frames: {line:?}",
+            i + 1
+        );
+        out.push(Stack {
+            comm,
+            frames,
+            count,
+        });
+    }
+    out
+}
+
+/// Reads and parses a folded file (must exist and be well formed).
+pub fn read_folded(path: &Path) -> Vec<Stack> {
+    let text = fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read folded output {}: {e}", path.display()));
+    parse_folded(&text)
+}
+
+/// Reads a workload measurement file: `name NS` per line.
+pub fn read_measured(path: &Path) -> BTreeMap<String, u64> {
+    let text = fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read workload measurement {}: {e}", path.display()));
+    let mut m = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (k, v) = line
+            .split_once(' ')
+            .unwrap_or_else(|| panic!("bad measurement line {line:?}"));
+        m.insert(k.to_string(), v.trim().parse().expect("measurement ns"));
+    }
+    m
+}
+
+/// Total count of the lines of `comm`.
+pub fn comm_total(stacks: &[Stack], comm: &str) -> u64 {
+    stacks
+        .iter()
+        .filter(|s| s.comm == comm)
+        .map(|s| s.count)
+        .sum()
+}
+
+/// Count of `comm`'s lines whose frames contain `frame`.
+pub fn frame_count(stacks: &[Stack], comm: &str, frame: &str) -> u64 {
+    stacks
+        .iter()
+        .filter(|s| s.comm == comm && s.has(frame))
+        .map(|s| s.count)
+        .sum()
+}
+
+/// Whether any line of `comm` (any comm if `None`) names `frame`.
+pub fn names_frame(stacks: &[Stack], comm: Option<&str>, frame: &str) -> bool {
+    stacks
+        .iter()
+        .any(|s| comm.is_none_or(|c| s.comm == c) && s.has(frame))
+}
+
+/// The `n` heaviest folded lines, for failure messages.
+pub fn top_lines(stacks: &[Stack], n: usize) -> String {
+    let mut v: Vec<&Stack> = stacks.iter().collect();
+    v.sort_by_key(|s| std::cmp::Reverse(s.count));
+    let mut s = String::new();
+    for st in v.iter().take(n) {
+        s.push_str("  ");
+        s.push_str(&st.line());
+        s.push('\n');
+    }
+    if v.len() > n {
+        s.push_str(&format!("  ... ({} more lines)\n", v.len() - n));
+    }
+    s
+}
+
+/// Totals per comm, heaviest first, for failure messages.
+pub fn comm_summary(stacks: &[Stack]) -> String {
+    let mut m: BTreeMap<&str, u64> = BTreeMap::new();
+    for s in stacks {
+        *m.entry(&s.comm).or_default() += s.count;
+    }
+    let mut v: Vec<_> = m.into_iter().collect();
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
+    v.iter()
+        .take(10)
+        .map(|(c, n)| format!("{c}={n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Asserts that for every function in `measured`, the profiler's share
+/// (samples of `comm` whose stack contains it / all samples of `comm`) is
+/// within [`SHARE_TOLERANCE_POINTS`] of its measured share of CPU time, and
+/// that the profiler collected a plausible number of samples for `comm`.
+pub fn assert_shares(stacks: &[Stack], comm: &str, measured: &BTreeMap<String, u64>) {
+    let measured_total: u64 = measured.values().sum();
+    assert!(
+        measured_total > 0,
+        "workload measured no CPU time: {measured:?}"
+    );
+    let total = comm_total(stacks, comm);
+
+    let mut report = String::new();
+    let mut bad = Vec::new();
+    report.push_str(&format!(
+        "{:<8} {:>10} {:>10}   {:>9} {:>9}\n",
+        "function", "measured", "ms", "profiler", "samples"
+    ));
+    for (name, &ns) in measured {
+        let m = 100.0 * ns as f64 / measured_total as f64;
+        let c = frame_count(stacks, comm, name);
+        let p = if total > 0 {
+            100.0 * c as f64 / total as f64
+        } else {
+            0.0
+        };
+        report.push_str(&format!(
+            "{name:<8} {m:>9.1}% {:>10.1}   {p:>8.1}% {c:>9}\n",
+            ns as f64 / 1e6
+        ));
+        if (m - p).abs() > SHARE_TOLERANCE_POINTS {
+            bad.push(format!("{name}: measured {m:.1}% vs profiler {p:.1}%"));
+        }
+    }
+    let context = format!(
+        "comm {comm:?}: {total} samples (all comms: {})\n{report}top folded lines:\n{}",
+        comm_summary(stacks),
+        top_lines(stacks, 20)
+    );
+    // cpu-clock at FREQ on the workload's own CPU time: expect about
+    // seconds * FREQ samples; demand at least half of that.
+    let expected = measured_total as f64 / 1e9 * FREQ_HZ;
+    assert!(
+        total as f64 >= 0.5 * expected,
+        "too few samples for {comm:?}: {total}, expected about {expected:.0} \
+         ({:.2} s of measured CPU at {FREQ} Hz)\n{context}",
+        measured_total as f64 / 1e9
+    );
+    assert!(
+        bad.is_empty(),
+        "profiled shares differ from measured CPU shares by more than {SHARE_TOLERANCE_POINTS} points: {}\n{context}",
+        bad.join("; ")
+    );
+}
+
+/// Asserts that `comm` has lines naming each of `names`.
+pub fn assert_names(stacks: &[Stack], comm: &str, names: &[&str]) {
+    let missing: Vec<&&str> = names
+        .iter()
+        .filter(|n| !names_frame(stacks, Some(comm), n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "folded output has no frame named {missing:?} under comm {comm:?} \
+         (comms: {})\ntop folded lines:\n{}",
+        comm_summary(stacks),
+        top_lines(stacks, 20)
+    );
+}
+
+/// Checks that `path` is a complete, well-formed SVG document (quick-xml
+/// reads it to the end without error, the root element is `svg`, every
+/// element is closed) and returns its concatenated text content.
+pub fn check_svg(path: &Path) -> String {
+    use quick_xml::events::Event;
+    use quick_xml::Reader;
+
+    let data = fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read SVG {}: {e}", path.display()));
+    let mut reader = Reader::from_str(&data);
+    let mut depth = 0usize;
+    let mut root: Option<String> = None;
+    let mut text = String::new();
+    loop {
+        let ev = reader.read_event().unwrap_or_else(|e| {
+            panic!(
+                "SVG {} is not well-formed XML at byte {}: {e}",
+                path.display(),
+                reader.buffer_position()
+            )
+        });
+        match ev {
+            Event::Start(e) => {
+                if depth == 0 {
+                    assert!(root.is_none(), "SVG has more than one root element");
+                    root = Some(String::from_utf8_lossy(e.name().as_ref()).into_owned());
+                }
+                depth += 1;
+            }
+            Event::Empty(e) if depth == 0 => {
+                assert!(root.is_none(), "SVG has more than one root element");
+                root = Some(String::from_utf8_lossy(e.name().as_ref()).into_owned());
+            }
+            Event::End(_) => depth -= 1,
+            Event::Text(t) => {
+                let t = t
+                    .unescape()
+                    .unwrap_or_else(|e| panic!("SVG text does not unescape: {e}"));
+                text.push_str(&t);
+                text.push('\n');
+            }
+            Event::CData(c) => {
+                text.push_str(&String::from_utf8_lossy(&c));
+                text.push('\n');
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        root.as_deref(),
+        Some("svg"),
+        "root element of {} is not <svg>",
+        path.display()
+    );
+    assert_eq!(
+        depth,
+        0,
+        "SVG {} ends with unclosed elements",
+        path.display()
+    );
+    text
+}

@@ -1,0 +1,14 @@
+//! End-to-end tests of `profctl record`: real C workloads with a known,
+//! self-measured split of CPU time are profiled, and the folded stacks and
+//! flamegraph the user gets are checked against what the workloads measured.
+//!
+//! All sampling tests hold [`common::sampling_lock`], so they run one at a
+//! time even though the harness runs tests on several threads.
+
+mod common;
+mod fork_exec;
+mod nonroot;
+mod pid;
+mod sigint;
+mod split;
+mod threads;

@@ -1,0 +1,64 @@
+//! Ctrl-C: SIGINT to `profctl record -o .. --folded .. -- ./split 30` after
+//! ~2 s ends the recording cleanly and promptly, and both outputs are still
+//! written, complete and naming the hot functions.
+
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+#[test]
+fn sigint_ends_recording_and_still_writes_outputs() {
+    let _guard = sampling_lock();
+    let w = workloads();
+    let dir = scratch();
+    let folded = dir.path().join("out.folded");
+    let svg = dir.path().join("out.svg");
+
+    let mut cmd = Command::new(profctl());
+    cmd.current_dir(dir.path())
+        .arg("record")
+        .args(["--freq", FREQ])
+        .arg("-o")
+        .arg(&svg)
+        .arg("--folded")
+        .arg(&folded)
+        .arg("--")
+        .arg(&w.split)
+        .arg("30")
+        .arg(dir.path().join("measured.txt"));
+    let mut profctl = Spawned::spawn(cmd, "profctl record -- split 30");
+
+    thread::sleep(Duration::from_secs(2));
+    if let Some(run) = profctl.wait_timeout(Duration::ZERO) {
+        panic!(
+            "profctl exited before SIGINT ({})\n--- stderr ---\n{}",
+            run.status, run.stderr
+        );
+    }
+    // Remember the workload so it can be cleaned up afterwards, whatever
+    // profctl does with it.
+    let workload_pids = descendants(profctl.pid());
+
+    let sent = Instant::now();
+    assert!(send_signal(profctl.pid(), "INT"), "kill -INT failed");
+    let run = profctl.wait_timeout(Duration::from_secs(10));
+    for p in workload_pids {
+        send_signal(p, "KILL");
+    }
+    let Some(run) = run else {
+        profctl.kill_tree();
+        panic!("profctl still running 10 s after SIGINT");
+    };
+    let took = sent.elapsed();
+    run.assert_success("record interrupted by SIGINT");
+    assert!(
+        took <= Duration::from_secs(5),
+        "profctl took {took:.1?} to exit after SIGINT"
+    );
+
+    let stacks = read_folded(&folded);
+    assert_names(&stacks, "split", &HOT);
+    check_svg(&svg);
+}
