@@ -69,6 +69,7 @@ pub fn run(args: RecordArgs, quiet: bool) -> Result<ExitCode> {
             eprintln!("profctl: note: {note}");
         }
     }
+    let post_started = std::time::Instant::now();
     let (profile, resolve_stats) = recorder::resolve(&recording);
     let mut written = Vec::new();
     if let Some(path) = &args.folded {
@@ -95,7 +96,7 @@ pub fn run(args: RecordArgs, quiet: bool) -> Result<ExitCode> {
         }
     }
     if !quiet {
-        print_summary(&recording, &resolve_stats, &written);
+        print_summary(&recording, &resolve_stats, &written, post_started.elapsed());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -132,7 +133,7 @@ fn subtitle(r: &Recording) -> String {
     )
 }
 
-fn print_summary(r: &Recording, resolved: &ResolveStats, written: &[String]) {
+fn print_summary(r: &Recording, resolved: &ResolveStats, written: &[String], post: Duration) {
     eprintln!(
         "profctl: {} samples in {:.1} s ({} at {} Hz{}), {} lost, {} throttled",
         r.stats.samples,
@@ -167,6 +168,6 @@ fn print_summary(r: &Recording, resolved: &ResolveStats, written: &[String]) {
     if written.is_empty() {
         eprintln!("profctl: no files written");
     } else {
-        eprintln!("profctl: wrote {}", written.join(", "));
+        eprintln!("profctl: wrote {} ({} ms after recording ended)", written.join(", "), post.as_millis());
     }
 }
