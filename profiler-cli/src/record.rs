@@ -28,6 +28,10 @@ pub fn run(args: RecordArgs, quiet: bool) -> Result<ExitCode> {
         );
     }
     options.drain_interval = Duration::from_millis(100);
+    // Find unwritable outputs before recording, not after.
+    for path in svg_path.iter().chain(args.folded.iter()) {
+        check_writable(path)?;
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -101,6 +105,24 @@ pub fn run(args: RecordArgs, quiet: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Fail early when `path`'s directory does not exist or cannot take a new file.
+fn check_writable(path: &std::path::Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    let probe = dir.join(format!(".profctl-probe-{}", std::process::id()));
+    std::fs::File::create(&probe).with_context(|| {
+        format!(
+            "cannot write {}: {} is not a writable directory",
+            path.display(),
+            dir.display()
+        )
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
 fn title(args: &RecordArgs) -> String {
     match (&args.pid, args.command.is_empty()) {
         (Some(pid), _) => format!("profctl: process {pid}"),
@@ -168,6 +190,10 @@ fn print_summary(r: &Recording, resolved: &ResolveStats, written: &[String], pos
     if written.is_empty() {
         eprintln!("profctl: no files written");
     } else {
-        eprintln!("profctl: wrote {} ({} ms after recording ended)", written.join(", "), post.as_millis());
+        eprintln!(
+            "profctl: wrote {} ({} ms after recording ended)",
+            written.join(", "),
+            post.as_millis()
+        );
     }
 }

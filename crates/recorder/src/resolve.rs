@@ -6,12 +6,15 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use procmap::{FileId, Mapping, ProcessTable};
 use profile::{FrameId, Profile};
 use rustc_hash::FxBuildHasher;
 use sampler::context;
-use symbolize::{demangle, FileKey, FileOffset, KernelSymbols, SymbolCache};
+use symbolize::{
+    build_id_debug_path, demangle, ElfFile, FileKey, FileOffset, KernelSymbols, SymbolCache,
+};
 use tracing::{debug, warn};
 
 use crate::recording::Recording;
@@ -47,15 +50,26 @@ struct Frame {
     named: bool,
 }
 
+/// A mapped file's symbol sources: the file itself and, when installed, its debug file.
+#[derive(Clone)]
+struct Loaded {
+    elf: Arc<ElfFile>,
+    debug: Option<Arc<ElfFile>>,
+}
+
 struct Resolver<'a> {
     processes: &'a ProcessTable,
     profile: Profile,
     symbols: SymbolCache,
-    kernel: Option<KernelSymbols>,
+    /// Loaded on the first kernel frame; None inside when unavailable.
+    kernel: Option<Option<KernelSymbols>>,
+    kernel_wanted: bool,
+    /// Per mapped file, loaded on its first frame; None inside when unreadable.
+    loaded: HashMap<FileId, Option<Loaded>, FxBuildHasher>,
+    vdso: Option<Option<Arc<ElfFile>>>,
     user_frames: HashMap<(FileId, u64), Frame, FxBuildHasher>,
     kernel_frames: HashMap<u64, Frame, FxBuildHasher>,
     unknown: Frame,
-    reported: std::collections::HashSet<FileId>,
 }
 
 /// Symbolize every stack of `recording` into a profile whose stacks start with the thread's
@@ -66,30 +80,17 @@ pub fn resolve(recording: &Recording) -> (Profile, ResolveStats) {
         id: profile.intern("[unknown]"),
         named: false,
     };
-    let kernel = if recording.kernel_included {
-        match KernelSymbols::load() {
-            Ok(k) if !k.is_restricted() => Some(k),
-            Ok(_) => {
-                warn!("kernel symbol addresses are hidden (kernel.kptr_restrict); kernel frames stay unnamed");
-                None
-            }
-            Err(err) => {
-                warn!(%err, "cannot read kernel symbols; kernel frames stay unnamed");
-                None
-            }
-        }
-    } else {
-        None
-    };
     let mut r = Resolver {
         processes: &recording.processes,
         profile,
         symbols: SymbolCache::new(),
-        kernel,
+        kernel: None,
+        kernel_wanted: recording.kernel_included,
+        loaded: HashMap::default(),
+        vdso: None,
         user_frames: HashMap::default(),
         kernel_frames: HashMap::default(),
         unknown,
-        reported: Default::default(),
     };
     let mut stats = ResolveStats::default();
     let mut frames: Vec<FrameId> = Vec::with_capacity(128);
@@ -148,7 +149,11 @@ impl Resolver<'_> {
         if let Some(&f) = self.kernel_frames.get(&addr) {
             return f;
         }
-        let frame = match self.kernel.as_ref().and_then(|k| k.lookup(addr)) {
+        let wanted = self.kernel_wanted;
+        let kernel = self
+            .kernel
+            .get_or_insert_with(|| wanted.then(load_kernel_symbols).flatten());
+        let frame = match kernel.as_ref().and_then(|k| k.lookup(addr)) {
             Some(sym) => Frame {
                 id: self.profile.intern(sym.name),
                 named: true,
@@ -176,13 +181,52 @@ impl Resolver<'_> {
     }
 
     fn symbolize(&mut self, pid: u32, mapping: &Mapping, offset: u64) -> Frame {
+        let loaded = match self.loaded.get(&mapping.file) {
+            Some(hit) => hit.clone(),
+            None => {
+                let loaded = self.load(pid, mapping.file);
+                self.loaded.insert(mapping.file, loaded.clone());
+                loaded
+            }
+        };
         let file = self.processes.files().get(mapping.file);
+        let (name, named) = match loaded {
+            Some(Loaded { elf, debug }) => match elf.file_offset_to_addr(FileOffset(offset)) {
+                Some(addr) => {
+                    let symbol = debug
+                        .as_ref()
+                        .and_then(|d| d.symbol(addr))
+                        .or_else(|| elf.symbol(addr));
+                    match symbol {
+                        Some(sym) => (demangle(without_version(sym.name)).into_owned(), true),
+                        None => (format!("{}+{:#x}", file.basename(), addr.0), false),
+                    }
+                }
+                None => (format!("{}+{:#x}", file.basename(), offset), false),
+            },
+            None => (format!("{}+{:#x}", file.basename(), offset), false),
+        };
+        Frame {
+            id: self.profile.intern(&name),
+            named,
+        }
+    }
+
+    /// Open a mapped file's symbol sources (once per file).
+    fn load(&mut self, pid: u32, id: FileId) -> Option<Loaded> {
+        let file = self.processes.files().get(id);
+        if file.path == "[vdso]" {
+            let vdso = self.vdso.get_or_insert_with(|| match own_vdso() {
+                Ok(bytes) => ElfFile::parse(&bytes, "[vdso]").map(Arc::new).ok(),
+                Err(err) => {
+                    debug!(%err, "cannot read the vdso image");
+                    None
+                }
+            });
+            return vdso.clone().map(|elf| Loaded { elf, debug: None });
+        }
         if file.is_pseudo() {
-            let name = format!("{}+{:#x}", file.path, offset);
-            return Frame {
-                id: self.profile.intern(&name),
-                named: false,
-            };
+            return None;
         }
         let key = match (&file.build_id, file.dev_ino) {
             (Some(id), _) => FileKey::BuildId(id.clone()),
@@ -197,27 +241,74 @@ impl Resolver<'_> {
                 ino: 0,
             },
         };
-        let path = open_path(pid, &file.path);
-        let (name, named) = match self.symbols.get(&key, &path) {
-            Ok(elf) => match elf.file_offset_to_addr(FileOffset(offset)) {
-                Some(addr) => match elf.symbol(addr) {
-                    Some(sym) => (demangle(sym.name).into_owned(), true),
-                    None => (format!("{}+{:#x}", file.basename(), addr.0), false),
-                },
-                None => (format!("{}+{:#x}", file.basename(), offset), false),
-            },
+        let elf = match self.symbols.get(&key, &open_path(pid, &file.path)) {
+            Ok(elf) => elf,
             Err(err) => {
-                if self.reported.insert(mapping.file) {
-                    warn!(file = %file.path, %err, "cannot read symbols");
+                let level_warn = !file.path.ends_with(" (deleted)");
+                if level_warn {
+                    warn!(file = %file.path, %err, "cannot read symbols; its frames stay unnamed");
+                } else {
+                    debug!(file = %file.path, %err, "cannot read symbols of a deleted file");
                 }
-                (format!("{}+{:#x}", file.basename(), offset), false)
+                return None;
             }
         };
-        Frame {
-            id: self.profile.intern(&name),
-            named,
+        let debug = elf.build_id().and_then(|build_id| {
+            let path = build_id_debug_path(build_id)?;
+            if !path.exists() {
+                return None;
+            }
+            match self.symbols.get(&FileKey::DebugFile(build_id.to_vec()), &path) {
+                Ok(debug) => {
+                    debug!(file = %file.path, debug = %path.display(), "using the separate debug file");
+                    Some(debug)
+                }
+                Err(err) => {
+                    warn!(debug = %path.display(), %err, "ignoring an unusable debug file");
+                    None
+                }
+            }
+        });
+        Some(Loaded { elf, debug })
+    }
+}
+
+/// `clock_gettime@@GLIBC_2.17` → `clock_gettime`: symbol versions are noise in a flamegraph.
+fn without_version(name: &str) -> &str {
+    match name.find('@') {
+        Some(at) if at > 0 => &name[..at],
+        _ => name,
+    }
+}
+
+fn load_kernel_symbols() -> Option<KernelSymbols> {
+    match KernelSymbols::load() {
+        Ok(k) if !k.is_restricted() => Some(k),
+        Ok(_) => {
+            warn!("kernel symbol addresses are hidden (kernel.kptr_restrict); kernel frames stay unnamed");
+            None
+        }
+        Err(err) => {
+            warn!(%err, "cannot read kernel symbols; kernel frames stay unnamed");
+            None
         }
     }
+}
+
+/// The vdso image of this process: the kernel maps the same one into every 64-bit process.
+fn own_vdso() -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    let line = maps
+        .lines()
+        .filter_map(procmap::parse_maps_line)
+        .find(|l| l.path == "[vdso]")
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no [vdso] mapping"))?;
+    let mut mem = std::fs::File::open("/proc/self/mem")?;
+    mem.seek(SeekFrom::Start(line.start))?;
+    let mut bytes = vec![0u8; (line.end - line.start) as usize];
+    mem.read_exact(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// The file as the process sees it (its own mount namespace), else as we see it.

@@ -12,6 +12,8 @@ use crate::error::{hex, Error};
 pub enum FileKey {
     /// The file's GNU build-id bytes.
     BuildId(Vec<u8>),
+    /// The separate debug file (symbols only) of the file with this build-id.
+    DebugFile(Vec<u8>),
     /// The file's path with the device and inode it had.
     Path {
         /// Path as seen by the profiled process.
@@ -48,7 +50,7 @@ impl SymbolCache {
         }
         let result = open_checked(key, open_path).map(Arc::new).map_err(Arc::new);
         if let Err(e) = &result {
-            tracing::warn!(error = %e, "cannot symbolize file");
+            tracing::debug!(error = %e, "cannot symbolize file");
         }
         self.files.insert(key.clone(), result.clone());
         result
@@ -65,9 +67,22 @@ impl SymbolCache {
     }
 }
 
+/// Where Debian, Fedora and others install a separate debug file for a build-id:
+/// `/usr/lib/debug/.build-id/xx/rest.debug`.
+pub fn build_id_debug_path(build_id: &[u8]) -> Option<PathBuf> {
+    let (first, rest) = build_id.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    Some(PathBuf::from(format!(
+        "/usr/lib/debug/.build-id/{first:02x}/{}.debug",
+        hex(rest)
+    )))
+}
+
 fn open_checked(key: &FileKey, path: &Path) -> Result<ElfFile, Error> {
     let file = ElfFile::open(path)?;
-    if let FileKey::BuildId(expected) = key {
+    if let FileKey::BuildId(expected) | FileKey::DebugFile(expected) = key {
         if file.build_id() != Some(expected.as_slice()) {
             return Err(Error::BuildIdMismatch {
                 path: path.to_owned(),

@@ -14,7 +14,7 @@ pub mod kernel;
 mod table;
 
 pub use address::{FileOffset, SymbolAddr};
-pub use cache::{FileKey, SymbolCache};
+pub use cache::{build_id_debug_path, FileKey, SymbolCache};
 pub use demangle::demangle;
 pub use elf::{ElfFile, Symbol};
 pub use error::Error;

@@ -6,9 +6,11 @@
 //! time even though the harness runs tests on several threads.
 
 mod common;
+mod errors;
 mod fork_exec;
 mod nonroot;
 mod pid;
 mod sigint;
 mod split;
+mod system;
 mod threads;
