@@ -36,6 +36,7 @@
 # Env:     BENCH_SECONDS=5            CPU seconds per workload thread
 #          BENCH_FREQS="999 50000"    frequencies to run
 #          BENCH_KEEP=1               keep the temp dir (perf.data, SVGs, ...)
+#          BENCH_NO_BUILD=1           do not rebuild profctl even if sources are newer
 # Needs:   cc, perf, cargo (builds profctl in release mode if it is missing or
 #          older than the sources), inferno-collapse-perf/inferno-flamegraph
 #          (installed with `cargo install inferno --locked` if missing).
@@ -70,11 +71,14 @@ if ! command -v inferno-collapse-perf >/dev/null || ! command -v inferno-flamegr
     cargo install inferno --locked >&2 || die "'cargo install inferno --locked' failed; install it by hand"
     command -v inferno-collapse-perf >/dev/null || die "inferno-collapse-perf still not on PATH"
 fi
-if [ ! -x "$PROFCTL" ] || [ -n "$(find "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" "$ROOT/crates" \
+if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
+    note "BENCH_NO_BUILD=1: using $PROFCTL as it is"
+elif [ ! -x "$PROFCTL" ] || [ -n "$(find "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" "$ROOT/crates" \
         "$ROOT/profiler-cli/src" "$ROOT/profiler-cli/Cargo.toml" -newer "$PROFCTL" -print -quit)" ]; then
     command -v cargo >/dev/null || die "profctl must be built and cargo is missing"
     note "building profctl (cargo build --release -p profiler-cli)"
-    (cd "$ROOT" && cargo build --release -p profiler-cli >&2) || die "cargo build failed"
+    (cd "$ROOT" && cargo build --release -p profiler-cli >&2) ||
+        die "cargo build failed (BENCH_NO_BUILD=1 runs the existing binary, if any)"
 fi
 [ -x "$PROFCTL" ] || die "no $PROFCTL after the build"
 
@@ -119,7 +123,7 @@ shares() {
         }
         END {
             for (j = 1; j <= nf; j++) printf "%s ", (total ? w[fn[j]] / total : 0)
-            printf "%d\n", total
+            printf "%.0f\n", total
         }' "$folded"
 }
 
@@ -138,7 +142,7 @@ RATE0=$(cat /proc/sys/kernel/perf_event_max_sample_rate)
 START=$(date +%s)
 
 echo "profctl vs perf record -g + perf script + inferno, workload: split --threads $SECS (2 threads, $SECS CPU s each)"
-echo "$(nproc) CPUs, $(uname -r), $(perf --version), inferno $(inferno-flamegraph --version | awk '{print $2}')"
+echo "$(nproc) CPUs, $(uname -r), $(perf --version), inferno $(cargo install --list 2>/dev/null | sed -n 's/^inferno \(v[^:]*\):.*/\1/p')"
 echo "load at start:$(uptime | sed 's/.*load average://')   kernel.perf_event_max_sample_rate=$RATE0"
 
 # ---------------------------------------------------------------- baseline
@@ -225,7 +229,7 @@ for F in $FREQS; do
         i=$((i + 1))
     done
     printf '  %-10s %9d %10s %9s\n' "(samples)" "${PCS[5]}" "" "$(awk -v w="${PFS[5]}" -v f="$F" \
-        'BEGIN { printf "%d", w / int(1e9 / f) }')"
+        'BEGIN { printf "%.0f", w / int(1e9 / f) }')"
 done
 
 RATE1=$(cat /proc/sys/kernel/perf_event_max_sample_rate)
