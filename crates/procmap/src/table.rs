@@ -98,7 +98,7 @@ impl ProcessTable {
     }
 
     /// Record that `pid` mapped `file` at `start..start+len` (file offset `pgoff`) at `time`.
-    /// Overlapped parts of older mappings stop holding at `time`.
+    /// Overlapped parts of older mappings stop holding at `time`. Returns the new mapping.
     pub fn add_mapping(
         &mut self,
         pid: u32,
@@ -107,7 +107,7 @@ impl ProcessTable {
         len: u64,
         pgoff: u64,
         file: MappedFile,
-    ) {
+    ) -> Mapping {
         let file = self.files.intern(file);
         self.stats.mappings += 1;
         let end = start.saturating_add(len);
@@ -144,18 +144,20 @@ impl ProcessTable {
                 m.until = time;
             }
         }
-        pieces.push(Mapping {
+        let added = Mapping {
             start,
             end,
             pgoff,
             file,
             since: time,
             until,
-        });
+        };
+        pieces.push(added);
         for piece in pieces {
             let at = process.mappings.partition_point(|m| m.start <= piece.start);
             process.mappings.insert(at, piece);
         }
+        added
     }
 
     /// Record a thread's new name; `exec` means the process replaced its address space.
@@ -314,6 +316,14 @@ impl ProcessTable {
             }
         }
         best
+    }
+
+    /// Every mapping of `pid` in effect at `time`, by start address.
+    pub fn mappings_at(&self, pid: u32, time: u64) -> impl Iterator<Item = &Mapping> {
+        self.processes
+            .get(&pid)
+            .into_iter()
+            .flat_map(move |p| p.mappings.iter().filter(move |m| m.holds_at(time)))
     }
 
     fn name_id_at(&self, tid: u32, time: u64) -> Option<u32> {

@@ -41,6 +41,14 @@ pub enum SamplerError {
         /// Why it is invalid.
         why: String,
     },
+    /// The user stack copy size is out of range.
+    #[error("user stack copy must be a positive multiple of 8 bytes up to {max}, got {bytes}")]
+    StackSize {
+        /// Bytes asked for.
+        bytes: u32,
+        /// The largest allowed.
+        max: u32,
+    },
     /// The ring buffer size is not a power of two number of pages.
     #[error("ring buffer size must be a power of two number of pages, got {pages}")]
     RingSize {

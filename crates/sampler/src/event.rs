@@ -5,7 +5,7 @@ use std::io;
 
 use perf_event_open_sys::bindings::{self as b, perf_event_attr};
 
-use crate::record::SAMPLE_TYPE;
+use crate::record::SampleFormat;
 use crate::sys;
 
 /// The event that drives sampling.
@@ -35,9 +35,14 @@ pub(crate) struct AttrSpec {
     pub inherit: bool,
     pub enable_on_exec: bool,
     pub wakeup_watermark: u32,
+    pub format: SampleFormat,
+    /// Bytes of user stack to copy per sample (with `format.user_stack`).
+    pub stack_bytes: u32,
+    /// Leave the user part out of the kernel's callchain (DWARF-only unwinding).
+    pub exclude_callchain_user: bool,
 }
 
-/// Build the attr: sampling at `frequency` Hz with [`SAMPLE_TYPE`], side-band records for the
+/// Build the attr: sampling at `frequency` Hz with the format's sample type, side-band records for the
 /// process model (mmap2 with build-ids, comm with exec, task), `sample_id_all`, CLOCK_MONOTONIC.
 pub(crate) fn build_attr(spec: &AttrSpec) -> perf_event_attr {
     let mut attr = perf_event_attr {
@@ -55,7 +60,12 @@ pub(crate) fn build_attr(spec: &AttrSpec) -> perf_event_attr {
         }
     }
     attr.__bindgen_anon_1.sample_freq = spec.frequency;
-    attr.sample_type = SAMPLE_TYPE;
+    attr.sample_type = spec.format.sample_type();
+    attr.sample_regs_user = spec.format.user_regs_mask;
+    if spec.format.user_stack {
+        attr.sample_stack_user = spec.stack_bytes;
+    }
+    attr.set_exclude_callchain_user(spec.exclude_callchain_user as u64);
     attr.set_freq(1);
     attr.set_disabled(1);
     attr.set_inherit(spec.inherit as u64);

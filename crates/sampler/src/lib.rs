@@ -8,6 +8,7 @@ mod drain;
 mod error;
 mod event;
 mod record;
+mod regs;
 mod ring;
 mod session;
 mod sys;
@@ -15,11 +16,15 @@ mod sys;
 pub use drain::{drain_until, RecordSink};
 pub use error::SamplerError;
 pub use event::EventKind;
-pub use record::{decode, Callchain, Mmap2, Record, Sample, SampleId, SAMPLE_TYPE};
+pub use record::{
+    decode, decode_with, Callchain, Mmap2, Record, Sample, SampleFormat, SampleId, UserRegs,
+    SAMPLE_TYPE,
+};
+pub use regs::UNWIND_REGS_MASK;
 pub use ring::{read_records, RawRecord, RingBuffer, RingStats, HEADER_SIZE};
 pub use session::{
     defaults, is_privileged, max_sample_rate, online_cpus, paranoid_level, EventChoice, Sampler,
-    SamplerConfig, SessionInfo, Target,
+    SamplerConfig, SessionInfo, StackCapture, Target, MAX_STACK_BYTES,
 };
 
 /// Callchain context markers (PERF_CONTEXT_*), which separate kernel and user frames.
@@ -35,6 +40,9 @@ pub mod context {
     pub const GUEST: u64 = b::PERF_CONTEXT_GUEST;
     /// Entries at or above this value are markers, not addresses.
     pub const MAX: u64 = b::PERF_CONTEXT_MAX;
+    /// Our own marker (not the kernel's): the user stack continues beyond what could be
+    /// unwound; it ends the chain.
+    pub const TRUNCATED: u64 = MAX + 1;
 
     /// Whether `entry` is a context marker rather than an address.
     pub fn is_marker(entry: u64) -> bool {

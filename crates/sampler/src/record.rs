@@ -56,6 +56,55 @@ impl<'a> Callchain<'a> {
     }
 }
 
+/// What a sample carries beyond [`SAMPLE_TYPE`]: user registers and a copy of the user stack,
+/// for DWARF unwinding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SampleFormat {
+    /// `sample_regs_user` (0: PERF_SAMPLE_REGS_USER not requested).
+    pub user_regs_mask: u64,
+    /// Whether PERF_SAMPLE_STACK_USER was requested.
+    pub user_stack: bool,
+}
+
+impl SampleFormat {
+    /// Callchains only.
+    pub const BASIC: SampleFormat = SampleFormat {
+        user_regs_mask: 0,
+        user_stack: false,
+    };
+
+    /// Registers and stack for unwinding on this architecture.
+    pub const UNWIND: SampleFormat = SampleFormat {
+        user_regs_mask: crate::regs::UNWIND_REGS_MASK,
+        user_stack: true,
+    };
+
+    /// The full `sample_type`.
+    pub fn sample_type(&self) -> u64 {
+        let mut t = SAMPLE_TYPE;
+        if self.user_regs_mask != 0 {
+            t |= b::PERF_SAMPLE_REGS_USER as u64;
+        }
+        if self.user_stack {
+            t |= b::PERF_SAMPLE_STACK_USER as u64;
+        }
+        t
+    }
+}
+
+/// The registers an unwinder needs, as sampled in user mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UserRegs {
+    /// Instruction pointer.
+    pub ip: u64,
+    /// Stack pointer.
+    pub sp: u64,
+    /// Frame pointer (rbp on x86-64, x29 on aarch64).
+    pub fp: u64,
+    /// Link register (aarch64; 0 elsewhere).
+    pub lr: u64,
+}
+
 /// A PERF_RECORD_SAMPLE.
 #[derive(Clone, Copy, Debug)]
 pub struct Sample<'a> {
@@ -75,6 +124,10 @@ pub struct Sample<'a> {
     pub in_kernel: bool,
     /// Call chain, leaf first.
     pub callchain: Callchain<'a>,
+    /// User registers, when requested and the thread has a user context.
+    pub user_regs: Option<UserRegs>,
+    /// The copied user stack, starting at the sampled stack pointer (may be empty).
+    pub user_stack: &'a [u8],
 }
 
 /// A PERF_RECORD_MMAP2: an executable mapping.
@@ -218,10 +271,15 @@ fn c_string(bytes: &[u8]) -> &[u8] {
 
 /// Decode a record produced by an event with [`SAMPLE_TYPE`] and `sample_id_all`.
 pub fn decode(raw: RawRecord<'_>) -> Record<'_> {
-    decode_inner(raw).unwrap_or(Record::Malformed(raw.kind))
+    decode_with(raw, &SampleFormat::BASIC)
 }
 
-fn decode_inner(raw: RawRecord<'_>) -> Option<Record<'_>> {
+/// Decode a record produced by an event with `format`'s sample type and `sample_id_all`.
+pub fn decode_with<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Record<'a> {
+    decode_inner(raw, format).unwrap_or(Record::Malformed(raw.kind))
+}
+
+fn decode_inner<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Option<Record<'a>> {
     let misc = raw.misc as u32;
     Some(match raw.kind {
         b::PERF_RECORD_SAMPLE => {
@@ -236,6 +294,23 @@ fn decode_inner(raw: RawRecord<'_>) -> Option<Record<'_>> {
             let nr = c.u64()?;
             let bytes = c.take(usize::try_from(nr).ok()?.checked_mul(8)?)?;
             let in_kernel = misc & b::PERF_RECORD_MISC_CPUMODE_MASK == b::PERF_RECORD_MISC_KERNEL;
+            let mut user_regs = None;
+            if format.user_regs_mask != 0 {
+                let abi = c.u64()?;
+                if abi != 0 {
+                    let count = format.user_regs_mask.count_ones() as usize;
+                    user_regs = crate::regs::unwind_regs(c.take(count * 8)?, format.user_regs_mask);
+                }
+            }
+            let mut user_stack: &[u8] = &[];
+            if format.user_stack {
+                let size = usize::try_from(c.u64()?).ok()?;
+                if size != 0 {
+                    let data = c.take(size)?;
+                    let dyn_size = usize::try_from(c.u64()?).ok()?;
+                    user_stack = &data[..dyn_size.min(size)];
+                }
+            }
             Record::Sample(Sample {
                 ip,
                 pid,
@@ -245,6 +320,8 @@ fn decode_inner(raw: RawRecord<'_>) -> Option<Record<'_>> {
                 period,
                 in_kernel,
                 callchain: Callchain { bytes },
+                user_regs,
+                user_stack,
             })
         }
         b::PERF_RECORD_MMAP2 => {
@@ -378,6 +455,48 @@ mod tests {
             vec![b::PERF_CONTEXT_USER, 0x1234, 0x5678]
         );
         assert!(!s.in_kernel);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn decodes_user_regs_and_stack() {
+        let mut v = Vec::new();
+        for x in [0x1234u64, 10 | 11 << 32, 999, 1, 1_000_000, 1, 0x1234] {
+            push64(&mut v, x);
+        }
+        push64(&mut v, 2); // abi: 64-bit
+        for r in [0xb0u64, 0x5e, 0x1f] {
+            push64(&mut v, r); // bp, sp, ip
+        }
+        push64(&mut v, 32); // stack size
+        v.extend_from_slice(&[7u8; 32]);
+        push64(&mut v, 16); // dyn_size: only 16 bytes were valid
+        let format = SampleFormat::UNWIND;
+        let Record::Sample(s) = decode_with(
+            RawRecord {
+                kind: b::PERF_RECORD_SAMPLE,
+                misc: 2,
+                body: &v,
+            },
+            &format,
+        ) else {
+            panic!("not a sample")
+        };
+        let regs = s.user_regs.expect("registers");
+        assert_eq!((regs.ip, regs.sp, regs.fp), (0x1f, 0x5e, 0xb0));
+        assert_eq!(s.user_stack, &[7u8; 16][..]);
+        // Cut anywhere: never a panic, and never a sample with a partial stack.
+        for cut in 0..v.len() {
+            let r = decode_with(
+                RawRecord {
+                    kind: b::PERF_RECORD_SAMPLE,
+                    misc: 2,
+                    body: &v[..cut],
+                },
+                &format,
+            );
+            assert!(matches!(r, Record::Malformed(_)), "cut at {cut}: {r:?}");
+        }
     }
 
     #[test]

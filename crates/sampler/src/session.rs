@@ -8,7 +8,12 @@ use tracing::{debug, info, warn};
 
 use crate::error::SamplerError;
 use crate::event::{build_attr, cycles_available, AttrSpec, EventKind};
+use crate::record::SampleFormat;
 use crate::ring::{RawRecord, RingBuffer, RingStats};
+
+/// The largest user stack copy: a sample record's size is a u16, and registers and the
+/// callchain need room too.
+pub const MAX_STACK_BYTES: u32 = 60 * 1024;
 use crate::sys;
 
 /// What to sample.
@@ -45,6 +50,15 @@ pub mod defaults {
     pub const WAKEUP_WATERMARK: u32 = 64 * 1024;
 }
 
+/// Copying user registers and stack with each sample, for DWARF unwinding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StackCapture {
+    /// Bytes of stack copied per sample (a multiple of 8, below 64 KiB).
+    pub stack_bytes: u32,
+    /// Keep the kernel's frame-pointer user callchain too (to splice where the copy runs out).
+    pub keep_fp_callchain: bool,
+}
+
 /// Everything needed to open a sampling session.
 #[derive(Clone, Debug)]
 pub struct SamplerConfig {
@@ -60,6 +74,8 @@ pub struct SamplerConfig {
     pub include_kernel: bool,
     /// Which event.
     pub event: EventChoice,
+    /// Copy user registers and stack for DWARF unwinding (None: frame pointers only).
+    pub stack_capture: Option<StackCapture>,
 }
 
 impl SamplerConfig {
@@ -72,6 +88,7 @@ impl SamplerConfig {
             wakeup_watermark: defaults::WAKEUP_WATERMARK,
             include_kernel: true,
             event: EventChoice::Auto,
+            stack_capture: None,
         }
     }
 }
@@ -91,6 +108,8 @@ pub struct SessionInfo {
     pub events: usize,
     /// Number of ring buffers mapped.
     pub rings: usize,
+    /// What each sample carries.
+    pub format: SampleFormat,
 }
 
 /// An open sampling session: events plus one ring buffer per CPU.
@@ -187,6 +206,17 @@ impl Sampler {
                 pages: config.ring_pages,
             });
         }
+        if let Some(capture) = config.stack_capture {
+            if capture.stack_bytes == 0
+                || capture.stack_bytes % 8 != 0
+                || capture.stack_bytes > MAX_STACK_BYTES
+            {
+                return Err(SamplerError::StackSize {
+                    bytes: capture.stack_bytes,
+                    max: MAX_STACK_BYTES,
+                });
+            }
+        }
         if config.frequency == 0 {
             return Err(SamplerError::Frequency {
                 requested: 0,
@@ -238,6 +268,13 @@ impl Sampler {
                 }
             ),
             wakeup_watermark: config.wakeup_watermark,
+            format: if config.stack_capture.is_some() {
+                SampleFormat::UNWIND
+            } else {
+                SampleFormat::BASIC
+            },
+            stack_bytes: config.stack_capture.map_or(0, |c| c.stack_bytes),
+            exclude_callchain_user: config.stack_capture.is_some_and(|c| !c.keep_fp_callchain),
         };
         let cpus = online_cpus().map_err(|source| SamplerError::Io {
             what: "reading the online CPUs",
@@ -368,6 +405,7 @@ impl Sampler {
             notes: Vec::new(),
             events,
             rings: rings.len(),
+            format: spec.format,
         };
         Ok(Sampler {
             rings,

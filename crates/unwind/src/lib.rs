@@ -1,0 +1,18 @@
+//! Unwinding sampled user stacks with DWARF call-frame information.
+//!
+//! Each sample brings the user registers and a copy of the top of the user stack; [`Unwinders`]
+//! keeps one framehop unwinder per process (modules added as the process maps code, unwind
+//! sections parsed once per binary and shared) and turns the copy into return addresses.
+//! Where the copy runs out first, [`splice`] continues from the kernel's frame-pointer chain.
+//! [`UnwindQuality`] says how many stacks were whole.
+
+mod process;
+mod quality;
+mod sections;
+mod splice;
+mod sys;
+
+pub use process::{Unwinders, MAX_FRAMES};
+pub use quality::{EndCounts, StackEnd, UnwindQuality};
+pub use sections::{LoadSegment, Section, SectionData, UnwindSections};
+pub use splice::splice;
