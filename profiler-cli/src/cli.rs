@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use recorder::{RecordOptions, RecordTarget};
+use recorder::{CallGraph, RecordOptions, RecordTarget};
 use sampler::{EventChoice, EventKind};
 
 /// A sampling profiler for Linux: from a running process to a flamegraph in one command.
@@ -48,6 +48,17 @@ pub enum EventArg {
     CpuClock,
 }
 
+/// How user stacks are walked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CallGraphArg {
+    /// Frame pointers, followed by the kernel.
+    Fp,
+    /// DWARF unwinding of a copy of the user stack.
+    Dwarf,
+    /// DWARF, spliced with frame pointers where the copy runs out.
+    Auto,
+}
+
 /// Arguments of `profctl record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
@@ -76,9 +87,19 @@ pub struct RecordArgs {
     /// The event to sample on.
     #[arg(long, value_enum, default_value_t = EventArg::Auto)]
     pub event: EventArg,
-    /// Data pages per ring buffer (a power of two).
-    #[arg(long, value_name = "PAGES", default_value_t = sampler::defaults::RING_PAGES)]
-    pub ring_pages: usize,
+    /// How user stacks are walked: `fp` follows frame pointers in the kernel (cheapest; broken
+    /// by code built without them), `dwarf` unwinds a copy of the stack with .eh_frame,
+    /// `auto` unwinds with DWARF and continues from the frame-pointer chain where the copy
+    /// runs out.
+    #[arg(long, value_enum, default_value_t = CallGraphArg::Auto)]
+    pub call_graph: CallGraphArg,
+    /// Bytes of user stack copied per sample for DWARF unwinding (multiple of 8, up to 61440).
+    #[arg(long, value_name = "BYTES", default_value_t = recorder::defaults::STACK_BYTES)]
+    pub stack_size: u32,
+    /// Data pages per ring buffer (a power of two). Default: 128 with --call-graph fp, 2048
+    /// when stacks are copied.
+    #[arg(long, value_name = "PAGES")]
+    pub ring_pages: Option<usize>,
     /// The command to run and profile (after --). Recording ends when it exits; if the
     /// recording ends first (--duration, Ctrl-C), the command is sent SIGTERM.
     #[arg(last = true, value_name = "COMMAND")]
@@ -109,7 +130,16 @@ impl RecordArgs {
             frequency: self.frequency,
             duration: self.duration,
             include_kernel: !self.no_kernel,
-            ring_pages: self.ring_pages,
+            ring_pages: self.ring_pages.unwrap_or(match self.call_graph {
+                CallGraphArg::Fp => sampler::defaults::RING_PAGES,
+                _ => recorder::defaults::RING_PAGES_WITH_STACKS,
+            }),
+            call_graph: match self.call_graph {
+                CallGraphArg::Fp => CallGraph::Fp,
+                CallGraphArg::Dwarf => CallGraph::Dwarf,
+                CallGraphArg::Auto => CallGraph::Auto,
+            },
+            stack_bytes: self.stack_size,
             event: match self.event {
                 EventArg::Auto => EventChoice::Auto,
                 EventArg::Cycles => EventChoice::Force(EventKind::Cycles),

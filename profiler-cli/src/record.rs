@@ -75,6 +75,7 @@ pub fn run(args: RecordArgs, quiet: bool) -> Result<ExitCode> {
     }
     let post_started = std::time::Instant::now();
     let (profile, resolve_stats) = recorder::resolve(&recording);
+    let stacks_quality = stack_quality(&resolve_stats);
     let mut written = Vec::new();
     if let Some(path) = &args.folded {
         write_atomically(path, |out| profile.write_folded(out).map_err(Into::into))
@@ -90,7 +91,7 @@ pub fn run(args: RecordArgs, quiet: bool) -> Result<ExitCode> {
         } else {
             let options = profile::SvgOptions {
                 title: title(&args),
-                subtitle: Some(subtitle(&recording)),
+                subtitle: Some(subtitle(&recording, stacks_quality.as_deref())),
             };
             write_atomically(path, |out| {
                 profile.write_svg(out, &options).map_err(Into::into)
@@ -138,9 +139,9 @@ fn title(args: &RecordArgs) -> String {
     }
 }
 
-/// Event, frequency, duration, samples and lost samples, for the SVG.
-fn subtitle(r: &Recording) -> String {
-    format!(
+/// Event, frequency, duration, samples, lost samples and stack quality, for the SVG.
+fn subtitle(r: &Recording, quality: Option<&str>) -> String {
+    let mut s = format!(
         "{} at {} Hz, {:.1} s, {} samples, {} lost{}",
         r.event,
         r.frequency,
@@ -152,7 +153,18 @@ fn subtitle(r: &Recording) -> String {
         } else {
             ", user space only"
         }
-    )
+    );
+    if let Some(q) = quality {
+        s.push_str("; stacks ");
+        s.push_str(q);
+    }
+    s
+}
+
+/// How complete the DWARF-unwound stacks are, when they were unwound.
+fn stack_quality(stats: &ResolveStats) -> Option<String> {
+    let overall = &stats.unwind.overall;
+    (overall.total() > 0).then(|| overall.describe())
 }
 
 fn print_summary(r: &Recording, resolved: &ResolveStats, written: &[String], post: Duration) {
@@ -175,6 +187,15 @@ fn print_summary(r: &Recording, resolved: &ResolveStats, written: &[String], pos
             "profctl: skipped {} malformed records and {} malformed ring batches",
             r.stats.malformed_records, r.stats.malformed_batches
         );
+    }
+    if let Some(q) = stack_quality(resolved) {
+        eprintln!("profctl: user stacks ({:?} unwinding): {q}", r.call_graph);
+        for (binary, counts) in resolved.unwind.worst_binaries(3) {
+            eprintln!(
+                "profctl:   stopped early in {binary}: {}",
+                counts.describe()
+            );
+        }
     }
     eprintln!(
         "profctl: {:.1}% of frames unnamed ({} distinct addresses in {} files)",

@@ -12,6 +12,6 @@ mod sink;
 mod sys;
 
 pub use error::RecordError;
-pub use options::{RecordOptions, RecordTarget};
+pub use options::{defaults, CallGraph, RecordOptions, RecordTarget};
 pub use recording::{record, Progress, Recording, RecordingStats};
 pub use resolve::{resolve, ResolveStats};

@@ -16,6 +16,26 @@ pub enum RecordTarget {
     Command(Vec<OsString>),
 }
 
+/// How user stacks are walked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CallGraph {
+    /// The kernel follows frame pointers (cheap; broken by binaries built without them).
+    Fp,
+    /// Unwind a copy of the user stack with DWARF call-frame information.
+    Dwarf,
+    /// DWARF, continued from the frame-pointer chain where the stack copy runs out.
+    #[default]
+    Auto,
+}
+
+/// Defaults shared by the CLI and the daemon.
+pub mod defaults {
+    /// Bytes of user stack copied per sample for DWARF unwinding (see docs/unwinding.md).
+    pub const STACK_BYTES: u32 = 16 * 1024;
+    /// Ring buffer pages when stacks are copied: each sample is ~16 KiB instead of ~0.3 KiB.
+    pub const RING_PAGES_WITH_STACKS: usize = 2048;
+}
+
 /// Options of one recording.
 #[derive(Clone, Debug)]
 pub struct RecordOptions {
@@ -33,6 +53,10 @@ pub struct RecordOptions {
     pub event: EventChoice,
     /// Longest time a record waits in a ring buffer before it is read.
     pub drain_interval: Duration,
+    /// How user stacks are walked.
+    pub call_graph: CallGraph,
+    /// Bytes of user stack copied per sample (DWARF and auto modes).
+    pub stack_bytes: u32,
 }
 
 impl RecordOptions {
@@ -46,6 +70,8 @@ impl RecordOptions {
             ring_pages: sampler::defaults::RING_PAGES,
             event: EventChoice::Auto,
             drain_interval: Duration::from_millis(100),
+            call_graph: CallGraph::Auto,
+            stack_bytes: defaults::STACK_BYTES,
         }
     }
 }

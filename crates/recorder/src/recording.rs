@@ -5,12 +5,13 @@ use std::time::{Duration, Instant};
 
 use procmap::ProcessTable;
 use profile::RawStacks;
-use sampler::{drain_until, EventKind, Sampler, SamplerConfig, Target};
+use sampler::{drain_until, EventKind, Sampler, SamplerConfig, StackCapture, Target};
 use tracing::{debug, info, warn};
+use unwind::Unwinders;
 
 use crate::error::RecordError;
 use crate::launch::Launched;
-use crate::options::{RecordOptions, RecordTarget};
+use crate::options::{CallGraph, RecordOptions, RecordTarget};
 use crate::sink::Collector;
 
 /// A live view of a running recording, for progress displays.
@@ -59,6 +60,8 @@ pub struct Recording {
     pub notes: Vec<String>,
     /// Exit status of the profiled command, if one was run and it exited.
     pub command_status: Option<std::process::ExitStatus>,
+    /// How user stacks were walked.
+    pub call_graph: CallGraph,
 }
 
 /// Record until `stop` resolves, the duration elapses, or the profiled command exits.
@@ -89,6 +92,17 @@ pub async fn record(
         ring_pages: options.ring_pages,
         include_kernel: options.include_kernel,
         event: options.event,
+        stack_capture: match options.call_graph {
+            CallGraph::Fp => None,
+            CallGraph::Dwarf => Some(StackCapture {
+                stack_bytes: options.stack_bytes,
+                keep_fp_callchain: false,
+            }),
+            CallGraph::Auto => Some(StackCapture {
+                stack_bytes: options.stack_bytes,
+                keep_fp_callchain: true,
+            }),
+        },
         ..SamplerConfig::new(target.clone())
     };
     // On failure, dropping `launched` kills the held child.
@@ -123,6 +137,12 @@ pub async fn record(
         stats: RecordingStats::default(),
         progress,
         started,
+        format: sampler.info().format,
+        unwinders: (options.call_graph != CallGraph::Fp).then(Unwinders::new),
+        splice: options.call_graph == CallGraph::Auto,
+        unwound: Vec::with_capacity(unwind::MAX_FRAMES),
+        fp_user: Vec::with_capacity(256),
+        chain: Vec::with_capacity(unwind::MAX_FRAMES + 256),
     };
     let info = sampler.info().clone();
     for note in &info.notes {
@@ -171,6 +191,7 @@ pub async fn record(
         duration: elapsed,
         notes: info.notes,
         command_status,
+        call_graph: options.call_graph,
     })
 }
 

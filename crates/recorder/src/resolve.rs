@@ -18,9 +18,11 @@ use symbolize::{
 use tracing::{debug, warn};
 
 use crate::recording::Recording;
+use crate::sink::end_marker;
+use unwind::{EndCounts, StackEnd, UnwindQuality};
 
 /// How well the frames were named.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct ResolveStats {
     /// Frames in all samples (weighted by sample count).
     pub frames: u64,
@@ -30,6 +32,8 @@ pub struct ResolveStats {
     pub addresses: u64,
     /// Files whose symbols were read.
     pub files: usize,
+    /// How DWARF-unwound stacks ended (empty in frame-pointer mode).
+    pub unwind: UnwindQuality,
 }
 
 impl ResolveStats {
@@ -70,6 +74,7 @@ struct Resolver<'a> {
     user_frames: HashMap<(FileId, u64), Frame, FxBuildHasher>,
     kernel_frames: HashMap<u64, Frame, FxBuildHasher>,
     unknown: Frame,
+    truncated: FrameId,
 }
 
 /// Symbolize every stack of `recording` into a profile whose stacks start with the thread's
@@ -80,6 +85,7 @@ pub fn resolve(recording: &Recording) -> (Profile, ResolveStats) {
         id: profile.intern("[unknown]"),
         named: false,
     };
+    let truncated = profile.intern("[truncated]");
     let mut r = Resolver {
         processes: &recording.processes,
         profile,
@@ -91,6 +97,7 @@ pub fn resolve(recording: &Recording) -> (Profile, ResolveStats) {
         user_frames: HashMap::default(),
         kernel_frames: HashMap::default(),
         unknown,
+        truncated,
     };
     let mut stats = ResolveStats::default();
     let mut frames: Vec<FrameId> = Vec::with_capacity(128);
@@ -100,11 +107,20 @@ pub fn resolve(recording: &Recording) -> (Profile, ResolveStats) {
         let mut in_kernel = false;
         let mut first = true;
         let mut unnamed = 0u64;
+        let mut end = None;
+        let mut outermost_user = None;
         for entry in stack.callchain.iter().copied() {
             if context::is_marker(entry) {
                 match entry {
                     context::KERNEL => in_kernel = true,
                     context::USER => in_kernel = false,
+                    end_marker::COMPLETE => end = Some(StackEnd::Complete),
+                    end_marker::SPLICED => end = Some(StackEnd::Spliced),
+                    end_marker::UNKNOWN => end = Some(StackEnd::Unknown),
+                    end_marker::TRUNCATED => {
+                        end = Some(StackEnd::Truncated);
+                        frames.push(r.truncated);
+                    }
                     _ => break, // guest or hypervisor frames: not ours to name
                 }
                 continue;
@@ -119,6 +135,7 @@ pub fn resolve(recording: &Recording) -> (Profile, ResolveStats) {
             let frame = if in_kernel {
                 r.kernel_frame(lookup)
             } else {
+                outermost_user = Some(lookup);
                 r.user_frame(stack.pid, lookup, time)
             };
             unnamed += !frame.named as u64;
@@ -127,6 +144,20 @@ pub fn resolve(recording: &Recording) -> (Profile, ResolveStats) {
         if frames.is_empty() {
             frames.push(r.unknown.id);
             unnamed += 1;
+        }
+        if let Some(end) = end {
+            stats.unwind.overall.add(end, raw.count);
+            let binary = outermost_user
+                .and_then(|addr| r.processes.find_mapping(stack.pid, addr, time))
+                .map_or("[unknown]", |m| r.processes.files().get(m.file).basename());
+            match stats.unwind.by_binary.get_mut(binary) {
+                Some(counts) => counts.add(end, raw.count),
+                None => {
+                    let mut counts = EndCounts::default();
+                    counts.add(end, raw.count);
+                    stats.unwind.by_binary.insert(binary.to_string(), counts);
+                }
+            }
         }
         stats.frames += frames.len() as u64 * raw.count;
         stats.unnamed += unnamed * raw.count;

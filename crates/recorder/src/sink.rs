@@ -1,10 +1,25 @@
-//! The per-record path: decode, count samples, feed side-band records to the process model.
+//! The per-record path: decode, unwind, count samples, feed side-band records to the process
+//! model (and the unwinders, which follow it).
 
 use procmap::{MappedFile, ProcessTable};
 use profile::RawStacks;
-use sampler::{context, decode, RawRecord, Record, RecordSink, Sampler};
+use sampler::{context, decode_with, RawRecord, Record, RecordSink, Sample, SampleFormat, Sampler};
+use unwind::{splice, StackEnd, Unwinders};
 
 use crate::recording::{Progress, RecordingStats};
+
+/// Markers this crate puts at the outer end of an unwound user chain (beside the kernel's
+/// PERF_CONTEXT_* values, which they do not collide with).
+pub(crate) mod end_marker {
+    /// The copy ran out: nothing known beyond (shown as a `[truncated]` frame).
+    pub const TRUNCATED: u64 = sampler::context::TRUNCATED;
+    /// Unwinding stopped at an address it could not unwind.
+    pub const UNKNOWN: u64 = sampler::context::TRUNCATED + 1;
+    /// Whole, thanks to the frame-pointer chain.
+    pub const SPLICED: u64 = sampler::context::TRUNCATED + 2;
+    /// Whole: reached the thread's first frame.
+    pub const COMPLETE: u64 = sampler::context::TRUNCATED + 3;
+}
 
 /// Everything the drain loop fills.
 pub(crate) struct Collector<'p> {
@@ -13,29 +28,75 @@ pub(crate) struct Collector<'p> {
     pub stats: RecordingStats,
     pub progress: &'p mut dyn FnMut(Progress),
     pub started: std::time::Instant,
+    pub format: SampleFormat,
+    /// Present when user stacks are unwound with DWARF.
+    pub unwinders: Option<Unwinders>,
+    /// Splice with the kernel's frame-pointer chain where the copy runs out.
+    pub splice: bool,
+    /// Scratch: unwound user frames, the kernel's user frames, and the assembled chain.
+    pub unwound: Vec<u64>,
+    pub fp_user: Vec<u64>,
+    pub chain: Vec<u64>,
 }
 
 impl Collector<'_> {
-    fn sample(&mut self, s: &sampler::Sample<'_>) {
+    fn sample(&mut self, s: &Sample<'_>) {
         self.stats.samples += 1;
-        if s.callchain.is_empty() {
-            let marker = if s.in_kernel {
-                context::KERNEL
+        let (Some(unwinders), Some(regs)) = (self.unwinders.as_mut(), s.user_regs.as_ref()) else {
+            // Frame-pointer mode, or no user context (a kernel thread): the kernel's chain.
+            if s.callchain.is_empty() {
+                let marker = if s.in_kernel {
+                    context::KERNEL
+                } else {
+                    context::USER
+                };
+                self.stacks
+                    .add(s.pid, s.tid, s.time, s.period, [marker, s.ip].into_iter());
             } else {
-                context::USER
-            };
-            self.stacks
-                .add(s.pid, s.tid, s.time, s.period, [marker, s.ip].into_iter());
-        } else {
-            self.stacks
-                .add(s.pid, s.tid, s.time, s.period, s.callchain.iter());
+                self.stacks
+                    .add(s.pid, s.tid, s.time, s.period, s.callchain.iter());
+            }
+            return;
+        };
+        let mut end = unwinders.unwind(
+            &self.processes,
+            s.pid,
+            s.time,
+            regs,
+            s.user_stack,
+            &mut self.unwound,
+        );
+        // Keep the kernel part of the kernel's chain; its user part (frame pointers) is only
+        // used to continue where the copied stack ran out.
+        self.chain.clear();
+        self.fp_user.clear();
+        let mut entries = s.callchain.iter();
+        for entry in entries.by_ref() {
+            if entry == context::USER {
+                break;
+            }
+            self.chain.push(entry);
         }
+        self.fp_user.extend(entries);
+        if end == StackEnd::Truncated && self.splice && splice(&mut self.unwound, &self.fp_user) {
+            end = StackEnd::Spliced;
+        }
+        self.chain.push(context::USER);
+        self.chain.extend_from_slice(&self.unwound);
+        self.chain.push(match end {
+            StackEnd::Complete => end_marker::COMPLETE,
+            StackEnd::Spliced => end_marker::SPLICED,
+            StackEnd::Truncated => end_marker::TRUNCATED,
+            StackEnd::Unknown | StackEnd::NoUserStack => end_marker::UNKNOWN,
+        });
+        self.stacks
+            .add(s.pid, s.tid, s.time, s.period, self.chain.iter().copied());
     }
 }
 
 impl RecordSink for Collector<'_> {
     fn on_record(&mut self, raw: RawRecord<'_>) {
-        match decode(raw) {
+        match decode_with(raw, &self.format) {
             Record::Sample(s) => self.sample(&s),
             Record::Mmap2(m) => {
                 if m.prot & libc::PROT_EXEC as u32 == 0 {
@@ -48,8 +109,12 @@ impl RecordSink for Collector<'_> {
                         .dev_ino
                         .map(|(major, minor, ino)| (libc::makedev(major, minor), ino)),
                 };
-                self.processes
+                let mapping = self
+                    .processes
                     .add_mapping(m.pid, m.id.time, m.addr, m.len, m.pgoff, file);
+                if let Some(unwinders) = self.unwinders.as_mut() {
+                    unwinders.on_mapping(&self.processes, m.pid, &mapping);
+                }
             }
             Record::Comm {
                 pid,
@@ -60,6 +125,11 @@ impl RecordSink for Collector<'_> {
             } => {
                 self.processes
                     .set_comm(pid, tid, id.time, &String::from_utf8_lossy(comm), exec);
+                if exec {
+                    if let Some(unwinders) = self.unwinders.as_mut() {
+                        unwinders.forget(pid);
+                    }
+                }
             }
             Record::Fork {
                 pid,
@@ -68,7 +138,14 @@ impl RecordSink for Collector<'_> {
                 ptid,
                 time,
             } => self.processes.fork(pid, ppid, tid, ptid, time),
-            Record::Exit { pid, tid, time, .. } => self.processes.exit(pid, tid, time),
+            Record::Exit { pid, tid, time, .. } => {
+                self.processes.exit(pid, tid, time);
+                if pid == tid {
+                    if let Some(unwinders) = self.unwinders.as_mut() {
+                        unwinders.forget(pid);
+                    }
+                }
+            }
             Record::Lost { count } => self.stats.lost += count,
             Record::Throttle { throttled, .. } => self.stats.throttled += throttled as u64,
             Record::Malformed(_) => self.stats.malformed_records += 1,
