@@ -42,6 +42,10 @@ pub struct LoadSegment {
     pub file_size: u64,
     /// Address as stated in the file.
     pub vaddr: u64,
+    /// Alignment (p_align).
+    pub align: u64,
+    /// Whether the segment is executable.
+    pub executable: bool,
 }
 
 /// What unwinding needs from one binary.
@@ -94,10 +98,16 @@ impl UnwindSections {
             .segments()
             .filter_map(|seg| {
                 let (offset, file_size) = seg.file_range();
+                let executable = match seg.flags() {
+                    object::SegmentFlags::Elf { p_flags } => p_flags & object::elf::PF_X != 0,
+                    _ => false,
+                };
                 Some(LoadSegment {
                     offset,
                     file_size,
                     vaddr: seg.address(),
+                    align: seg.align(),
+                    executable,
                 })
                 .filter(|_| file_size > 0)
             })
@@ -113,12 +123,26 @@ impl UnwindSections {
 
     /// The load bias of a mapping of this file at `start` with file offset `pgoff`: the value
     /// added to file addresses to get process addresses.
+    ///
+    /// The mapping starts at the page holding its segment's first byte, which may also hold the
+    /// end of the previous segment (linkers such as lld pack them so), so the segment is the
+    /// one that starts in the mapping's first page, an executable one first.
     pub fn bias(&self, start: u64, pgoff: u64) -> Option<u64> {
+        let starts_in_first_page = |s: &&LoadSegment| {
+            [0x1000, s.align.max(1)]
+                .iter()
+                .any(|&page| s.offset - s.offset % page == pgoff)
+        };
         let seg = self
             .segments
             .iter()
-            .find(|s| s.offset <= pgoff && pgoff < s.offset + s.file_size)
-            .or_else(|| self.segments.iter().find(|s| s.offset & !0xfff == pgoff))?;
+            .filter(starts_in_first_page)
+            .max_by_key(|s| s.executable)
+            .or_else(|| {
+                self.segments
+                    .iter()
+                    .find(|s| s.offset <= pgoff && pgoff < s.offset + s.file_size)
+            })?;
         let svma = seg.vaddr.wrapping_add(pgoff.wrapping_sub(seg.offset));
         Some(start.wrapping_sub(svma))
     }
@@ -126,5 +150,63 @@ impl UnwindSections {
     /// Whether there is any unwind information at all.
     pub fn has_unwind_info(&self) -> bool {
         self.eh_frame.is_some() || self.debug_frame.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(offset: u64, vaddr: u64, file_size: u64, executable: bool) -> LoadSegment {
+        LoadSegment {
+            offset,
+            file_size,
+            vaddr,
+            align: 0x1000,
+            executable,
+        }
+    }
+
+    fn sections(segments: Vec<LoadSegment>) -> UnwindSections {
+        UnwindSections {
+            text: None,
+            eh_frame: None,
+            eh_frame_hdr: None,
+            debug_frame: None,
+            segments,
+        }
+    }
+
+    #[test]
+    fn bias_uses_the_segment_that_starts_in_the_mapped_page() {
+        // lld: the text segment starts mid-page, right after the read-only segment, and its
+        // addresses are one page ahead of its offsets.
+        let s = sections(vec![
+            seg(0, 0, 0xc33e8, false),
+            seg(0xc33f0, 0xc43f0, 0x23a250, true),
+        ]);
+        let start = 0x5594_2ae8_a000;
+        let bias = s.bias(start, 0xc3000).unwrap();
+        assert_eq!(
+            start + 0x3f0 - bias,
+            0xc43f0,
+            "the segment's first byte maps to its vaddr"
+        );
+    }
+
+    #[test]
+    fn bias_of_a_classic_layout() {
+        // GNU ld: offsets and addresses agree; the mapping starts at the segment.
+        let s = sections(vec![
+            seg(0, 0, 0x1000, false),
+            seg(0x1000, 0x1000, 0x2000, true),
+        ]);
+        assert_eq!(s.bias(0x7f00_0000_1000, 0x1000), Some(0x7f00_0000_0000));
+        // A non-PIE executable: bias 0.
+        let s = sections(vec![
+            seg(0, 0x400000, 0x1000, false),
+            seg(0x1000, 0x401000, 0x2000, true),
+        ]);
+        assert_eq!(s.bias(0x401000, 0x1000), Some(0));
     }
 }
