@@ -44,28 +44,8 @@ pub struct ElfFile {
 impl ElfFile {
     /// Map the file at `path` and parse it. Errors name the path.
     pub fn open(path: &Path) -> Result<ElfFile, Error> {
-        let io = |source| Error::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let file = File::open(path).map_err(io)?;
-        let meta = file.metadata().map_err(io)?;
-        if !meta.is_file() {
-            return Err(io(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "not a regular file",
-            )));
-        }
-        let name = path.display().to_string();
-        if meta.len() == 0 {
-            return Err(Error::NotElf { name });
-        }
-        // SAFETY: the mapping is read-only and private, lives only for this
-        // call, and everything needed is copied out before it is dropped. A
-        // concurrent truncation of the file could still raise SIGBUS while
-        // parsing; that is the accepted cost of not reading whole binaries.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-        Self::parse(&map, &name)
+        let map = map_file(path)?;
+        Self::parse(&map, &path.display().to_string())
     }
 
     /// Parse an ELF image held in memory; `name` is used in errors.
@@ -123,6 +103,11 @@ impl ElfFile {
         Some(SymbolAddr(seg.vaddr.wrapping_add(off - seg.offset)))
     }
 
+    /// `PT_LOAD` segments as (virtual address, memory size), in file order.
+    pub(crate) fn load_segments(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.segments.iter().map(|s| (s.vaddr, s.memsz))
+    }
+
     /// The function containing `addr`, if any.
     pub fn symbol(&self, addr: SymbolAddr) -> Option<Symbol<'_>> {
         let e = self.table.lookup(addr.0)?;
@@ -148,6 +133,33 @@ impl std::fmt::Debug for ElfFile {
             .field("symbols", &self.table.len())
             .finish()
     }
+}
+
+/// Map the regular, non-empty file at `path` read-only. Errors name the path.
+pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
+    let io = |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    if meta.len() == 0 {
+        return Err(Error::NotElf {
+            name: path.display().to_string(),
+        });
+    }
+    // SAFETY: the mapping is read-only and private; everything built from it
+    // either copies what it needs or keeps the mapping alive alongside the
+    // borrowed data. A concurrent truncation of the file could still raise
+    // SIGBUS while reading; that is the accepted cost of not reading whole
+    // binaries.
+    unsafe { memmap2::Mmap::map(&file) }.map_err(io)
 }
 
 /// A copy of a byte slice starting at an 8-aligned address.

@@ -4,6 +4,9 @@
 //! [`ElfFile::file_offset_to_addr`] turns that into the file's own
 //! [`SymbolAddr`], and [`ElfFile::symbol`] finds the function. Kernel
 //! addresses go to [`KernelSymbols`]. [`SymbolCache`] parses each file once.
+//!
+//! [`FileSymbolizer`] adds DWARF: inlined calls as frames, source lines, and
+//! the search for separate debug files ([`DebugSearch`]).
 
 pub mod address;
 pub mod cache;
@@ -11,6 +14,7 @@ pub mod demangle;
 pub mod elf;
 pub mod error;
 pub mod kernel;
+pub mod symbolizer;
 mod table;
 
 pub use address::{FileOffset, SymbolAddr};
@@ -19,6 +23,7 @@ pub use demangle::demangle;
 pub use elf::{ElfFile, Symbol};
 pub use error::Error;
 pub use kernel::{KernelSymbol, KernelSymbols};
+pub use symbolizer::{crc32, DebugSearch, FileSymbolizer, ResolvedFrame};
 
 #[cfg(test)]
 mod tests {
@@ -30,5 +35,6 @@ mod tests {
         assert_send_sync::<crate::KernelSymbols>();
         assert_send_sync::<crate::SymbolCache>();
         assert_send_sync::<crate::Error>();
+        assert_send_sync::<crate::FileSymbolizer>();
     }
 }

@@ -70,14 +70,17 @@ impl TableBuilder {
     pub fn build(mut self) -> Table {
         let names = std::mem::take(&mut self.names);
         let name = |off: u32, len: u32| &names[off as usize..(off + len) as usize];
+        // Names are compared only between aliases (same address): most comparisons are
+        // decided by the address alone.
         self.items.sort_unstable_by(|a, b| {
-            let (an, bn) = (name(a.1, a.2), name(b.1, b.2));
-            a.0.start
-                .cmp(&b.0.start)
-                .then(a.0.binding.cmp(&b.0.binding))
-                .then(an.starts_with('_').cmp(&bn.starts_with('_')))
-                .then(an.len().cmp(&bn.len()))
-                .then(an.cmp(bn))
+            a.0.start.cmp(&b.0.start).then_with(|| {
+                let (an, bn) = (name(a.1, a.2), name(b.1, b.2));
+                a.0.binding
+                    .cmp(&b.0.binding)
+                    .then_with(|| an.starts_with('_').cmp(&bn.starts_with('_')))
+                    .then_with(|| an.len().cmp(&bn.len()))
+                    .then_with(|| an.cmp(bn))
+            })
         });
 
         let mut arena = String::new();

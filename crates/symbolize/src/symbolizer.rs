@@ -1,0 +1,954 @@
+//! A binary plus every debug-info source found for it, with inline frames
+//! and source lines from DWARF.
+//!
+//! [`FileSymbolizer::open`] finds the sources (cheaply: headers, notes and
+//! symbol tables only); the DWARF sections are mapped, decompressed and
+//! indexed on the first [`FileSymbolizer::frames`] call.
+
+use std::borrow::Cow;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use gimli::{EndianSlice, RunTimeEndian};
+use memmap2::Mmap;
+use object::{CompressionFormat, Object, ObjectSection};
+
+use crate::address::{FileOffset, SymbolAddr};
+use crate::demangle::demangle;
+use crate::elf::{map_file, ElfFile};
+use crate::error::{hex, Error};
+
+/// Where to look for separate debug files.
+#[derive(Clone, Debug, Default)]
+pub struct DebugSearch {
+    /// Extra directories (`--debug-dir`), searched last: each for
+    /// `<dir>/.build-id/xx/rest.debug` and `<dir>/<debuglink name>`.
+    pub extra_dirs: Vec<PathBuf>,
+    /// The system debug directory, normally `/usr/lib/debug`: searched for
+    /// `.build-id/xx/rest.debug` and for `<dir of binary>/<debuglink name>`.
+    /// Empty: not searched.
+    pub system_debug_dir: PathBuf,
+}
+
+impl DebugSearch {
+    /// The system's debug directory (`/usr/lib/debug`) and no extra ones.
+    pub fn system() -> DebugSearch {
+        DebugSearch {
+            extra_dirs: Vec::new(),
+            system_debug_dir: PathBuf::from("/usr/lib/debug"),
+        }
+    }
+}
+
+/// One symbolized frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedFrame {
+    /// The function name, demangled.
+    pub function: String,
+    /// The source file (as DWARF names it, usually absolute), when asked
+    /// for and known.
+    pub file: Option<String>,
+    /// The source line, when asked for and known.
+    pub line: Option<u32>,
+    /// True for a call inlined into the frame before it.
+    pub inlined: bool,
+}
+
+/// CRC-32 (IEEE 802.3, as zlib computes it): the checksum a
+/// `.gnu_debuglink` section records for its debug file.
+pub fn crc32(data: &[u8]) -> u32 {
+    crc32fast::hash(data)
+}
+
+/// Decompressed MiniDebugInfo larger than this is ignored (corrupt input).
+const MAX_MINI_DEBUG_INFO: usize = 256 << 20;
+
+/// The mapped ELF file holding the DWARF, and its dwz supplementary file.
+struct DwarfOwner {
+    main: DwarfFile,
+    sup: Option<DwarfFile>,
+}
+
+struct DwarfFile {
+    name: String,
+    map: Mmap,
+    /// Compressed sections, decompressed on first use.
+    decompressed: OnceLock<Vec<(gimli::SectionId, Vec<u8>)>>,
+}
+
+type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
+
+/// The lazily built addr2line context, borrowing [`DwarfOwner`].
+struct DwarfState<'a> {
+    /// `None` inside when the DWARF is unusable.
+    ctx: OnceLock<Option<Mutex<addr2line::Context<Reader<'a>>>>>,
+}
+
+self_cell::self_cell!(
+    struct DwarfCell {
+        owner: DwarfOwner,
+        #[not_covariant]
+        dependent: DwarfState,
+    }
+);
+
+/// A binary plus all its debug info sources, opened once, DWARF parsed
+/// lazily.
+///
+/// `Send + Sync`: methods take `&self`; the DWARF index is built once
+/// behind a `OnceLock` and lookups are serialized by a `Mutex` (addr2line's
+/// context caches parsed units internally and is not `Sync`).
+pub struct FileSymbolizer {
+    elf: ElfFile,
+    /// When `elf` is a debug file standing in for an unreadable binary: its
+    /// `PT_LOAD` file offsets are meaningless (objcopy zeroes them), so
+    /// they are reconstructed as (offset, vaddr, size).
+    rebuilt_segments: Option<Vec<(u64, u64, u64)>>,
+    /// Symbol tables of the debug sources, in search order.
+    extra_symbols: Vec<ElfFile>,
+    sources: Vec<String>,
+    dwarf: Option<DwarfCell>,
+}
+
+/// Facts about an ELF image needed to look for its debug info.
+#[derive(Default)]
+struct Inspect {
+    build_id: Option<Vec<u8>>,
+    has_dwarf: bool,
+    debuglink: Option<(String, u32)>,
+    altlink: Option<(Vec<u8>, Vec<u8>)>,
+    mini_debug_info: Option<Vec<u8>>,
+}
+
+fn inspect(data: &[u8]) -> Inspect {
+    let Ok(obj) = object::File::parse(data) else {
+        return Inspect::default();
+    };
+    let has_dwarf = obj
+        .section_by_name(".debug_info")
+        .is_some_and(|s| s.file_range().is_some_and(|(_, size)| size > 0));
+    Inspect {
+        build_id: obj.build_id().ok().flatten().map(<[u8]>::to_vec),
+        has_dwarf,
+        debuglink: obj
+            .gnu_debuglink()
+            .ok()
+            .flatten()
+            .map(|(name, crc)| (String::from_utf8_lossy(name).into_owned(), crc)),
+        altlink: obj
+            .gnu_debugaltlink()
+            .ok()
+            .flatten()
+            .map(|(name, id)| (name.to_vec(), id.to_vec())),
+        mini_debug_info: obj
+            .section_by_name(".gnu_debugdata")
+            .and_then(|s| s.data().ok())
+            .filter(|d| !d.is_empty())
+            .map(<[u8]>::to_vec),
+    }
+}
+
+/// A separate debug file that matched.
+struct DebugFile {
+    map: Mmap,
+    elf: ElfFile,
+    info: Inspect,
+}
+
+/// What a candidate debug file must match.
+#[derive(Clone, Copy)]
+struct Want<'a> {
+    /// Required build-id (`None`: the file may have any or none).
+    build_id: Option<&'a [u8]>,
+    /// False: a file without any build-id passes (debuglink: the CRC
+    /// decides); one with another build-id still fails.
+    build_id_required: bool,
+    /// Required CRC-32 of the whole file.
+    crc: Option<u32>,
+}
+
+fn try_debug_file(path: &Path, want: Want<'_>) -> Option<DebugFile> {
+    if !path.is_file() {
+        tracing::debug!(candidate = %path.display(), "no debug file here");
+        return None;
+    }
+    let map = match map_file(path) {
+        Ok(m) => m,
+        Err(err) => {
+            tracing::debug!(candidate = %path.display(), %err, "cannot read debug file");
+            return None;
+        }
+    };
+    let info = inspect(&map);
+    if let Some(want_id) = want.build_id {
+        let missing_ok = !want.build_id_required && info.build_id.is_none();
+        if !missing_ok && info.build_id.as_deref() != Some(want_id) {
+            tracing::debug!(
+                candidate = %path.display(),
+                expected = %hex(want_id),
+                found = %info.build_id.as_deref().map_or_else(|| "none".to_owned(), hex),
+                "debug file has the wrong build-id; ignored"
+            );
+            return None;
+        }
+    }
+    if let Some(want_crc) = want.crc {
+        let found = crc32(&map);
+        if found != want_crc {
+            tracing::debug!(
+                candidate = %path.display(),
+                expected = format_args!("{want_crc:08x}"),
+                found = format_args!("{found:08x}"),
+                "debug file has the wrong CRC; ignored"
+            );
+            return None;
+        }
+    }
+    let elf = match ElfFile::parse(&map, &path.display().to_string()) {
+        Ok(e) => e,
+        Err(err) => {
+            tracing::debug!(candidate = %path.display(), %err, "cannot parse debug file");
+            return None;
+        }
+    };
+    tracing::debug!(debug_file = %path.display(), dwarf = info.has_dwarf, "debug file matches");
+    Some(DebugFile { map, elf, info })
+}
+
+/// `/usr/lib/debug/.build-id/xx/rest.debug` under `dir`.
+fn build_id_path_in(dir: &Path, build_id: &[u8]) -> Option<PathBuf> {
+    let (first, rest) = build_id.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    Some(
+        dir.join(".build-id")
+            .join(format!("{first:02x}"))
+            .join(format!("{}.debug", hex(rest))),
+    )
+}
+
+/// `/proc/PID/root/usr/bin` → `/usr/bin`: the directory as the process sees it.
+fn without_proc_root(dir: &Path) -> PathBuf {
+    let mut comps = dir.components();
+    let is_proc_root = matches!(
+        (comps.next(), comps.next(), comps.next(), comps.next()),
+        (Some(Component::RootDir), Some(Component::Normal(p)), Some(Component::Normal(pid)), Some(Component::Normal(r)))
+            if p == "proc" && r == "root" && pid.to_str().is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit()))
+    );
+    if is_proc_root {
+        Path::new("/").join(comps.as_path())
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+/// A debuglink name must be a plain file name: no directories, no `..`.
+fn plain_file_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains('/') && name != "." && name != ".."
+}
+
+/// Decompress `.gnu_debugdata` (xz), bounded.
+fn xz_decompress(data: &[u8]) -> Option<Vec<u8>> {
+    struct Bounded(Vec<u8>);
+    impl std::io::Write for Bounded {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.0.len().saturating_add(buf.len()) > MAX_MINI_DEBUG_INFO {
+                return Err(std::io::Error::other("MiniDebugInfo too large"));
+            }
+            self.0.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = Bounded(Vec::new());
+    let mut input = data;
+    match lzma_rs::xz_decompress(&mut input, &mut out) {
+        Ok(()) => Some(out.0),
+        Err(err) => {
+            tracing::debug!(%err, "cannot decompress .gnu_debugdata");
+            None
+        }
+    }
+}
+
+/// Search state while opening.
+struct Found {
+    extra_symbols: Vec<ElfFile>,
+    sources: Vec<String>,
+    dwarf: Option<(String, Mmap, Inspect)>,
+}
+
+impl Found {
+    /// Record a matching debug file; true when it has DWARF (search done).
+    fn add(&mut self, label: String, file: DebugFile) -> bool {
+        tracing::debug!(source = %label, "debug info source found");
+        self.sources.push(label);
+        let DebugFile { map, elf, info } = file;
+        let name = elf.name().to_owned();
+        self.extra_symbols.push(elf);
+        if info.has_dwarf {
+            self.dwarf = Some((name, map, info));
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl FileSymbolizer {
+    /// Open the binary at `path` (as the process sees it, e.g.
+    /// `/proc/PID/root/usr/bin/x`) and find its debug info, in this order:
+    /// the binary itself; `<system>/.build-id/xx/rest.debug`;
+    /// `.gnu_debuglink` next to the binary, in its `.debug/` folder and
+    /// under `<system>/<dir of binary>` (CRC checked, build-id too when both
+    /// have one); MiniDebugInfo (`.gnu_debugdata`); then each extra
+    /// directory's `.build-id/xx/rest.debug` and `<dir>/<debuglink name>`.
+    /// The search stops at the first source with DWARF; every matching
+    /// source's symbol table is kept as a fallback.
+    ///
+    /// `expected_build_id` is the build-id the kernel reported (None if
+    /// unknown). When the binary cannot be read, or its build-id differs,
+    /// a debug file with that build-id stands in for it.
+    ///
+    /// Reads only headers, notes and symbol tables (plus whole debuglink
+    /// candidates, for their CRC); DWARF is indexed on the first
+    /// [`FileSymbolizer::frames`] call.
+    pub fn open(
+        path: &Path,
+        expected_build_id: Option<&[u8]>,
+        search: &DebugSearch,
+    ) -> Result<FileSymbolizer, Error> {
+        let mut found = Found {
+            extra_symbols: Vec::new(),
+            sources: Vec::new(),
+            dwarf: None,
+        };
+        // The binary itself.
+        let mut binary_err = None;
+        let mut binary: Option<(ElfFile, Inspect, Mmap)> = None;
+        match map_file(path).and_then(|map| {
+            let elf = ElfFile::parse(&map, &path.display().to_string())?;
+            Ok((elf, map))
+        }) {
+            Ok((elf, map)) => {
+                let info = inspect(&map);
+                match (expected_build_id, elf.build_id()) {
+                    (Some(want), got) if got != Some(want) => {
+                        let err = Error::BuildIdMismatch {
+                            path: path.to_owned(),
+                            expected: hex(want),
+                            found: got.map_or_else(|| "none".to_owned(), hex),
+                        };
+                        tracing::debug!(%err, "binary is not the one profiled; looking for its debug file only");
+                        binary_err = Some(err);
+                    }
+                    _ => binary = Some((elf, info, map)),
+                }
+            }
+            Err(err) => {
+                tracing::debug!(%err, "cannot read binary; looking for its debug file only");
+                binary_err = Some(err);
+            }
+        }
+        let build_id: Option<Vec<u8>> = binary
+            .as_ref()
+            .and_then(|(elf, _, _)| elf.build_id().map(<[u8]>::to_vec))
+            .or_else(|| expected_build_id.map(<[u8]>::to_vec));
+        let mut elf_own = None;
+        let mut debuglink = None;
+        let mut mini = None;
+        if let Some((elf, info, map)) = binary {
+            tracing::debug!(binary = %path.display(), dwarf = info.has_dwarf, "debug info source: the binary");
+            found.sources.push("binary".to_owned());
+            debuglink = info.debuglink.clone().filter(|(n, _)| plain_file_name(n));
+            mini = info.mini_debug_info.clone();
+            if info.has_dwarf {
+                found.dwarf = Some((elf.name().to_owned(), map, info));
+            }
+            elf_own = Some(elf);
+        }
+        let system = &search.system_debug_dir;
+        let done = |f: &Found| f.dwarf.is_some();
+
+        // 1. <system>/.build-id/xx/rest.debug
+        if !done(&found) && !system.as_os_str().is_empty() {
+            if let Some(p) = build_id
+                .as_deref()
+                .and_then(|id| build_id_path_in(system, id))
+            {
+                let want = Want {
+                    build_id: build_id.as_deref(),
+                    build_id_required: true,
+                    crc: None,
+                };
+                if let Some(f) = try_debug_file(&p, want) {
+                    found.add(format!("build-id dir {}", p.display()), f);
+                }
+            }
+        }
+        // 2. .gnu_debuglink
+        let link_want = |crc| Want {
+            build_id: build_id.as_deref(),
+            build_id_required: false,
+            crc: Some(crc),
+        };
+        if let (false, Some((name, crc))) = (done(&found), &debuglink) {
+            let dir = path.parent().unwrap_or(Path::new("/"));
+            let mut candidates = vec![dir.join(name), dir.join(".debug").join(name)];
+            if !system.as_os_str().is_empty() {
+                let rel = without_proc_root(dir);
+                let rel = rel.strip_prefix("/").unwrap_or(&rel);
+                candidates.push(system.join(rel).join(name));
+            }
+            for p in candidates {
+                // A debuglink naming the binary itself is no debug file.
+                if p == path {
+                    continue;
+                }
+                if let Some(f) = try_debug_file(&p, link_want(*crc)) {
+                    if found.add(format!("debuglink {}", p.display()), f) {
+                        break;
+                    }
+                }
+            }
+        }
+        // 3. MiniDebugInfo
+        if let (false, Some(xz)) = (done(&found), &mini) {
+            if let Some(data) = xz_decompress(xz) {
+                let name = format!("{} [.gnu_debugdata]", path.display());
+                match ElfFile::parse(&data, &name) {
+                    Ok(mini_elf) => match (mini_elf.build_id(), build_id.as_deref()) {
+                        (Some(a), Some(b)) if a != b => {
+                            tracing::debug!("MiniDebugInfo has another build-id; ignored");
+                        }
+                        _ => {
+                            tracing::debug!(binary = %path.display(), symbols = mini_elf.symbol_count(), "debug info source: MiniDebugInfo");
+                            found.sources.push("minidebuginfo".to_owned());
+                            found.extra_symbols.push(mini_elf);
+                        }
+                    },
+                    Err(err) => tracing::debug!(%err, "cannot parse MiniDebugInfo"),
+                }
+            }
+        }
+        // 4. Extra directories.
+        'dirs: for dir in &search.extra_dirs {
+            if done(&found) {
+                break;
+            }
+            if let Some(p) = build_id.as_deref().and_then(|id| build_id_path_in(dir, id)) {
+                let want = Want {
+                    build_id: build_id.as_deref(),
+                    build_id_required: true,
+                    crc: None,
+                };
+                if let Some(f) = try_debug_file(&p, want) {
+                    if found.add(format!("extra dir {}", p.display()), f) {
+                        break 'dirs;
+                    }
+                }
+            }
+            if let Some((name, crc)) = &debuglink {
+                let p = dir.join(name);
+                if let Some(f) = try_debug_file(&p, link_want(*crc)) {
+                    if found.add(format!("extra dir {}", p.display()), f) {
+                        break 'dirs;
+                    }
+                }
+            }
+        }
+
+        let Found {
+            mut extra_symbols,
+            sources,
+            dwarf,
+        } = found;
+        let mut rebuilt_segments = None;
+        let elf = match elf_own {
+            Some(e) => e,
+            None if !extra_symbols.is_empty() => {
+                let e = extra_symbols.remove(0);
+                rebuilt_segments = Some(rebuild_offsets(e.load_segments()));
+                e
+            }
+            None => {
+                return Err(binary_err.unwrap_or_else(|| Error::NotElf {
+                    name: path.display().to_string(),
+                }))
+            }
+        };
+        let dwarf = dwarf.map(|(name, map, info)| {
+            let sup = info
+                .altlink
+                .as_ref()
+                .and_then(|(file, id)| find_sup(Path::new(&name), file, id, search));
+            DwarfCell::new(
+                DwarfOwner {
+                    main: DwarfFile {
+                        name,
+                        map,
+                        decompressed: OnceLock::new(),
+                    },
+                    sup,
+                },
+                |_| DwarfState {
+                    ctx: OnceLock::new(),
+                },
+            )
+        });
+        Ok(FileSymbolizer {
+            elf,
+            rebuilt_segments,
+            extra_symbols,
+            sources,
+            dwarf,
+        })
+    }
+
+    /// The binary's own symbols and `PT_LOAD` translation (the debug file's,
+    /// when the binary itself could not be used).
+    pub fn elf(&self) -> &ElfFile {
+        &self.elf
+    }
+
+    /// Translate a file offset of the binary to its virtual address; see
+    /// [`ElfFile::file_offset_to_addr`].
+    ///
+    /// When only a debug file was found (binary deleted or replaced), its
+    /// program headers carry no file offsets; they are rebuilt the way GNU
+    /// ld lays segments out (each at the first offset past the previous
+    /// segment congruent to its address modulo 4 KiB), which holds for
+    /// usual binaries but is a best effort.
+    pub fn file_offset_to_addr(&self, offset: FileOffset) -> Option<SymbolAddr> {
+        match &self.rebuilt_segments {
+            None => self.elf.file_offset_to_addr(offset),
+            Some(segs) => segs
+                .iter()
+                .find(|&&(off, _, len)| offset.0 >= off && offset.0 - off < len)
+                .map(|&(off, vaddr, _)| SymbolAddr(vaddr.wrapping_add(offset.0 - off))),
+        }
+    }
+
+    /// Which sources were found, in search order: `binary`,
+    /// `build-id dir PATH`, `debuglink PATH`, `minidebuginfo`,
+    /// `extra dir PATH`.
+    pub fn sources(&self) -> &[String] {
+        &self.sources
+    }
+
+    /// Whether the DWARF index has been built (by a
+    /// [`FileSymbolizer::frames`] call); false also when there is no DWARF.
+    pub fn dwarf_parsed(&self) -> bool {
+        self.dwarf
+            .as_ref()
+            .is_some_and(|c| c.with_dependent(|_, d| d.ctx.get().is_some()))
+    }
+
+    /// Whether some source has DWARF (`.debug_info`).
+    pub fn has_dwarf(&self) -> bool {
+        self.dwarf.is_some()
+    }
+
+    /// Frames for `addr`, from the outermost (the real function containing
+    /// `addr`) to the innermost inlined call.
+    ///
+    /// Uses DWARF when it covers `addr` (linkage names demangled when
+    /// present), else the symbol tables (binary, debug file, MiniDebugInfo)
+    /// for one frame. Empty when nothing names it. `with_lines` adds each
+    /// frame's file and line: for the innermost the line of `addr`, for the
+    /// others the line of the inlined call.
+    pub fn frames(&self, addr: SymbolAddr, with_lines: bool) -> Vec<ResolvedFrame> {
+        let mut out = Vec::new();
+        self.frames_into(addr, with_lines, &mut out);
+        out
+    }
+
+    /// [`FileSymbolizer::frames`] into `out` (cleared first), to reuse its
+    /// allocation.
+    pub fn frames_into(&self, addr: SymbolAddr, with_lines: bool, out: &mut Vec<ResolvedFrame>) {
+        out.clear();
+        self.dwarf_frames(addr, with_lines, out);
+        if out.is_empty() {
+            if let Some(name) = self.symbol_name(addr) {
+                out.push(ResolvedFrame {
+                    function: demangle(without_version(name)).into_owned(),
+                    file: None,
+                    line: None,
+                    inlined: false,
+                });
+            }
+        } else if out[0].function.is_empty() {
+            // DWARF knows the location but not the function: the symbol
+            // tables name it, or nothing does (padding between functions).
+            match self.symbol_name(addr) {
+                Some(name) => out[0].function = demangle(without_version(name)).into_owned(),
+                None => out.clear(),
+            }
+        }
+    }
+
+    /// The most specific symbol (greatest start) over all symbol tables.
+    fn symbol(&self, addr: SymbolAddr) -> Option<crate::Symbol<'_>> {
+        self.extra_symbols
+            .iter()
+            .chain(std::iter::once(&self.elf))
+            .filter_map(|e| e.symbol(addr))
+            .fold(None, |best: Option<crate::Symbol<'_>>, s| match best {
+                Some(b) if b.start >= s.start => Some(b),
+                _ => Some(s),
+            })
+    }
+
+    fn symbol_name(&self, addr: SymbolAddr) -> Option<&str> {
+        self.symbol(addr).map(|s| s.name)
+    }
+
+    fn dwarf_frames(&self, addr: SymbolAddr, with_lines: bool, out: &mut Vec<ResolvedFrame>) {
+        let Some(cell) = &self.dwarf else {
+            return;
+        };
+        cell.with_dependent(|owner, state| {
+            let ctx = state
+                .ctx
+                .get_or_init(|| build_context(owner).map(Mutex::new));
+            let Some(ctx) = ctx else {
+                return;
+            };
+            let ctx = ctx.lock().unwrap_or_else(|e| e.into_inner());
+            // gimli and addr2line return errors on corrupt input; the guard
+            // is belt and braces so a bug there costs frames, not the process.
+            let symbol = |a: u64| self.symbol(SymbolAddr(a)).map(|s| (s.start.0, s.name));
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                collect_frames(&ctx, addr.0, with_lines, &symbol, out)
+            }));
+            if result.is_err() {
+                out.clear();
+                tracing::debug!(file = %owner.main.name, addr = addr.0, "DWARF lookup panicked");
+            }
+        });
+    }
+}
+
+impl std::fmt::Debug for FileSymbolizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSymbolizer")
+            .field("elf", &self.elf)
+            .field("sources", &self.sources)
+            .field("dwarf_parsed", &self.dwarf_parsed())
+            .finish()
+    }
+}
+
+/// Innermost-first frames from addr2line, stored outermost first.
+///
+/// `symbol` gives the symbol-table entry (start, raw name) containing an
+/// address: like binutils, a function DWARF names without a linkage name
+/// (C, C++ in an anonymous namespace, GCC clones such as `f.constprop.0`)
+/// takes the symbol's name when that symbol starts where the function does.
+fn collect_frames<'s>(
+    ctx: &addr2line::Context<Reader<'_>>,
+    probe: u64,
+    with_lines: bool,
+    symbol: &dyn Fn(u64) -> Option<(u64, &'s str)>,
+    out: &mut Vec<ResolvedFrame>,
+) {
+    let mut outer_die = None;
+    let mut outer_is_linkage = false;
+    let mut iter = match ctx.find_frames(probe).skip_all_loads() {
+        Ok(it) => it,
+        Err(err) => {
+            tracing::trace!(%err, probe, "DWARF lookup failed");
+            return;
+        }
+    };
+    loop {
+        match iter.next() {
+            Ok(Some(frame)) => {
+                let raw = frame.function.as_ref().and_then(|f| f.raw_name().ok());
+                outer_is_linkage = raw
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("_Z") || r.starts_with("_R"));
+                outer_die = frame.dw_die_offset;
+                let function = raw.map(|r| demangle(&r).into_owned()).unwrap_or_default();
+                let (file, line) = match (with_lines, &frame.location) {
+                    (true, Some(loc)) => (loc.file.map(str::to_owned), loc.line),
+                    _ => (None, None),
+                };
+                out.push(ResolvedFrame {
+                    function,
+                    file,
+                    line,
+                    inlined: true,
+                });
+            }
+            Ok(None) => break,
+            Err(err) => {
+                tracing::trace!(%err, probe, "DWARF frame walk stopped early");
+                break;
+            }
+        }
+    }
+    out.reverse();
+    let Some(first) = out.first_mut() else {
+        return;
+    };
+    first.inlined = false;
+    if !outer_is_linkage && !first.function.is_empty() {
+        if let (Some(die), Some((start, name))) = (outer_die, symbol(probe)) {
+            if function_low_pc(ctx, probe, die) == Some(start) {
+                first.function = demangle(without_version(name)).into_owned();
+            }
+        }
+    }
+    // Inlined calls DWARF cannot name; the outermost is named by the
+    // caller from the symbol tables.
+    for f in out.iter_mut().skip(1) {
+        if f.function.is_empty() {
+            f.function = "??".to_owned();
+        }
+    }
+}
+
+/// The entry address of the function DIE at `die` (in the unit holding
+/// `probe`): its `DW_AT_low_pc`, else the start of its first range.
+fn function_low_pc(
+    ctx: &addr2line::Context<Reader<'_>>,
+    probe: u64,
+    die: gimli::UnitOffset<usize>,
+) -> Option<u64> {
+    let unit = ctx.find_dwarf_and_unit(probe).skip_all_loads()?;
+    let entry = unit.entry(die).ok()?;
+    if let Ok(Some(v)) = entry.attr_value(gimli::DW_AT_low_pc) {
+        if let Ok(Some(a)) = unit.attr_address(v) {
+            return Some(a);
+        }
+    }
+    let mut ranges = unit.die_ranges(&entry).ok()?;
+    ranges.next().ok().flatten().map(|r| r.begin)
+}
+
+fn build_context(owner: &DwarfOwner) -> Option<addr2line::Context<Reader<'_>>> {
+    tracing::debug!(file = %owner.main.name, "indexing DWARF");
+    let endian = |f: &DwarfFile| {
+        object::File::parse(&*f.map).ok().map(|o| {
+            if o.is_little_endian() {
+                RunTimeEndian::Little
+            } else {
+                RunTimeEndian::Big
+            }
+        })
+    };
+    let main_endian = endian(&owner.main)?;
+    let mut dwarf = load_dwarf(&owner.main, main_endian)?;
+    if let Some(sup) = &owner.sup {
+        if let Some(e) = endian(sup) {
+            if let Some(sup_dwarf) = load_dwarf(sup, e) {
+                dwarf.set_sup(sup_dwarf);
+            }
+        }
+    }
+    match addr2line::Context::from_dwarf(dwarf) {
+        Ok(ctx) => Some(ctx),
+        Err(err) => {
+            tracing::debug!(file = %owner.main.name, %err, "unusable DWARF");
+            None
+        }
+    }
+}
+
+/// The gimli sections of `f`, borrowed from the mapping or from its
+/// decompressed copies.
+fn load_dwarf(f: &DwarfFile, endian: RunTimeEndian) -> Option<gimli::Dwarf<Reader<'_>>> {
+    let obj = object::File::parse(&*f.map).ok()?;
+    let decompressed = f.decompressed.get_or_init(|| {
+        let mut v = Vec::new();
+        for id in ALL_SECTIONS {
+            let Some(sec) = obj.section_by_name(id.name()) else {
+                continue;
+            };
+            let Ok(c) = sec.compressed_data() else {
+                continue;
+            };
+            if c.format == CompressionFormat::None {
+                continue;
+            }
+            match c.decompress() {
+                Ok(Cow::Owned(data)) => v.push((id, data)),
+                Ok(Cow::Borrowed(data)) => v.push((id, data.to_vec())),
+                Err(err) => {
+                    tracing::debug!(file = %f.name, section = id.name(), %err, "cannot decompress DWARF section")
+                }
+            }
+        }
+        v
+    });
+    let load = |id: gimli::SectionId| -> Result<Reader<'_>, gimli::Error> {
+        if let Some((_, data)) = decompressed.iter().find(|(i, _)| *i == id) {
+            return Ok(EndianSlice::new(data, endian));
+        }
+        let data = obj
+            .section_by_name(id.name())
+            .filter(|s| {
+                s.compressed_data()
+                    .is_ok_and(|c| c.format == CompressionFormat::None)
+            })
+            .and_then(|s| s.data().ok())
+            .unwrap_or(&[]);
+        Ok(EndianSlice::new(data, endian))
+    };
+    gimli::Dwarf::load(load).ok()
+}
+
+const ALL_SECTIONS: [gimli::SectionId; 12] = [
+    gimli::SectionId::DebugAbbrev,
+    gimli::SectionId::DebugAddr,
+    gimli::SectionId::DebugAranges,
+    gimli::SectionId::DebugInfo,
+    gimli::SectionId::DebugLine,
+    gimli::SectionId::DebugLineStr,
+    gimli::SectionId::DebugRanges,
+    gimli::SectionId::DebugRngLists,
+    gimli::SectionId::DebugStr,
+    gimli::SectionId::DebugStrOffsets,
+    gimli::SectionId::DebugLoc,
+    gimli::SectionId::DebugLocLists,
+];
+
+/// The dwz supplementary file named by `.gnu_debugaltlink`, matched by
+/// build-id: the path as given (relative to the debug file's directory),
+/// else by build-id under the system and extra debug directories.
+fn find_sup(debug_file: &Path, file: &[u8], id: &[u8], search: &DebugSearch) -> Option<DwarfFile> {
+    let name = Path::new(std::str::from_utf8(file).ok()?);
+    let mut candidates = Vec::new();
+    if name.is_absolute() {
+        candidates.push(name.to_path_buf());
+    } else if let Some(dir) = debug_file.parent() {
+        candidates.push(dir.join(name));
+    }
+    for dir in std::iter::once(&search.system_debug_dir).chain(&search.extra_dirs) {
+        if !dir.as_os_str().is_empty() {
+            candidates.extend(build_id_path_in(dir, id));
+        }
+    }
+    let want = Want {
+        build_id: Some(id),
+        build_id_required: true,
+        crc: None,
+    };
+    for p in candidates {
+        if let Some(f) = try_debug_file(&p, want) {
+            tracing::debug!(sup = %p.display(), "using the dwz supplementary file");
+            return Some(DwarfFile {
+                name: p.display().to_string(),
+                map: f.map,
+                decompressed: OnceLock::new(),
+            });
+        }
+    }
+    None
+}
+
+/// File offsets for `PT_LOAD` segments given as (vaddr, memsz): each
+/// segment starts at the first offset at or past the end of the previous
+/// one that is congruent to its address modulo the page size.
+fn rebuild_offsets(segs: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64, u64)> {
+    const PAGE: u64 = 4096;
+    let mut end = 0u64;
+    let mut out = Vec::new();
+    for (vaddr, memsz) in segs {
+        let mut off = (end - end % PAGE).saturating_add(vaddr % PAGE);
+        if off < end {
+            off = off.saturating_add(PAGE);
+        }
+        out.push((off, vaddr, memsz));
+        end = off.saturating_add(memsz);
+    }
+    out
+}
+
+/// `clock_gettime@@GLIBC_2.17` → `clock_gettime`.
+fn without_version(name: &str) -> &str {
+    match name.find('@') {
+        Some(at) if at > 0 => &name[..at],
+        _ => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_known_values() {
+        assert_eq!(crc32(b""), 0);
+        assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+    }
+
+    #[test]
+    fn proc_root_stripped() {
+        assert_eq!(
+            without_proc_root(Path::new("/proc/123/root/usr/bin")),
+            Path::new("/usr/bin")
+        );
+        assert_eq!(
+            without_proc_root(Path::new("/proc/self/root/usr/bin")),
+            Path::new("/proc/self/root/usr/bin")
+        );
+        assert_eq!(
+            without_proc_root(Path::new("/usr/bin")),
+            Path::new("/usr/bin")
+        );
+    }
+
+    #[test]
+    fn build_id_paths() {
+        assert_eq!(
+            build_id_path_in(Path::new("/x"), &[0xab, 0xcd, 0xef]).unwrap(),
+            Path::new("/x/.build-id/ab/cdef.debug")
+        );
+        assert!(build_id_path_in(Path::new("/x"), &[0xab]).is_none());
+    }
+
+    #[test]
+    fn offsets_rebuilt_like_ld() {
+        // readelf -l of a PIE and of its objcopy --only-keep-debug file.
+        let segs = [
+            (0, 0x5e0),
+            (0x1000, 0x1d1),
+            (0x2000, 0x108),
+            (0x3e00, 0x218),
+        ];
+        assert_eq!(
+            rebuild_offsets(segs.into_iter()),
+            [
+                (0, 0, 0x5e0),
+                (0x1000, 0x1000, 0x1d1),
+                (0x2000, 0x2000, 0x108),
+                (0x2e00, 0x3e00, 0x218)
+            ]
+        );
+        // Non-PIE, 2 MiB-aligned layout of older linkers.
+        let segs = [(0x400000, 0x70c), (0x600e10, 0x230)];
+        assert_eq!(
+            rebuild_offsets(segs.into_iter()),
+            [(0, 0x400000, 0x70c), (0xe10, 0x600e10, 0x230)]
+        );
+    }
+
+    #[test]
+    fn names() {
+        assert!(plain_file_name("a.debug"));
+        assert!(!plain_file_name("../a.debug"));
+        assert!(!plain_file_name(""));
+        assert_eq!(without_version("f@@GLIBC_2.2"), "f");
+    }
+
+    #[test]
+    fn send_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<FileSymbolizer>();
+    }
+}
