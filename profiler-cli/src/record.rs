@@ -67,14 +67,14 @@ pub fn run(args: RecordArgs, quiet: bool) -> Result<ExitCode> {
         recorder::record(&options, stop, &mut progress).await
     });
     bar.finish_and_clear();
-    let recording = recording.context("recording failed")?;
+    let mut recording = recording.context("recording failed")?;
     for note in &recording.notes {
         if !quiet {
             eprintln!("profctl: note: {note}");
         }
     }
     let post_started = std::time::Instant::now();
-    let (profile, resolve_stats) = recorder::resolve(&recording);
+    let (profile, resolve_stats) = recorder::resolve(&mut recording);
     let stacks_quality = stack_quality(&resolve_stats);
     let mut written = Vec::new();
     if let Some(path) = &args.folded {

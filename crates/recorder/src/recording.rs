@@ -54,6 +54,8 @@ pub struct Recording {
     pub frequency: u64,
     /// Whether kernel frames were collected.
     pub kernel_included: bool,
+    /// Kernel symbols, read from /proc/kallsyms in the background while recording.
+    pub kernel_symbols: Option<std::thread::JoinHandle<Option<symbolize::KernelSymbols>>>,
     /// How long sampling ran.
     pub duration: Duration,
     /// Things the user should know (event fallback, frequency cap, kernel excluded).
@@ -109,6 +111,17 @@ pub async fn record(
     let mut sampler = Sampler::open(&config)?;
     sampler.enable()?;
     let started = Instant::now();
+    // Reading kallsyms takes tens of milliseconds of kernel time: do it while sampling.
+    let kernel_symbols = sampler
+        .info()
+        .kernel_included
+        .then(|| {
+            std::thread::Builder::new()
+                .name("kallsyms".into())
+                .spawn(crate::resolve::load_kernel_symbols)
+                .ok()
+        })
+        .flatten();
     let mut processes = ProcessTable::new();
     // Processes alive before the events were enabled: read their state now, so nothing falls
     // into a gap (records from now on are in the ring buffers).
@@ -188,6 +201,7 @@ pub async fn record(
         event: info.event,
         frequency: info.frequency,
         kernel_included: info.kernel_included,
+        kernel_symbols,
         duration: elapsed,
         notes: info.notes,
         command_status,

@@ -67,7 +67,8 @@ struct Resolver<'a> {
     symbols: SymbolCache,
     /// Loaded on the first kernel frame; None inside when unavailable.
     kernel: Option<Option<KernelSymbols>>,
-    kernel_wanted: bool,
+    /// The background load started by the recording.
+    kernel_loading: Option<std::thread::JoinHandle<Option<KernelSymbols>>>,
     /// Per mapped file, loaded on its first frame; None inside when unreadable.
     loaded: HashMap<FileId, Option<Loaded>, FxBuildHasher>,
     vdso: Option<Option<Arc<ElfFile>>>,
@@ -79,7 +80,7 @@ struct Resolver<'a> {
 
 /// Symbolize every stack of `recording` into a profile whose stacks start with the thread's
 /// command name.
-pub fn resolve(recording: &Recording) -> (Profile, ResolveStats) {
+pub fn resolve(recording: &mut Recording) -> (Profile, ResolveStats) {
     let mut profile = Profile::new();
     let unknown = Frame {
         id: profile.intern("[unknown]"),
@@ -91,7 +92,7 @@ pub fn resolve(recording: &Recording) -> (Profile, ResolveStats) {
         profile,
         symbols: SymbolCache::new(),
         kernel: None,
-        kernel_wanted: recording.kernel_included,
+        kernel_loading: recording.kernel_symbols.take(),
         loaded: HashMap::default(),
         vdso: None,
         user_frames: HashMap::default(),
@@ -180,10 +181,13 @@ impl Resolver<'_> {
         if let Some(&f) = self.kernel_frames.get(&addr) {
             return f;
         }
-        let wanted = self.kernel_wanted;
-        let kernel = self
-            .kernel
-            .get_or_insert_with(|| wanted.then(load_kernel_symbols).flatten());
+        let kernel = match &mut self.kernel {
+            Some(kernel) => kernel,
+            slot => slot.insert(match self.kernel_loading.take() {
+                Some(handle) => handle.join().ok().flatten(),
+                None => None,
+            }),
+        };
         let frame = match kernel.as_ref().and_then(|k| k.lookup(addr)) {
             Some(sym) => Frame {
                 id: self.profile.intern(sym.name),
@@ -200,6 +204,7 @@ impl Resolver<'_> {
 
     fn user_frame(&mut self, pid: u32, addr: u64, time: u64) -> Frame {
         let Some(mapping) = self.processes.find_mapping(pid, addr, time).copied() else {
+            tracing::trace!(pid, addr = format_args!("{addr:#x}"), time, "no mapping");
             return self.unknown;
         };
         let offset = mapping.file_offset(addr);
@@ -312,7 +317,8 @@ fn without_version(name: &str) -> &str {
     }
 }
 
-fn load_kernel_symbols() -> Option<KernelSymbols> {
+/// Read /proc/kallsyms, saying why kernel frames will stay unnamed when it cannot be used.
+pub(crate) fn load_kernel_symbols() -> Option<KernelSymbols> {
     match KernelSymbols::load() {
         Ok(k) if !k.is_restricted() => Some(k),
         Ok(_) => {
