@@ -28,6 +28,32 @@ pub enum Command {
     /// flamegraph (SVG) and/or folded stacks.
     #[command(after_help = RECORD_EXAMPLES)]
     Record(RecordArgs),
+    /// Name addresses: function, inline chain and file:line, from a running process's
+    /// mappings (--pid) or an ELF file's own addresses (--elf), as the recorder would.
+    Symbolize(SymbolizeArgs),
+}
+
+/// Arguments of `profctl symbolize`.
+#[derive(Debug, Args)]
+pub struct SymbolizeArgs {
+    /// Addresses are absolute addresses in this running process.
+    #[arg(
+        short,
+        long,
+        value_name = "PID",
+        required_unless_present = "elf",
+        conflicts_with = "elf"
+    )]
+    pub pid: Option<u32>,
+    /// Addresses are this file's own (ELF virtual) addresses, as addr2line takes them.
+    #[arg(short, long, value_name = "PATH")]
+    pub elf: Option<PathBuf>,
+    /// Also search this directory for debug files (.build-id/xx/rest.debug, debuglink names).
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    pub debug_dirs: Vec<PathBuf>,
+    /// Addresses, hex (0x prefix optional). Read from standard input when none are given.
+    #[arg(value_name = "ADDR")]
+    pub addresses: Vec<String>,
 }
 
 const RECORD_EXAMPLES: &str = "Examples:
@@ -96,6 +122,14 @@ pub struct RecordArgs {
     /// Bytes of user stack copied per sample for DWARF unwinding (multiple of 8, up to 61440).
     #[arg(long, value_name = "BYTES", default_value_t = recorder::defaults::STACK_BYTES)]
     pub stack_size: u32,
+    /// Put file:line on frames (from DWARF), in folded and SVG output.
+    #[arg(long)]
+    pub lines: bool,
+    /// Also search this directory for debug files (.build-id/xx/rest.debug, debuglink
+    /// names); may be repeated. /usr/lib/debug is always searched, and debuginfod servers
+    /// when DEBUGINFOD_URLS is set.
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    pub debug_dirs: Vec<PathBuf>,
     /// Data pages per ring buffer (a power of two). Default: 128 with --call-graph fp, 2048
     /// when stacks are copied.
     #[arg(long, value_name = "PAGES")]
@@ -119,6 +153,16 @@ fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
 }
 
 impl RecordArgs {
+    /// How frames are named.
+    pub fn resolve_options(&self) -> recorder::ResolveOptions {
+        let mut options = recorder::ResolveOptions {
+            lines: self.lines,
+            ..Default::default()
+        };
+        options.debug_search.extra_dirs = self.debug_dirs.clone();
+        options
+    }
+
     /// The recorder's options.
     pub fn to_options(&self) -> RecordOptions {
         let target = match (&self.pid, self.command.is_empty()) {

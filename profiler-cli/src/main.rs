@@ -3,6 +3,7 @@
 mod cli;
 mod output;
 mod record;
+mod symbolize_cmd;
 
 use std::process::ExitCode;
 
@@ -12,7 +13,8 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     init_logging(cli.verbose, cli.quiet);
     let result = match cli.command {
-        cli::Command::Record(args) => record::run(args, cli.quiet),
+        cli::Command::Record(args) => record::run(args, cli.quiet, cli.verbose),
+        cli::Command::Symbolize(args) => symbolize_cmd::run(args),
     };
     match result {
         Ok(code) => code,

@@ -15,7 +15,7 @@ use crate::output::write_atomically;
 const DEFAULT_SVG: &str = "profile.svg";
 
 /// Run `profctl record`.
-pub fn run(args: RecordArgs, quiet: bool) -> Result<ExitCode> {
+pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
     let mut options = args.to_options();
     let svg_path = match (&args.output, &args.folded) {
         (None, None) => Some(DEFAULT_SVG.into()),
@@ -74,7 +74,7 @@ pub fn run(args: RecordArgs, quiet: bool) -> Result<ExitCode> {
         }
     }
     let post_started = std::time::Instant::now();
-    let (profile, resolve_stats) = recorder::resolve(&mut recording);
+    let (profile, resolve_stats) = recorder::resolve(&mut recording, &args.resolve_options());
     let stacks_quality = stack_quality(&resolve_stats);
     let mut written = Vec::new();
     if let Some(path) = &args.folded {
@@ -101,7 +101,13 @@ pub fn run(args: RecordArgs, quiet: bool) -> Result<ExitCode> {
         }
     }
     if !quiet {
-        print_summary(&recording, &resolve_stats, &written, post_started.elapsed());
+        print_summary(
+            &recording,
+            &resolve_stats,
+            &written,
+            post_started.elapsed(),
+            verbose > 0,
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -167,7 +173,13 @@ fn stack_quality(stats: &ResolveStats) -> Option<String> {
     (overall.total() > 0).then(|| overall.describe())
 }
 
-fn print_summary(r: &Recording, resolved: &ResolveStats, written: &[String], post: Duration) {
+fn print_summary(
+    r: &Recording,
+    resolved: &ResolveStats,
+    written: &[String],
+    post: Duration,
+    verbose: bool,
+) {
     eprintln!(
         "profctl: {} samples in {:.1} s ({} at {} Hz{}), {} lost, {} throttled",
         r.stats.samples,
@@ -197,12 +209,29 @@ fn print_summary(r: &Recording, resolved: &ResolveStats, written: &[String], pos
             );
         }
     }
+    let user = &resolved.user;
     eprintln!(
-        "profctl: {:.1}% of frames unnamed ({} distinct addresses in {} files)",
+        "profctl: {:.1}% of frames unnamed ({} user addresses in {} files, {} kernel addresses)",
         resolved.unnamed_share() * 100.0,
-        resolved.addresses,
-        resolved.files
+        user.cache_misses,
+        user.files,
+        resolved.kernel_addresses
     );
+    if user.debuginfod_fetched > 0 || !user.debuginfod_failures.is_empty() {
+        eprintln!(
+            "profctl: debuginfod: {} debug files fetched",
+            user.debuginfod_fetched
+        );
+        for failure in &user.debuginfod_failures {
+            eprintln!("profctl:   could not fetch: {failure}");
+        }
+    }
+    if verbose {
+        eprintln!(
+            "profctl: address cache: {} hits, {} misses, {} resets; {} JIT frames",
+            user.cache_hits, user.cache_misses, user.cache_resets, user.jit_frames
+        );
+    }
     if let Some(status) = r.command_status {
         if !status.success() {
             eprintln!("profctl: the command exited with {status}");

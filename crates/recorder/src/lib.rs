@@ -4,14 +4,17 @@
 //! `profctl record` (embedded mode) drives this directly; the daemon reuses the same pieces.
 
 mod error;
+mod jit_map;
 mod launch;
 mod options;
 mod recording;
 mod resolve;
 mod sink;
 mod sys;
+mod user_symbols;
 
 pub use error::RecordError;
 pub use options::{defaults, CallGraph, RecordOptions, RecordTarget};
 pub use recording::{record, Progress, Recording, RecordingStats};
 pub use resolve::{resolve, ResolveStats};
+pub use user_symbols::{ResolveOptions, UserSymbolStats};

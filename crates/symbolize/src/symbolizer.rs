@@ -28,6 +28,9 @@ pub struct DebugSearch {
     /// `.build-id/xx/rest.debug` and for `<dir of binary>/<debuglink name>`.
     /// Empty: not searched.
     pub system_debug_dir: PathBuf,
+    /// Debug files to try last, matched by build-id only (for example fetched from a
+    /// debuginfod server).
+    pub debug_files: Vec<PathBuf>,
 }
 
 impl DebugSearch {
@@ -36,6 +39,7 @@ impl DebugSearch {
         DebugSearch {
             extra_dirs: Vec::new(),
             system_debug_dir: PathBuf::from("/usr/lib/debug"),
+            debug_files: Vec::new(),
         }
     }
 }
@@ -458,6 +462,20 @@ impl FileSymbolizer {
                         break 'dirs;
                     }
                 }
+            }
+        }
+        // 5. Explicit debug files, by build-id.
+        for p in &search.debug_files {
+            if done(&found) || build_id.is_none() {
+                break;
+            }
+            let want = Want {
+                build_id: build_id.as_deref(),
+                build_id_required: true,
+                crc: None,
+            };
+            if let Some(f) = try_debug_file(p, want) {
+                found.add(format!("debug file {}", p.display()), f);
             }
         }
 

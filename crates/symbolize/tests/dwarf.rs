@@ -46,6 +46,7 @@ fn isolated(extra_dirs: Vec<PathBuf>) -> DebugSearch {
     DebugSearch {
         extra_dirs,
         system_debug_dir: PathBuf::new(),
+        debug_files: vec![],
     }
 }
 
@@ -281,6 +282,7 @@ fn debuglink_under_system_dir() {
     let search = DebugSearch {
         extra_dirs: vec![],
         system_debug_dir: system,
+        debug_files: vec![],
     };
     let sym = FileSymbolizer::open(&sp.stripped, None, &search).unwrap();
     assert_eq!(sym.sources()[1], format!("debuglink {}", moved.display()));
@@ -296,6 +298,7 @@ fn build_id_in_system_dir() {
     let search = DebugSearch {
         extra_dirs: vec![],
         system_debug_dir: system,
+        debug_files: vec![],
     };
     let sym = FileSymbolizer::open(&sp.stripped, None, &search).unwrap();
     assert_eq!(
@@ -315,10 +318,37 @@ fn build_id_in_extra_dir() {
     let search = DebugSearch {
         extra_dirs: vec![sp.dir.path().join("missing"), extra],
         system_debug_dir: sp.dir.path().join("sysdebug"),
+        debug_files: vec![],
     };
     let sym = FileSymbolizer::open(&sp.stripped, None, &search).unwrap();
     assert_eq!(sym.sources()[1], format!("extra dir {}", moved.display()));
     check_inline_chain(&sym, &sp.full);
+}
+
+#[test]
+fn explicit_debug_file_matched_by_build_id() {
+    let sp = split();
+    // As a debuginfod client caches it: <cache>/<build-id>/debuginfo, a name no debuglink names.
+    let fetched = sp
+        .dir
+        .path()
+        .join("cache")
+        .join(hex(&sp.build_id))
+        .join("debuginfo");
+    put(&sp.debug, &fetched);
+    let search = DebugSearch {
+        debug_files: vec![fetched.clone()],
+        ..isolated(vec![])
+    };
+    let sym = FileSymbolizer::open(&sp.stripped, None, &search).unwrap();
+    assert_eq!(
+        sym.sources()[1],
+        format!("debug file {}", fetched.display())
+    );
+    check_inline_chain(&sym, &sp.full);
+    // Without it, nothing names the stripped binary.
+    let bare = FileSymbolizer::open(&sp.stripped, None, &isolated(vec![])).unwrap();
+    assert_unnamed(&bare, &sp.full);
 }
 
 #[test]

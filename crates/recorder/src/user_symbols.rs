@@ -1,0 +1,352 @@
+//! Naming user-space addresses: the mapped file's symbolizer (DWARF inline frames, symbol
+//! tables, separate debug files, debuginfod), the vdso, JIT perf maps.
+//!
+//! Each mapped file is opened once, and each distinct (file, offset) symbolized once.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use procmap::{FileId, MappedFile, Mapping, ProcessTable};
+use profile::{FrameId, Profile};
+use rustc_hash::FxBuildHasher;
+use symbolize::{DebugSearch, ElfFile, FileOffset, FileSymbolizer, ResolvedFrame};
+use tracing::{debug, warn};
+
+use crate::jit_map::JitMap;
+
+/// How user frames are named.
+#[derive(Clone, Debug)]
+pub struct ResolveOptions {
+    /// Put `file:line` on frames that have it.
+    pub lines: bool,
+    /// Where separate debug files are looked for.
+    pub debug_search: DebugSearch,
+    /// Fetch missing debug info from these debuginfod servers (None: don't).
+    pub debuginfod: Option<debuginfod::DebuginfodConfig>,
+    /// Most (file, offset) → frames entries kept; the cache is emptied when it is full.
+    pub address_cache_entries: usize,
+}
+
+impl Default for ResolveOptions {
+    fn default() -> Self {
+        ResolveOptions {
+            lines: false,
+            debug_search: DebugSearch::system(),
+            debuginfod: debuginfod::DebuginfodConfig::from_env(),
+            address_cache_entries: 1 << 20,
+        }
+    }
+}
+
+/// Counters of user symbolization.
+#[derive(Clone, Debug, Default)]
+pub struct UserSymbolStats {
+    /// Files opened (symbolizers built).
+    pub files: usize,
+    /// Address cache hits and misses.
+    pub cache_hits: u64,
+    /// Address cache misses (addresses symbolized).
+    pub cache_misses: u64,
+    /// Times the address cache was emptied because it was full.
+    pub cache_resets: u64,
+    /// Debug files fetched from debuginfod.
+    pub debuginfod_fetched: u64,
+    /// What could not be fetched, and why (one line each).
+    pub debuginfod_failures: Vec<String>,
+    /// Frames named from JIT perf maps.
+    pub jit_frames: u64,
+}
+
+/// A run of frames in the arena, outermost first.
+#[derive(Clone, Copy)]
+struct Span {
+    start: u32,
+    len: u32,
+    named: bool,
+}
+
+pub(crate) struct UserSymbols {
+    options: ResolveOptions,
+    files: HashMap<FileId, Option<Arc<FileSymbolizer>>, FxBuildHasher>,
+    vdso: Option<Option<Arc<ElfFile>>>,
+    jit: HashMap<u32, Option<JitMap>, FxBuildHasher>,
+    cache: HashMap<(FileId, u64), Span, FxBuildHasher>,
+    arena: Vec<FrameId>,
+    scratch: Vec<ResolvedFrame>,
+    debuginfod: Option<debuginfod::Client>,
+    pub stats: UserSymbolStats,
+}
+
+impl UserSymbols {
+    pub(crate) fn new(options: ResolveOptions) -> UserSymbols {
+        let debuginfod = options.debuginfod.clone().map(debuginfod::Client::new);
+        UserSymbols {
+            options,
+            files: HashMap::default(),
+            vdso: None,
+            jit: HashMap::default(),
+            cache: HashMap::default(),
+            arena: Vec::new(),
+            scratch: Vec::new(),
+            debuginfod,
+            stats: UserSymbolStats::default(),
+        }
+    }
+
+    /// Push the frames of `addr` in `pid` at `time` onto `out`, innermost first (the order of
+    /// a leaf-first stack). Returns whether they are real names.
+    pub(crate) fn push_frames(
+        &mut self,
+        profile: &mut Profile,
+        processes: &ProcessTable,
+        pid: u32,
+        addr: u64,
+        time: u64,
+        out: &mut Vec<FrameId>,
+    ) -> bool {
+        let mapping = processes.find_mapping(pid, addr, time).copied();
+        let anonymous = mapping.is_none_or(|m| processes.files().get(m.file).is_pseudo());
+        if anonymous {
+            if let Some(name) = self.jit_lookup(pid, addr) {
+                self.stats.jit_frames += 1;
+                out.push(profile.intern(&name));
+                return true;
+            }
+        }
+        let Some(mapping) = mapping else {
+            tracing::trace!(pid, addr = format_args!("{addr:#x}"), time, "no mapping");
+            out.push(profile.intern("[unknown]"));
+            return false;
+        };
+        let offset = mapping.file_offset(addr);
+        let span = match self.cache.get(&(mapping.file, offset)) {
+            Some(&span) => {
+                self.stats.cache_hits += 1;
+                span
+            }
+            None => {
+                self.stats.cache_misses += 1;
+                if self.cache.len() >= self.options.address_cache_entries {
+                    self.cache.clear();
+                    self.arena.clear();
+                    self.stats.cache_resets += 1;
+                }
+                let span = self.symbolize(profile, processes, pid, &mapping, offset);
+                self.cache.insert((mapping.file, offset), span);
+                span
+            }
+        };
+        let frames = &self.arena[span.start as usize..(span.start + span.len) as usize];
+        out.extend(frames.iter().rev());
+        span.named
+    }
+
+    fn jit_lookup(&mut self, pid: u32, addr: u64) -> Option<String> {
+        let map = self.jit.entry(pid).or_insert_with(|| JitMap::load(pid));
+        map.as_ref()?.lookup(addr).map(str::to_string)
+    }
+
+    fn symbolize(
+        &mut self,
+        profile: &mut Profile,
+        processes: &ProcessTable,
+        pid: u32,
+        mapping: &Mapping,
+        offset: u64,
+    ) -> Span {
+        let file = processes.files().get(mapping.file);
+        let start = self.arena.len() as u32;
+        let mut named = false;
+        if file.path == "[vdso]" {
+            if let Some(vdso) = self.vdso() {
+                if let Some(sym) = vdso
+                    .file_offset_to_addr(FileOffset(offset))
+                    .and_then(|a| vdso.symbol(a))
+                {
+                    self.arena
+                        .push(profile.intern(&symbolize::demangle(without_version(sym.name))));
+                    named = true;
+                }
+            }
+        } else if let Some(symbolizer) = self.symbolizer(processes, pid, mapping) {
+            if let Some(addr) = symbolizer.file_offset_to_addr(FileOffset(offset)) {
+                symbolizer.frames_into(addr, self.options.lines, &mut self.scratch);
+                for frame in &self.scratch {
+                    let name = match (&frame.file, frame.line) {
+                        (Some(file), Some(line)) if self.options.lines => {
+                            format!("{} ({file}:{line})", frame.function)
+                        }
+                        _ => frame.function.clone(),
+                    };
+                    self.arena.push(profile.intern(&name));
+                }
+                named = !self.scratch.is_empty();
+                if !named {
+                    self.arena
+                        .push(profile.intern(&format!("{}+{:#x}", file.basename(), addr.0)));
+                }
+            }
+        }
+        if self.arena.len() as u32 == start {
+            self.arena
+                .push(profile.intern(&format!("{}+{:#x}", file.basename(), offset)));
+        }
+        Span {
+            start,
+            len: self.arena.len() as u32 - start,
+            named,
+        }
+    }
+
+    fn vdso(&mut self) -> Option<Arc<ElfFile>> {
+        self.vdso
+            .get_or_insert_with(|| match own_vdso() {
+                Ok(bytes) => ElfFile::parse(&bytes, "[vdso]").map(Arc::new).ok(),
+                Err(err) => {
+                    debug!(%err, "cannot read the vdso image");
+                    None
+                }
+            })
+            .clone()
+    }
+
+    /// The symbolizer of a mapping's file, opened once per file.
+    fn symbolizer(
+        &mut self,
+        processes: &ProcessTable,
+        pid: u32,
+        mapping: &Mapping,
+    ) -> Option<Arc<FileSymbolizer>> {
+        if let Some(hit) = self.files.get(&mapping.file) {
+            return hit.clone();
+        }
+        let file = processes.files().get(mapping.file);
+        let opened = if file.is_pseudo() {
+            None
+        } else {
+            self.open(pid, mapping, file)
+        };
+        self.stats.files += opened.is_some() as usize;
+        self.files.insert(mapping.file, opened.clone());
+        opened
+    }
+
+    fn open(
+        &mut self,
+        pid: u32,
+        mapping: &Mapping,
+        file: &MappedFile,
+    ) -> Option<Arc<FileSymbolizer>> {
+        let path = open_path(pid, mapping, &file.path);
+        let build_id = file.build_id.as_deref();
+        let opened = FileSymbolizer::open(&path, build_id, &self.options.debug_search);
+        let needs_debug_info = match &opened {
+            Ok(s) => !s.has_dwarf(),
+            Err(_) => true,
+        };
+        let build_id = build_id
+            .map(<[u8]>::to_vec)
+            .or_else(|| opened.as_ref().ok()?.elf().build_id().map(<[u8]>::to_vec));
+        if let (true, Some(id)) = (needs_debug_info, build_id) {
+            if let Some(fetched) = self.fetch_debug_info(&id, &file.path) {
+                let mut search = self.options.debug_search.clone();
+                search.debug_files.push(fetched);
+                match FileSymbolizer::open(&path, Some(&id), &search) {
+                    Ok(s) => return Some(Arc::new(s)),
+                    Err(err) => {
+                        warn!(file = %file.path, %err, "the debug info from debuginfod is unusable")
+                    }
+                }
+            }
+        }
+        match opened {
+            Ok(s) => {
+                debug!(file = %file.path, sources = ?s.sources(), "symbol sources");
+                Some(Arc::new(s))
+            }
+            Err(err) => {
+                if file.path.ends_with(" (deleted)") {
+                    debug!(file = %file.path, %err, "cannot read a deleted file");
+                } else {
+                    warn!(file = %file.path, %err, "cannot read symbols; its frames stay unnamed");
+                }
+                None
+            }
+        }
+    }
+
+    /// Ask debuginfod for the debug info of `build_id`; after a server fails to answer
+    /// (down, slow), ask no more in this run.
+    fn fetch_debug_info(&mut self, build_id: &[u8], path: &str) -> Option<PathBuf> {
+        let client = self.debuginfod.as_ref()?;
+        match client.fetch(build_id, debuginfod::Artifact::DebugInfo) {
+            Ok(fetched) => {
+                debug!(file = path, debug = %fetched.display(), "debug info from debuginfod");
+                self.stats.debuginfod_fetched += 1;
+                Some(fetched)
+            }
+            Err(debuginfod::FetchError::NotFound { .. }) => None,
+            Err(err) => {
+                let give_up = matches!(
+                    err,
+                    debuginfod::FetchError::Timeout { .. } | debuginfod::FetchError::Connect { .. }
+                );
+                self.stats
+                    .debuginfod_failures
+                    .push(format!("{path}: {err}"));
+                if give_up {
+                    warn!(%err, "debuginfod does not answer; not asking it again in this run");
+                    self.debuginfod = None;
+                }
+                None
+            }
+        }
+    }
+}
+
+/// The file as the process sees it: a deleted file through the process's map_files, a file in
+/// another mount namespace through its root; else as we see it.
+fn open_path(pid: u32, mapping: &Mapping, path: &str) -> PathBuf {
+    if let Some(original) = path.strip_suffix(" (deleted)") {
+        let map_file = PathBuf::from(format!(
+            "/proc/{pid}/map_files/{:x}-{:x}",
+            mapping.start, mapping.end
+        ));
+        if map_file.exists() {
+            return map_file;
+        }
+        return PathBuf::from(original);
+    }
+    let in_root = PathBuf::from(format!("/proc/{pid}/root{path}"));
+    if in_root.exists() {
+        in_root
+    } else {
+        debug!(pid, path, "process root gone; opening the path directly");
+        PathBuf::from(path)
+    }
+}
+
+/// `clock_gettime@@GLIBC_2.17` → `clock_gettime`: symbol versions are noise in a flamegraph.
+fn without_version(name: &str) -> &str {
+    match name.find('@') {
+        Some(at) if at > 0 => &name[..at],
+        _ => name,
+    }
+}
+
+/// The vdso image of this process: the kernel maps the same one into every 64-bit process.
+fn own_vdso() -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    let line = maps
+        .lines()
+        .filter_map(procmap::parse_maps_line)
+        .find(|l| l.path == "[vdso]")
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no [vdso] mapping"))?;
+    let mut mem = std::fs::File::open("/proc/self/mem")?;
+    mem.seek(SeekFrom::Start(line.start))?;
+    let mut bytes = vec![0u8; (line.end - line.start) as usize];
+    mem.read_exact(&mut bytes)?;
+    Ok(bytes)
+}
