@@ -208,13 +208,17 @@ mod tests {
     fn parses_targets() {
         let cli = Cli::try_parse_from(["profctl", "record", "--pid", "7", "-F", "50", "-d", "1.5"])
             .unwrap();
-        let Command::Record(args) = cli.command;
+        let Command::Record(args) = cli.command else {
+            panic!("not a record command")
+        };
         let o = args.to_options();
         assert_eq!(o.target, RecordTarget::Pid(7));
         assert_eq!(o.frequency, 50);
         assert_eq!(o.duration, Some(std::time::Duration::from_millis(1500)));
         let cli = Cli::try_parse_from(["profctl", "record", "--", "ls", "-l"]).unwrap();
-        let Command::Record(args) = cli.command;
+        let Command::Record(args) = cli.command else {
+            panic!("not a record command")
+        };
         assert_eq!(
             args.to_options().target,
             RecordTarget::Command(vec!["ls".into(), "-l".into()])

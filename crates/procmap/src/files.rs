@@ -23,9 +23,10 @@ impl MappedFile {
         self.path.rsplit('/').next().unwrap_or(&self.path)
     }
 
-    /// Whether this is a kernel pseudo-mapping like `[vdso]` or an anonymous region.
+    /// Whether this is a kernel pseudo-mapping like `[vdso]` or an anonymous region (the
+    /// kernel names anonymous executable memory `//anon`).
     pub fn is_pseudo(&self) -> bool {
-        !self.path.starts_with('/')
+        !self.path.starts_with('/') || self.path.starts_with("//anon")
     }
 }
 

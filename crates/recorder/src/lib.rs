@@ -17,4 +17,5 @@ pub use error::RecordError;
 pub use options::{defaults, CallGraph, RecordOptions, RecordTarget};
 pub use recording::{record, Progress, Recording, RecordingStats};
 pub use resolve::{resolve, ResolveStats};
+pub use sink::PinnedFiles;
 pub use user_symbols::{ResolveOptions, UserSymbolStats};

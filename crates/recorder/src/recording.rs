@@ -12,7 +12,7 @@ use unwind::Unwinders;
 use crate::error::RecordError;
 use crate::launch::Launched;
 use crate::options::{CallGraph, RecordOptions, RecordTarget};
-use crate::sink::Collector;
+use crate::sink::{Collector, PinnedFiles};
 
 /// A live view of a running recording, for progress displays.
 #[derive(Clone, Copy, Debug)]
@@ -64,6 +64,8 @@ pub struct Recording {
     pub command_status: Option<std::process::ExitStatus>,
     /// How user stacks were walked.
     pub call_graph: CallGraph,
+    /// Binaries held open since their mapping was seen.
+    pub pinned: PinnedFiles,
 }
 
 /// Record until `stop` resolves, the duration elapses, or the profiled command exits.
@@ -156,6 +158,9 @@ pub async fn record(
         unwound: Vec::with_capacity(unwind::MAX_FRAMES),
         fp_user: Vec::with_capacity(256),
         chain: Vec::with_capacity(unwind::MAX_FRAMES + 256),
+        pinned: PinnedFiles::new(
+            (crate::sys::raise_open_file_limit() as usize).saturating_sub(256),
+        ),
     };
     let info = sampler.info().clone();
     for note in &info.notes {
@@ -206,6 +211,7 @@ pub async fn record(
         notes: info.notes,
         command_status,
         call_graph: options.call_graph,
+        pinned: collector.pinned,
     })
 }
 

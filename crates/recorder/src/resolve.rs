@@ -46,7 +46,7 @@ impl ResolveStats {
 struct Resolver<'a> {
     processes: &'a ProcessTable,
     profile: Profile,
-    user: UserSymbols,
+    user: UserSymbols<'a>,
     /// Loaded on the first kernel frame; None inside when unavailable.
     kernel: Option<Option<KernelSymbols>>,
     /// The background load started by the recording.
@@ -63,7 +63,7 @@ pub fn resolve(recording: &mut Recording, options: &ResolveOptions) -> (Profile,
     let mut r = Resolver {
         processes: &recording.processes,
         profile,
-        user: UserSymbols::new(options.clone()),
+        user: UserSymbols::new(options.clone(), &recording.pinned),
         kernel: None,
         kernel_loading: recording.kernel_symbols.take(),
         kernel_frames: HashMap::default(),

@@ -1,8 +1,13 @@
 //! The per-record path: decode, unwind, count samples, feed side-band records to the process
 //! model (and the unwinders, which follow it).
 
-use procmap::{MappedFile, ProcessTable};
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+
+use procmap::{FileId, MappedFile, Mapping, ProcessTable};
 use profile::RawStacks;
+use rustc_hash::FxBuildHasher;
 use sampler::{context, decode_with, RawRecord, Record, RecordSink, Sample, SampleFormat, Sampler};
 use unwind::{splice, StackEnd, Unwinders};
 
@@ -37,6 +42,64 @@ pub(crate) struct Collector<'p> {
     pub unwound: Vec<u64>,
     pub fp_user: Vec<u64>,
     pub chain: Vec<u64>,
+    /// Mapped binaries opened as soon as their mapping was seen (see [`PinnedFiles`]).
+    pub pinned: PinnedFiles,
+}
+
+/// Binaries held open from the moment their mapping is seen, so that they can be read after
+/// the process exited, from inside its mount namespace, or after being deleted.
+#[derive(Debug, Default)]
+pub struct PinnedFiles {
+    files: HashMap<FileId, Option<File>, FxBuildHasher>,
+    limit: usize,
+}
+
+impl PinnedFiles {
+    /// Keep at most `limit` files open.
+    pub(crate) fn new(limit: usize) -> PinnedFiles {
+        PinnedFiles {
+            files: HashMap::default(),
+            limit,
+        }
+    }
+
+    fn pin(&mut self, pid: u32, mapping: &Mapping, path: &str) {
+        if self.files.len() >= self.limit
+            || self.files.contains_key(&mapping.file)
+            || !path.starts_with('/')
+            || path.starts_with("//anon")
+        {
+            return;
+        }
+        let through = match path.strip_suffix(" (deleted)") {
+            Some(_) => format!(
+                "/proc/{pid}/map_files/{:x}-{:x}",
+                mapping.start, mapping.end
+            ),
+            None => format!("/proc/{pid}/root{path}"),
+        };
+        let file = File::open(&through).ok();
+        if file.is_none() {
+            tracing::debug!(path = through, "could not pin the binary");
+        }
+        self.files.insert(mapping.file, file);
+    }
+
+    /// A path that opens the pinned file (`/proc/self/fd/N`), if it was pinned.
+    pub fn path(&self, file: FileId) -> Option<std::path::PathBuf> {
+        let fd = self.files.get(&file)?.as_ref()?.as_raw_fd();
+        Some(format!("/proc/self/fd/{fd}").into())
+    }
+
+    /// Files held open.
+    pub fn len(&self) -> usize {
+        self.files.values().filter(|f| f.is_some()).count()
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl Collector<'_> {
@@ -112,6 +175,8 @@ impl RecordSink for Collector<'_> {
                 let mapping = self
                     .processes
                     .add_mapping(m.pid, m.id.time, m.addr, m.len, m.pgoff, file);
+                self.pinned
+                    .pin(m.pid, &mapping, &String::from_utf8_lossy(m.filename));
                 if let Some(unwinders) = self.unwinders.as_mut() {
                     unwinders.on_mapping(&self.processes, m.pid, &mapping);
                 }

@@ -137,3 +137,27 @@ pub(crate) fn kill(pid: u32, signal: i32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Raise this process's open-files limit to its hard limit; returns the limit in effect.
+/// (The recorder keeps one descriptor per mapped binary.)
+pub(crate) fn raise_open_file_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a valid local rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 1024;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads a valid local rlimit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return raised.rlim_cur;
+        }
+    }
+    limit.rlim_cur
+}

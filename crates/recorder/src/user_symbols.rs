@@ -14,6 +14,7 @@ use symbolize::{DebugSearch, ElfFile, FileOffset, FileSymbolizer, ResolvedFrame}
 use tracing::{debug, warn};
 
 use crate::jit_map::JitMap;
+use crate::sink::PinnedFiles;
 
 /// How user frames are named.
 #[derive(Clone, Debug)]
@@ -66,7 +67,8 @@ struct Span {
     named: bool,
 }
 
-pub(crate) struct UserSymbols {
+pub(crate) struct UserSymbols<'a> {
+    pinned: &'a PinnedFiles,
     options: ResolveOptions,
     files: HashMap<FileId, Option<Arc<FileSymbolizer>>, FxBuildHasher>,
     vdso: Option<Option<Arc<ElfFile>>>,
@@ -78,10 +80,11 @@ pub(crate) struct UserSymbols {
     pub stats: UserSymbolStats,
 }
 
-impl UserSymbols {
-    pub(crate) fn new(options: ResolveOptions) -> UserSymbols {
+impl<'a> UserSymbols<'a> {
+    pub(crate) fn new(options: ResolveOptions, pinned: &'a PinnedFiles) -> UserSymbols<'a> {
         let debuginfod = options.debuginfod.clone().map(debuginfod::Client::new);
         UserSymbols {
+            pinned,
             options,
             files: HashMap::default(),
             vdso: None,
@@ -238,9 +241,20 @@ impl UserSymbols {
         mapping: &Mapping,
         file: &MappedFile,
     ) -> Option<Arc<FileSymbolizer>> {
-        let path = open_path(pid, mapping, &file.path);
+        // The file as the live process sees it (its debuglink is searched beside that path);
+        // else the descriptor pinned when the mapping was seen; else the path as we see it.
+        let plain = PathBuf::from(file.path.trim_end_matches(" (deleted)"));
+        let (read_from, path) = match (
+            live_path(pid, mapping, &file.path),
+            self.pinned.path(mapping.file),
+        ) {
+            (Some(live), _) => (live.clone(), live),
+            (None, Some(pinned)) => (pinned, plain),
+            (None, None) => (plain.clone(), plain),
+        };
         let build_id = file.build_id.as_deref();
-        let opened = FileSymbolizer::open(&path, build_id, &self.options.debug_search);
+        let opened =
+            FileSymbolizer::open_as(&read_from, &path, build_id, &self.options.debug_search);
         let needs_debug_info = match &opened {
             Ok(s) => !s.has_dwarf(),
             Err(_) => true,
@@ -252,7 +266,7 @@ impl UserSymbols {
             if let Some(fetched) = self.fetch_debug_info(&id, &file.path) {
                 let mut search = self.options.debug_search.clone();
                 search.debug_files.push(fetched);
-                match FileSymbolizer::open(&path, Some(&id), &search) {
+                match FileSymbolizer::open_as(&read_from, &path, Some(&id), &search) {
                     Ok(s) => return Some(Arc::new(s)),
                     Err(err) => {
                         warn!(file = %file.path, %err, "the debug info from debuginfod is unusable")
@@ -305,26 +319,17 @@ impl UserSymbols {
     }
 }
 
-/// The file as the process sees it: a deleted file through the process's map_files, a file in
-/// another mount namespace through its root; else as we see it.
-fn open_path(pid: u32, mapping: &Mapping, path: &str) -> PathBuf {
-    if let Some(original) = path.strip_suffix(" (deleted)") {
-        let map_file = PathBuf::from(format!(
+/// The file as the live process sees it: a deleted file through its map_files, any other
+/// through its root (it may live in another mount namespace). None once the process is gone.
+fn live_path(pid: u32, mapping: &Mapping, path: &str) -> Option<PathBuf> {
+    let through = match path.strip_suffix(" (deleted)") {
+        Some(_) => PathBuf::from(format!(
             "/proc/{pid}/map_files/{:x}-{:x}",
             mapping.start, mapping.end
-        ));
-        if map_file.exists() {
-            return map_file;
-        }
-        return PathBuf::from(original);
-    }
-    let in_root = PathBuf::from(format!("/proc/{pid}/root{path}"));
-    if in_root.exists() {
-        in_root
-    } else {
-        debug!(pid, path, "process root gone; opening the path directly");
-        PathBuf::from(path)
-    }
+        )),
+        None => PathBuf::from(format!("/proc/{pid}/root{path}")),
+    };
+    through.exists().then_some(through)
 }
 
 /// `clock_gettime@@GLIBC_2.17` → `clock_gettime`: symbol versions are noise in a flamegraph.

@@ -49,6 +49,15 @@ pub enum SamplerError {
         /// The largest allowed.
         max: u32,
     },
+    /// Mapping a ring buffer failed.
+    #[error("mmap of a {pages}-page ring buffer failed: {source}")]
+    RingMap {
+        /// Data pages asked for.
+        pages: usize,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
     /// The ring buffer size is not a power of two number of pages.
     #[error("ring buffer size must be a power of two number of pages, got {pages}")]
     RingSize {

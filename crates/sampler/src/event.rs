@@ -42,8 +42,9 @@ pub(crate) struct AttrSpec {
     pub exclude_callchain_user: bool,
 }
 
-/// Build the attr: sampling at `frequency` Hz with the format's sample type, side-band records for the
-/// process model (mmap2 with build-ids, comm with exec, task), `sample_id_all`, CLOCK_MONOTONIC.
+/// Build the sampling attr: `frequency` Hz with the format's sample type, `sample_id_all`,
+/// CLOCK_MONOTONIC, woken by the watermark. Side-band records come from a separate event
+/// ([`build_sideband_attr`]).
 pub(crate) fn build_attr(spec: &AttrSpec) -> perf_event_attr {
     let mut attr = perf_event_attr {
         size: std::mem::size_of::<perf_event_attr>() as u32,
@@ -73,6 +74,31 @@ pub(crate) fn build_attr(spec: &AttrSpec) -> perf_event_attr {
     attr.set_exclude_kernel(!spec.include_kernel as u64);
     attr.set_exclude_callchain_kernel(!spec.include_kernel as u64);
     attr.set_exclude_hv(1);
+    attr.set_sample_id_all(1);
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+    attr.set_watermark(1);
+    attr.__bindgen_anon_2.wakeup_watermark = spec.wakeup_watermark;
+    attr
+}
+
+/// Build the side-band attr: a dummy software event that only reports mmap2 (with build-ids),
+/// comm (with exec), fork and exit records, waking the reader at every record, so that a
+/// short-lived process's binary can still be opened through /proc before it is gone.
+pub(crate) fn build_sideband_attr(spec: &AttrSpec) -> perf_event_attr {
+    let mut attr = perf_event_attr {
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        ..Default::default()
+    };
+    attr.type_ = b::PERF_TYPE_SOFTWARE;
+    attr.config = b::PERF_COUNT_SW_DUMMY as u64;
+    // The same sample_id trailer as the samples' records.
+    attr.sample_type = SampleFormat::BASIC.sample_type();
+    attr.set_disabled(1);
+    attr.set_inherit(spec.inherit as u64);
+    attr.set_enable_on_exec(spec.enable_on_exec as u64);
+    attr.set_exclude_kernel(!spec.include_kernel as u64);
+    attr.set_exclude_hv(1);
     attr.set_mmap(1);
     attr.set_mmap2(1);
     attr.set_build_id(1);
@@ -82,8 +108,7 @@ pub(crate) fn build_attr(spec: &AttrSpec) -> perf_event_attr {
     attr.set_sample_id_all(1);
     attr.set_use_clockid(1);
     attr.clockid = libc::CLOCK_MONOTONIC;
-    attr.set_watermark(1);
-    attr.__bindgen_anon_2.wakeup_watermark = spec.wakeup_watermark;
+    attr.__bindgen_anon_2.wakeup_events = 1;
     attr
 }
 

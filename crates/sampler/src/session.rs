@@ -7,9 +7,15 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use tracing::{debug, info, warn};
 
 use crate::error::SamplerError;
-use crate::event::{build_attr, cycles_available, AttrSpec, EventKind};
+use crate::event::{build_attr, build_sideband_attr, cycles_available, AttrSpec, EventKind};
 use crate::record::SampleFormat;
 use crate::ring::{RawRecord, RingBuffer, RingStats};
+
+/// The smallest ring tried when the locked-memory limit refuses larger ones.
+const MIN_RING_PAGES: usize = 8;
+
+/// Data pages of each side-band ring (mmap, comm, fork, exit records: small and rare).
+const SIDEBAND_RING_PAGES: usize = 32;
 
 /// The largest user stack copy: a sample record's size is a u16, and registers and the
 /// callchain need room too.
@@ -280,7 +286,7 @@ impl Sampler {
             what: "reading the online CPUs",
             source,
         })?;
-        let mut sampler = match Self::open_with(config, &spec, &cpus) {
+        let mut sampler = match Self::open_fitting(config, &spec, &cpus, &mut notes) {
             Err(SamplerError::PermissionDenied { .. })
                 if spec.include_kernel && !matches!(config.target, Target::System) =>
             {
@@ -289,7 +295,7 @@ impl Sampler {
                     include_kernel: false,
                     ..spec
                 };
-                Self::open_with(config, &spec, &cpus)?
+                Self::open_fitting(config, &spec, &cpus, &mut notes)?
             }
             Err(SamplerError::Open { source, .. })
                 if kind == EventKind::Cycles
@@ -303,7 +309,7 @@ impl Sampler {
                     kind: EventKind::CpuClock,
                     ..spec
                 };
-                Self::open_with(config, &spec, &cpus)?
+                Self::open_fitting(config, &spec, &cpus, &mut notes)?
             }
             other => other?,
         };
@@ -313,13 +319,54 @@ impl Sampler {
         Ok(sampler)
     }
 
+    /// [`Sampler::open_with`], halving the ring size while the locked-memory limit refuses it.
+    fn open_fitting(
+        config: &SamplerConfig,
+        spec: &AttrSpec,
+        cpus: &[u32],
+        notes: &mut Vec<String>,
+    ) -> Result<Sampler, SamplerError> {
+        let mut pages = config.ring_pages;
+        loop {
+            match Self::open_with(config, spec, cpus, pages) {
+                Err(SamplerError::RingMap { source, .. })
+                    if pages > MIN_RING_PAGES
+                        && matches!(
+                            source.raw_os_error(),
+                            Some(libc::EPERM) | Some(libc::ENOMEM)
+                        ) =>
+                {
+                    pages /= 2;
+                }
+                Ok(sampler) => {
+                    if pages != config.ring_pages {
+                        notes.push(format!(
+                            "ring buffers reduced from {} to {pages} pages per CPU by the locked-memory limit \
+                             (kernel.perf_event_mlock_kb, RLIMIT_MEMLOCK); expect lost samples at high rates",
+                            config.ring_pages
+                        ));
+                    }
+                    return Ok(sampler);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
     fn open_with(
         config: &SamplerConfig,
         spec: &AttrSpec,
         cpus: &[u32],
+        ring_pages: usize,
     ) -> Result<Sampler, SamplerError> {
-        let attr = build_attr(spec);
-        let mut rings = Vec::new();
+        let sample_attr = build_attr(spec);
+        let sideband_attr = build_sideband_attr(spec);
+        // Per CPU: one ring for samples, one for side-band records; further events on the
+        // same CPU write into them (SET_OUTPUT).
+        let mut sample_rings: Vec<Option<(OwnedFd, RingBuffer)>> =
+            cpus.iter().map(|_| None).collect();
+        let mut sideband_rings: Vec<Option<(OwnedFd, RingBuffer)>> =
+            cpus.iter().map(|_| None).collect();
         let mut redirected = Vec::new();
         let open_err = |pid: i32, cpu: u32, source: io::Error| {
             if is_permission(&source) {
@@ -333,19 +380,50 @@ impl Sampler {
                 }
             }
         };
-        let map = |fd: &OwnedFd| {
-            sys::RingMap::new(fd, config.ring_pages).map_err(|source| SamplerError::Io {
-                what: "mmap of the ring buffer",
-                source,
-            })
+        // Open one event and attach it to the CPU's ring (mapping the ring on first use).
+        let mut attach = |attr,
+                          pid: i32,
+                          index: usize,
+                          rings: &mut Vec<Option<(OwnedFd, RingBuffer)>>,
+                          pages| {
+            let cpu = cpus[index];
+            let fd = sys::perf_event_open(attr, pid, cpu as i32)
+                .map_err(|e| (e.raw_os_error(), open_err(pid, cpu, e)))?;
+            match &rings[index] {
+                Some((target, _)) => {
+                    sys::set_output(&fd, target).map_err(|source| {
+                        (
+                            None,
+                            SamplerError::Io {
+                                what: "PERF_EVENT_IOC_SET_OUTPUT",
+                                source,
+                            },
+                        )
+                    })?;
+                    redirected.push(fd);
+                }
+                None => {
+                    let map = sys::RingMap::new(&fd, pages)
+                        .map_err(|source| (None, SamplerError::RingMap { pages, source }))?;
+                    rings[index] = Some((fd, RingBuffer::new(map)));
+                }
+            }
+            Ok::<(), (Option<i32>, SamplerError)>(())
         };
+        let sideband_pages = SIDEBAND_RING_PAGES.min(ring_pages);
         match config.target {
             Target::System => {
-                for &cpu in cpus {
-                    let fd = sys::perf_event_open(&attr, -1, cpu as i32)
-                        .map_err(|e| open_err(-1, cpu, e))?;
-                    let ring = RingBuffer::new(map(&fd)?);
-                    rings.push((fd, ring));
+                for index in 0..cpus.len() {
+                    attach(&sample_attr, -1, index, &mut sample_rings, ring_pages)
+                        .map_err(|(_, e)| e)?;
+                    attach(
+                        &sideband_attr,
+                        -1,
+                        index,
+                        &mut sideband_rings,
+                        sideband_pages,
+                    )
+                    .map_err(|(_, e)| e)?;
                 }
             }
             Target::Process { pid, .. } => {
@@ -368,35 +446,31 @@ impl Sampler {
                     if new.is_empty() {
                         break;
                     }
-                    for tid in new {
-                        for (i, &cpu) in cpus.iter().enumerate() {
-                            let fd = match sys::perf_event_open(&attr, tid as i32, cpu as i32) {
-                                Ok(fd) => fd,
-                                // A thread that exited between listing and opening.
-                                Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != pid => {
-                                    break
+                    'threads: for tid in new {
+                        attached.insert(tid);
+                        for index in 0..cpus.len() {
+                            for (attr, rings, pages) in [
+                                (&sample_attr, &mut sample_rings, ring_pages),
+                                (&sideband_attr, &mut sideband_rings, sideband_pages),
+                            ] {
+                                match attach(attr, tid as i32, index, rings, pages) {
+                                    Ok(()) => {}
+                                    // A thread that exited between listing and opening.
+                                    Err((Some(libc::ESRCH), _)) if tid != pid => continue 'threads,
+                                    Err((_, e)) => return Err(e),
                                 }
-                                Err(e) => return Err(open_err(tid as i32, cpu, e)),
-                            };
-                            if let Some((target, _)) = rings.get(i) {
-                                sys::set_output(&fd, target).map_err(|source| {
-                                    SamplerError::Io {
-                                        what: "PERF_EVENT_IOC_SET_OUTPUT",
-                                        source,
-                                    }
-                                })?;
-                                redirected.push(fd);
-                            } else {
-                                let ring = RingBuffer::new(map(&fd)?);
-                                rings.push((fd, ring));
                             }
                         }
-                        attached.insert(tid);
                     }
                 }
                 debug!(pid, threads = attached.len(), "attached to process");
             }
         }
+        let rings: Vec<(OwnedFd, RingBuffer)> = sample_rings
+            .into_iter()
+            .chain(sideband_rings)
+            .flatten()
+            .collect();
         let events = rings.len() + redirected.len();
         let info = SessionInfo {
             event: spec.kind,

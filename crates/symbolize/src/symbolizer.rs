@@ -325,6 +325,17 @@ impl FileSymbolizer {
         expected_build_id: Option<&[u8]>,
         search: &DebugSearch,
     ) -> Result<FileSymbolizer, Error> {
+        Self::open_as(path, path, expected_build_id, search)
+    }
+
+    /// [`FileSymbolizer::open`] reading the binary from `read_from` (for example a held
+    /// descriptor, `/proc/self/fd/N`) while looking for debuglink files beside `path`.
+    pub fn open_as(
+        read_from: &Path,
+        path: &Path,
+        expected_build_id: Option<&[u8]>,
+        search: &DebugSearch,
+    ) -> Result<FileSymbolizer, Error> {
         let mut found = Found {
             extra_symbols: Vec::new(),
             sources: Vec::new(),
@@ -333,7 +344,7 @@ impl FileSymbolizer {
         // The binary itself.
         let mut binary_err = None;
         let mut binary: Option<(ElfFile, Inspect, Mmap)> = None;
-        match map_file(path).and_then(|map| {
+        match map_file(read_from).and_then(|map| {
             let elf = ElfFile::parse(&map, &path.display().to_string())?;
             Ok((elf, map))
         }) {

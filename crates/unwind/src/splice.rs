@@ -10,7 +10,16 @@
 pub fn splice(unwound: &mut Vec<u64>, fp_chain: &[u64]) -> bool {
     for depth in (0..unwound.len()).rev() {
         let addr = unwound[depth];
-        if let Some(at) = fp_chain.iter().position(|&a| a == addr) {
+        // In a recursion the same return address stands at many depths: take the occurrence
+        // at the same depth in both chains (they agree frame for frame where frame pointers
+        // are kept), or the nearest one.
+        let at = fp_chain
+            .iter()
+            .enumerate()
+            .filter(|&(_, &a)| a == addr)
+            .min_by_key(|&(i, _)| i.abs_diff(depth))
+            .map(|(i, _)| i);
+        if let Some(at) = at {
             unwound.truncate(depth + 1);
             unwound.extend_from_slice(&fp_chain[at + 1..]);
             return true;
@@ -36,6 +45,19 @@ mod tests {
         let mut unwound = vec![0x10, 0x20, 0x30];
         assert!(splice(&mut unwound, &[0x10, 0x30, 0x40]));
         assert_eq!(unwound, vec![0x10, 0x20, 0x30, 0x40]);
+    }
+
+    #[test]
+    fn recursion_splices_at_the_same_depth() {
+        // leaf, then the recursive function's return address 5 times, then main's.
+        let fp: Vec<u64> = [0x10]
+            .into_iter()
+            .chain([0x20; 5])
+            .chain([0x30, 0x40])
+            .collect();
+        let mut unwound = vec![0x10, 0x20, 0x20, 0x20];
+        assert!(splice(&mut unwound, &fp));
+        assert_eq!(unwound, fp, "no recursion level lost or repeated");
     }
 
     #[test]

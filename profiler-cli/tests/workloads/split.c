@@ -181,31 +181,33 @@ struct weights {
     double seconds; /* < 0: forever */
 };
 
-/* the slice loop; always inlined so that main calls work/hot_c directly */
-static inline __attribute__((always_inline)) void run(const struct weights *w, int publisher)
-{
-    long long target = w->seconds < 0 ? -1 : (long long)(w->seconds * 1e9);
-    long long done = 0;
-    unsigned long slices = 0;
-    while (!stop_requested && (target < 0 || done < target)) {
-        work(w->a, w->b);
-        hot_c(w->c);
-        done = t_ns[0] + t_ns[1] + t_ns[2];
-        if (target < 0 && ++slices % 100 == 0) {
-            /* forever mode: publish periodically */
-            flush_thread();
-            done = 0;
-            if (publisher)
-                write_results();
-        }
-    }
-    flush_thread();
-}
+/* the slice loop; a macro (not even an inline function, which DWARF would show as a frame)
+ * so that main calls work/hot_c directly */
+#define run(w, publisher)                                                                  \
+    do {                                                                                   \
+        long long target_ = (w)->seconds < 0 ? -1 : (long long)((w)->seconds * 1e9);       \
+        long long done_ = 0;                                                               \
+        unsigned long slices_ = 0;                                                         \
+        while (!stop_requested && (target_ < 0 || done_ < target_)) {                      \
+            work((w)->a, (w)->b);                                                          \
+            hot_c((w)->c);                                                                 \
+            done_ = t_ns[0] + t_ns[1] + t_ns[2];                                           \
+            if (target_ < 0 && ++slices_ % 100 == 0) {                                     \
+                /* forever mode: publish periodically */                                   \
+                flush_thread();                                                            \
+                done_ = 0;                                                                 \
+                if (publisher)                                                             \
+                    write_results();                                                       \
+            }                                                                              \
+        }                                                                                  \
+        flush_thread();                                                                    \
+    } while (0)
 
 static void *worker(void *arg)
 {
     rng_state ^= (unsigned long)(size_t)arg * 0x2545f4914f6cdd1dUL;
-    run((const struct weights *)arg, 0);
+    const struct weights *w = arg;
+    run(w, 0);
     return NULL;
 }
 
@@ -244,7 +246,8 @@ int main(int argc, char **argv)
             pthread_join(th[i], NULL);
     } else {
         struct weights w = {6, 3, 1, seconds};
-        run(&w, 1);
+        struct weights *wp = &w;
+        run(wp, 1);
     }
     write_results();
     return 0;
