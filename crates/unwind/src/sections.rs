@@ -112,10 +112,15 @@ impl UnwindSections {
                 .filter(|_| file_size > 0)
             })
             .collect();
+        let eh_frame = section(".eh_frame");
+        let eh_frame_hdr = section(".eh_frame_hdr").filter(|hdr| match &eh_frame {
+            Some(eh_frame) => eh_frame_hdr_is_sound(hdr, eh_frame),
+            None => false,
+        });
         Ok(UnwindSections {
             text: section(".text"),
-            eh_frame: section(".eh_frame"),
-            eh_frame_hdr: section(".eh_frame_hdr"),
+            eh_frame,
+            eh_frame_hdr,
             debug_frame: section(".debug_frame"),
             segments,
         })
@@ -150,6 +155,34 @@ impl UnwindSections {
     /// Whether there is any unwind information at all.
     pub fn has_unwind_info(&self) -> bool {
         self.eh_frame.is_some() || self.debug_frame.is_some()
+    }
+}
+
+/// Whether `.eh_frame_hdr`'s search table points only into `.eh_frame`. A table entry
+/// pointing before it makes the unwinder's offset arithmetic underflow; such a header is left
+/// out (the unwinder then indexes `.eh_frame` itself).
+fn eh_frame_hdr_is_sound(hdr: &Section, eh_frame: &Section) -> bool {
+    use gimli::{BaseAddresses, EhFrameHdr, NativeEndian, Pointer};
+    let bases = BaseAddresses::default()
+        .set_eh_frame_hdr(hdr.svma.start)
+        .set_eh_frame(eh_frame.svma.start);
+    let Ok(parsed) = EhFrameHdr::new(&hdr.data, NativeEndian).parse(&bases, 8) else {
+        return false;
+    };
+    let inside = |p: Pointer| matches!(p, Pointer::Direct(a) if eh_frame.svma.contains(&a));
+    if !inside(parsed.eh_frame_ptr()) {
+        return false;
+    }
+    let Some(table) = parsed.table() else {
+        return true;
+    };
+    let mut entries = table.iter(&bases);
+    loop {
+        match entries.next() {
+            Ok(Some((_, fde))) if inside(fde) => {}
+            Ok(None) => return true,
+            _ => return false,
+        }
     }
 }
 
