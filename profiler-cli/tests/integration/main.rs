@@ -12,5 +12,7 @@ mod nonroot;
 mod pid;
 mod sigint;
 mod split;
+mod symbols;
 mod system;
 mod threads;
+mod unwind;
