@@ -152,6 +152,7 @@ pub async fn record(
         stats: RecordingStats::default(),
         progress,
         started,
+        last_progress: Duration::ZERO,
         format: sampler.info().format,
         unwinders: (options.call_graph != CallGraph::Fp).then(Unwinders::new),
         splice: options.call_graph == CallGraph::Auto,

@@ -33,6 +33,8 @@ pub(crate) struct Collector<'p> {
     pub stats: RecordingStats,
     pub progress: &'p mut dyn FnMut(Progress),
     pub started: std::time::Instant,
+    /// When progress was last reported (since `started`).
+    pub last_progress: std::time::Duration,
     pub format: SampleFormat,
     /// Present when user stacks are unwound with DWARF.
     pub unwinders: Option<Unwinders>,
@@ -221,6 +223,14 @@ impl RecordSink for Collector<'_> {
     fn on_round(&mut self, sampler: &Sampler) {
         let ring = sampler.ring_stats();
         self.stats.malformed_batches = ring.malformed;
+        // Progress at most every 100 ms (drain rounds can be far more frequent).
+        let now = self.started.elapsed();
+        if now < self.last_progress + std::time::Duration::from_millis(100)
+            && now > self.last_progress
+        {
+            return;
+        }
+        self.last_progress = now;
         (self.progress)(Progress {
             elapsed: self.started.elapsed(),
             samples: self.stats.samples,

@@ -74,7 +74,8 @@ pub struct SamplerConfig {
     pub frequency: u64,
     /// Data pages per ring buffer; a power of two.
     pub ring_pages: usize,
-    /// Bytes written before the kernel wakes the reader.
+    /// Bytes written before the kernel wakes the reader (at least a quarter of the ring is
+    /// used, so large samples do not wake the reader every few samples).
     pub wakeup_watermark: u32,
     /// Sample kernel mode and collect kernel callchains (when permitted).
     pub include_kernel: bool,
@@ -273,7 +274,11 @@ impl Sampler {
                     ..
                 }
             ),
-            wakeup_watermark: config.wakeup_watermark,
+            // Wake at least every quarter ring: with large samples (copied stacks) a small
+            // watermark would cost a wake-up every few samples.
+            wakeup_watermark: config
+                .wakeup_watermark
+                .max(u32::try_from(config.ring_pages * sys::page_size() / 4).unwrap_or(u32::MAX)),
             format: if config.stack_capture.is_some() {
                 SampleFormat::UNWIND
             } else {
