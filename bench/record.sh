@@ -4,7 +4,7 @@
 # Profiles the same two-thread CPU workload (profiler-cli/tests/workloads/
 # split.c, both CPUs busy) with
 #
-#   profctl record --folded F -o S -F HZ -- ./split --threads N OUT
+#   profctl record --call-graph fp --folded F -o S -F HZ -- ./split --threads N OUT
 #   perf record -g -F HZ -o perf.data -- ./split --threads N OUT
 #     + perf script | inferno-collapse-perf > folded ; inferno-flamegraph > svg
 #
@@ -153,7 +153,7 @@ echo "unprofiled workload: $(printf '%.2f' "$BASE_WL") CPU s in $(printf '%.2f' 
 for F in $FREQS; do
     # ------------------------------------------------------------ profctl
     P=$T/pc-$F
-    "$WRAP" "$P.cpu" "$PROFCTL" record --folded "$P.folded" -o "$P.svg" -F "$F" \
+    "$WRAP" "$P.cpu" "$PROFCTL" record --call-graph fp --folded "$P.folded" -o "$P.svg" -F "$F" \
         -- "$WRAP" "$P.wl" "${WORK[@]}" "$P.out" 2>"$P.err" ||
         { cat "$P.err" >&2; die "profctl record failed at $F Hz"; }
     read -r PC_SAMPLES PC_LOST PC_THR < <(sed -n -E \
