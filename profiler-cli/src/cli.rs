@@ -184,6 +184,7 @@ impl RecordArgs {
                 CallGraphArg::Auto => CallGraph::Auto,
             },
             stack_bytes: self.stack_size,
+            preload_symbols: Some(self.resolve_options().debug_search),
             event: match self.event {
                 EventArg::Auto => EventChoice::Auto,
                 EventArg::Cycles => EventChoice::Force(EventKind::Cycles),

@@ -43,7 +43,8 @@ impl RawStacks {
         RawStacks::default()
     }
 
-    /// Count one sample. Allocates only for a stack not seen before.
+    /// Count one sample. Allocates only for a stack not seen before; returns true for such a
+    /// new stack (see [`RawStacks::last_callchain`]).
     pub fn add(
         &mut self,
         pid: u32,
@@ -51,7 +52,7 @@ impl RawStacks {
         time: u64,
         period: u64,
         callchain: impl Iterator<Item = u64>,
-    ) {
+    ) -> bool {
         self.samples += 1;
         self.scratch.clear();
         self.scratch.push((pid as u64) << 32 | tid as u64);
@@ -60,7 +61,7 @@ impl RawStacks {
             stats.count += 1;
             stats.period += period;
             stats.first_time = stats.first_time.min(time);
-            return;
+            return false;
         }
         self.map.insert(
             self.scratch.as_slice().into(),
@@ -70,6 +71,12 @@ impl RawStacks {
                 first_time: time,
             },
         );
+        true
+    }
+
+    /// The callchain of the sample [`RawStacks::add`] counted last.
+    pub fn last_callchain(&self) -> &[u64] {
+        self.scratch.get(HEADER_WORDS..).unwrap_or(&[])
     }
 
     /// Every distinct stack with its counts.
@@ -116,8 +123,9 @@ mod tests {
     #[test]
     fn counts_identical_stacks_once() {
         let mut r = RawStacks::new();
-        r.add(1, 2, 50, 10, [3u64, 4, 5].into_iter());
-        r.add(1, 2, 40, 10, [3u64, 4, 5].into_iter());
+        assert!(r.add(1, 2, 50, 10, [3u64, 4, 5].into_iter()));
+        assert_eq!(r.last_callchain(), &[3, 4, 5]);
+        assert!(!r.add(1, 2, 40, 10, [3u64, 4, 5].into_iter()));
         r.add(1, 3, 60, 10, [3u64, 4, 5].into_iter());
         r.add(1, 2, 60, 10, [3u64, 4].into_iter());
         assert_eq!(r.len(), 3);

@@ -7,6 +7,7 @@ mod error;
 mod jit_map;
 mod launch;
 mod options;
+mod preload;
 mod recording;
 mod resolve;
 mod sink;

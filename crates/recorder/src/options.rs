@@ -57,6 +57,9 @@ pub struct RecordOptions {
     pub call_graph: CallGraph,
     /// Bytes of user stack copied per sample (DWARF and auto modes).
     pub stack_bytes: u32,
+    /// Open the symbolizers of binaries that samples land in while recording, searching
+    /// for debug files here (None: everything is opened after recording).
+    pub preload_symbols: Option<symbolize::DebugSearch>,
 }
 
 impl RecordOptions {
@@ -72,6 +75,7 @@ impl RecordOptions {
             drain_interval: Duration::from_millis(100),
             call_graph: CallGraph::Auto,
             stack_bytes: defaults::STACK_BYTES,
+            preload_symbols: Some(symbolize::DebugSearch::system()),
         }
     }
 }

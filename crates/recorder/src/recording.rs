@@ -12,6 +12,7 @@ use unwind::Unwinders;
 use crate::error::RecordError;
 use crate::launch::Launched;
 use crate::options::{CallGraph, RecordOptions, RecordTarget};
+use crate::preload::Preloader;
 use crate::sink::{Collector, PinnedFiles};
 
 /// A live view of a running recording, for progress displays.
@@ -66,6 +67,8 @@ pub struct Recording {
     pub call_graph: CallGraph,
     /// Binaries held open since their mapping was seen.
     pub pinned: PinnedFiles,
+    /// Symbolizers being opened in the background (joined by `resolve`).
+    pub(crate) preloader: Option<Preloader>,
 }
 
 /// Record until `stop` resolves, the duration elapses, or the profiled command exits.
@@ -159,6 +162,7 @@ pub async fn record(
         unwound: Vec::with_capacity(unwind::MAX_FRAMES),
         fp_user: Vec::with_capacity(256),
         chain: Vec::with_capacity(unwind::MAX_FRAMES + 256),
+        preloader: options.preload_symbols.clone().map(Preloader::start),
         pinned: PinnedFiles::new(
             (crate::sys::raise_open_file_limit() as usize).saturating_sub(256),
         ),
@@ -213,6 +217,7 @@ pub async fn record(
         command_status,
         call_graph: options.call_graph,
         pinned: collector.pinned,
+        preloader: collector.preloader,
     })
 }
 

@@ -60,10 +60,15 @@ pub fn resolve(recording: &mut Recording, options: &ResolveOptions) -> (Profile,
     let mut profile = Profile::new();
     let unknown = profile.intern("[unknown]");
     let truncated = profile.intern("[truncated]");
+    let preloaded = recording
+        .preloader
+        .take()
+        .map(|p| p.finish())
+        .unwrap_or_default();
     let mut r = Resolver {
         processes: &recording.processes,
         profile,
-        user: UserSymbols::new(options.clone(), &recording.pinned),
+        user: UserSymbols::new(options.clone(), &recording.pinned, preloaded),
         kernel: None,
         kernel_loading: recording.kernel_symbols.take(),
         kernel_frames: HashMap::default(),

@@ -11,6 +11,7 @@ use rustc_hash::FxBuildHasher;
 use sampler::{context, decode_with, RawRecord, Record, RecordSink, Sample, SampleFormat, Sampler};
 use unwind::{splice, StackEnd, Unwinders};
 
+use crate::preload::Preloader;
 use crate::recording::{Progress, RecordingStats};
 
 /// Markers this crate puts at the outer end of an unwound user chain (beside the kernel's
@@ -46,6 +47,8 @@ pub(crate) struct Collector<'p> {
     pub chain: Vec<u64>,
     /// Mapped binaries opened as soon as their mapping was seen (see [`PinnedFiles`]).
     pub pinned: PinnedFiles,
+    /// Opens symbolizers in the background for binaries that new stacks pass through.
+    pub preloader: Option<Preloader>,
 }
 
 /// Binaries held open from the moment their mapping is seen, so that they can be read after
@@ -115,11 +118,15 @@ impl Collector<'_> {
                 } else {
                     context::USER
                 };
-                self.stacks
-                    .add(s.pid, s.tid, s.time, s.period, [marker, s.ip].into_iter());
+                let new =
+                    self.stacks
+                        .add(s.pid, s.tid, s.time, s.period, [marker, s.ip].into_iter());
+                self.after_add(new, s);
             } else {
-                self.stacks
+                let new = self
+                    .stacks
                     .add(s.pid, s.tid, s.time, s.period, s.callchain.iter());
+                self.after_add(new, s);
             }
             return;
         };
@@ -154,8 +161,23 @@ impl Collector<'_> {
             StackEnd::Truncated => end_marker::TRUNCATED,
             StackEnd::Unknown | StackEnd::NoUserStack => end_marker::UNKNOWN,
         });
-        self.stacks
+        let new = self
+            .stacks
             .add(s.pid, s.tid, s.time, s.period, self.chain.iter().copied());
+        self.after_add(new, s);
+    }
+
+    /// A stack not seen before: have its binaries' symbols opened in the background.
+    fn after_add(&mut self, new: bool, s: &Sample<'_>) {
+        if let (true, Some(preloader)) = (new, self.preloader.as_mut()) {
+            preloader.new_stack(
+                &self.processes,
+                &self.pinned,
+                s.pid,
+                s.time,
+                self.stacks.last_callchain(),
+            );
+        }
     }
 }
 

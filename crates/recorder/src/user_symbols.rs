@@ -14,6 +14,7 @@ use symbolize::{DebugSearch, ElfFile, FileOffset, FileSymbolizer, ResolvedFrame}
 use tracing::{debug, warn};
 
 use crate::jit_map::JitMap;
+use crate::preload::Preloaded;
 use crate::sink::PinnedFiles;
 
 /// How user frames are named.
@@ -69,6 +70,8 @@ struct Span {
 
 pub(crate) struct UserSymbols<'a> {
     pinned: &'a PinnedFiles,
+    /// Symbolizers opened while recording.
+    preloaded: Preloaded,
     options: ResolveOptions,
     files: HashMap<FileId, Option<Arc<FileSymbolizer>>, FxBuildHasher>,
     vdso: Option<Option<Arc<ElfFile>>>,
@@ -81,10 +84,15 @@ pub(crate) struct UserSymbols<'a> {
 }
 
 impl<'a> UserSymbols<'a> {
-    pub(crate) fn new(options: ResolveOptions, pinned: &'a PinnedFiles) -> UserSymbols<'a> {
+    pub(crate) fn new(
+        options: ResolveOptions,
+        pinned: &'a PinnedFiles,
+        preloaded: Preloaded,
+    ) -> UserSymbols<'a> {
         let debuginfod = options.debuginfod.clone().map(debuginfod::Client::new);
         UserSymbols {
             pinned,
+            preloaded,
             options,
             files: HashMap::default(),
             vdso: None,
@@ -225,6 +233,15 @@ impl<'a> UserSymbols<'a> {
             return hit.clone();
         }
         let file = processes.files().get(mapping.file);
+        if let Some(Some(ready)) = self.preloaded.remove(&mapping.file) {
+            // Opened while recording; files without DWARF still go through `open` when
+            // debuginfod may supply it.
+            if ready.has_dwarf() || self.debuginfod.is_none() {
+                self.stats.files += 1;
+                self.files.insert(mapping.file, Some(ready.clone()));
+                return Some(ready);
+            }
+        }
         let opened = if file.is_pseudo() {
             None
         } else {
@@ -321,7 +338,7 @@ impl<'a> UserSymbols<'a> {
 
 /// The file as the live process sees it: a deleted file through its map_files, any other
 /// through its root (it may live in another mount namespace). None once the process is gone.
-fn live_path(pid: u32, mapping: &Mapping, path: &str) -> Option<PathBuf> {
+pub(crate) fn live_path(pid: u32, mapping: &Mapping, path: &str) -> Option<PathBuf> {
     let through = match path.strip_suffix(" (deleted)") {
         Some(_) => PathBuf::from(format!(
             "/proc/{pid}/map_files/{:x}-{:x}",
