@@ -180,7 +180,11 @@ impl Resolver<'_> {
 
 /// Read /proc/kallsyms, saying why kernel frames will stay unnamed when it cannot be used.
 pub(crate) fn load_kernel_symbols() -> Option<KernelSymbols> {
-    match KernelSymbols::load() {
+    let loaded = match cache_dir() {
+        Some(dir) => KernelSymbols::load_cached(&dir.join("profctl")),
+        None => KernelSymbols::load(),
+    };
+    match loaded {
         Ok(k) if !k.is_restricted() => Some(k),
         Ok(_) => {
             warn!("kernel symbol addresses are hidden (kernel.kptr_restrict); kernel frames stay unnamed");
@@ -191,4 +195,16 @@ pub(crate) fn load_kernel_symbols() -> Option<KernelSymbols> {
             None
         }
     }
+}
+
+/// The user's cache directory (`$XDG_CACHE_HOME`, else `~/.cache`).
+fn cache_dir() -> Option<std::path::PathBuf> {
+    let xdg = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from);
+    xdg.or_else(|| {
+        std::env::var_os("HOME")
+            .filter(|v| !v.is_empty())
+            .map(|h| std::path::PathBuf::from(h).join(".cache"))
+    })
 }

@@ -139,6 +139,108 @@ impl KernelSymbols {
     }
 }
 
+/// First bytes of a kallsyms cache file.
+const CACHE_MAGIC: &[u8; 8] = b"PCKSYM01";
+
+impl KernelSymbols {
+    /// Like [`KernelSymbols::load`], through a cache in `cache_dir`: reading /proc/kallsyms
+    /// costs tens of milliseconds of kernel time, so the parsed table is kept per boot and
+    /// loaded module set (`/proc/modules`), and reused while both are unchanged.
+    pub fn load_cached(cache_dir: &Path) -> Result<KernelSymbols, Error> {
+        let Some(key) = cache_key() else {
+            return Self::load();
+        };
+        let path = cache_dir.join(format!("kallsyms-{key}.bin"));
+        if let Some(cached) = std::fs::read(&path)
+            .ok()
+            .and_then(|b| Self::from_cache_bytes(&b))
+        {
+            tracing::debug!(path = %path.display(), symbols = cached.len(), "kernel symbols from cache");
+            return Ok(cached);
+        }
+        let loaded = Self::load()?;
+        if !loaded.restricted && !loaded.is_empty() {
+            if let Err(err) = write_cache(cache_dir, &path, &loaded.to_cache_bytes()) {
+                tracing::debug!(%err, "cannot write the kernel symbol cache");
+            }
+        }
+        Ok(loaded)
+    }
+
+    fn to_cache_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 + self.table.len() * 40);
+        out.extend_from_slice(CACHE_MAGIC);
+        self.table.write_to(&mut out);
+        out.extend_from_slice(&(self.modules.len() as u64).to_le_bytes());
+        for &(off, len) in &self.modules {
+            out.extend_from_slice(&(off as u64).to_le_bytes());
+            out.extend_from_slice(&(len as u64).to_le_bytes());
+        }
+        out.extend_from_slice(&(self.module_names.len() as u64).to_le_bytes());
+        out.extend_from_slice(self.module_names.as_bytes());
+        out
+    }
+
+    /// Parse a cache file; None when it is not one (corrupt files are ignored, not trusted).
+    fn from_cache_bytes(bytes: &[u8]) -> Option<KernelSymbols> {
+        let mut r = crate::table::Reader(bytes.strip_prefix(CACHE_MAGIC)?);
+        let table = Table::read_from(&mut r)?;
+        let count = usize::try_from(r.u64()?).ok()?;
+        if count.checked_mul(16)? > r.0.len() {
+            return None;
+        }
+        let mut modules = Vec::with_capacity(count);
+        for _ in 0..count {
+            modules.push((
+                usize::try_from(r.u64()?).ok()?,
+                usize::try_from(r.u64()?).ok()?,
+            ));
+        }
+        let names_len = usize::try_from(r.u64()?).ok()?;
+        let module_names = String::from_utf8(r.bytes(names_len)?.to_vec()).ok()?;
+        if modules
+            .iter()
+            .any(|&(off, len)| off.checked_add(len).is_none_or(|end| end > names_len))
+            || !r.0.is_empty()
+        {
+            return None;
+        }
+        Some(KernelSymbols {
+            table,
+            modules,
+            module_names,
+            restricted: false,
+        })
+    }
+}
+
+/// Boot id and a hash of the loaded modules (names and addresses): what kallsyms depends on.
+fn cache_key() -> Option<String> {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let modules = std::fs::read("/proc/modules").unwrap_or_default();
+    // FNV-1a: stable across runs and Rust versions (unlike std's hasher).
+    let hash = modules.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    });
+    Some(format!("{}-{hash:016x}", boot.trim()))
+}
+
+/// Write the cache atomically and drop caches of other boots or module sets.
+fn write_cache(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with("kallsyms-") && entry.path() != path {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
 impl std::fmt::Debug for KernelSymbols {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KernelSymbols")
@@ -146,5 +248,53 @@ impl std::fmt::Debug for KernelSymbols {
             .field("modules", &self.modules.len())
             .field("restricted", &self.restricted)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+
+    const TEXT: &str = "ffffffff81000000 T _stext\nffffffff81000100 t helper\nffffffffc0000000 t mod_fn\t[mymod]\n";
+
+    #[test]
+    fn cache_bytes_round_trip_and_reject_corruption() {
+        let k = KernelSymbols::parse(TEXT);
+        let bytes = k.to_cache_bytes();
+        let back = KernelSymbols::from_cache_bytes(&bytes).expect("round trip");
+        for addr in [
+            0xffffffff81000000u64,
+            0xffffffff81000150,
+            0xffffffffc0000010,
+        ] {
+            let (a, b) = (k.lookup(addr).unwrap(), back.lookup(addr).unwrap());
+            assert_eq!((a.name, a.module, a.start), (b.name, b.module, b.start));
+        }
+        for cut in 0..bytes.len() {
+            assert!(
+                KernelSymbols::from_cache_bytes(&bytes[..cut]).is_none(),
+                "cut at {cut}"
+            );
+        }
+        let mut bad = bytes.clone();
+        bad[0] ^= 1;
+        assert!(KernelSymbols::from_cache_bytes(&bad).is_none());
+    }
+
+    #[test]
+    fn load_cached_writes_then_reads_the_cache() {
+        let Ok(direct) = KernelSymbols::load() else {
+            return;
+        };
+        if direct.is_restricted() {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("profctl-kcache-{}", std::process::id()));
+        let first = KernelSymbols::load_cached(&dir).unwrap();
+        let cached: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(cached.len(), 1, "one cache file written");
+        let second = KernelSymbols::load_cached(&dir).unwrap();
+        assert_eq!(first.len(), second.len());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -133,7 +133,79 @@ pub(crate) struct Table {
     entries: Vec<Entry>,
 }
 
+/// Reads little-endian integers off the front of a byte slice.
+pub(crate) struct Reader<'a>(pub &'a [u8]);
+
+impl<'a> Reader<'a> {
+    pub fn u64(&mut self) -> Option<u64> {
+        let (head, rest) = self.0.split_first_chunk::<8>()?;
+        self.0 = rest;
+        Some(u64::from_le_bytes(*head))
+    }
+
+    pub fn u32(&mut self) -> Option<u32> {
+        let (head, rest) = self.0.split_first_chunk::<4>()?;
+        self.0 = rest;
+        Some(u32::from_le_bytes(*head))
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.0.len() {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+}
+
 impl Table {
+    /// Append this table in a compact binary form (for on-disk caches).
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.entries.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(self.names.len() as u64).to_le_bytes());
+        for e in &self.entries {
+            for v in [e.start, e.end, e.size] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            for v in [e.name_off, e.name_len, e.tag] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        out.extend_from_slice(self.names.as_bytes());
+    }
+
+    /// Read a table written by [`Table::write_to`]; None when the bytes are not one
+    /// (truncated, names out of bounds, entries out of order).
+    pub fn read_from(r: &mut Reader<'_>) -> Option<Table> {
+        let count = usize::try_from(r.u64()?).ok()?;
+        let names_len = usize::try_from(r.u64()?).ok()?;
+        if count.checked_mul(36)? > r.0.len() {
+            return None;
+        }
+        let mut entries = Vec::with_capacity(count);
+        for _ in 0..count {
+            let (start, end, size) = (r.u64()?, r.u64()?, r.u64()?);
+            let (name_off, name_len, tag) = (r.u32()?, r.u32()?, r.u32()?);
+            if (name_off as usize).checked_add(name_len as usize)? > names_len {
+                return None;
+            }
+            entries.push(Entry {
+                start,
+                end,
+                size,
+                name_off,
+                name_len,
+                tag,
+            });
+        }
+        if entries.windows(2).any(|w| w[0].start > w[1].start) {
+            return None;
+        }
+        let names = String::from_utf8(r.bytes(names_len)?.to_vec()).ok()?;
+        Some(Table { names, entries })
+    }
+
     /// The entry whose range contains `addr`: greatest start <= addr, and
     /// addr below its end (an end of `u64::MAX` means unbounded).
     pub fn lookup(&self, addr: u64) -> Option<&Entry> {
