@@ -779,6 +779,8 @@ fn build_context(owner: &DwarfOwner) -> Option<addr2line::Context<Reader<'_>>> {
             }
         }
     }
+    // Units that share an abbreviation table (common in large libraries) parse it once.
+    dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
     match addr2line::Context::from_dwarf(dwarf) {
         Ok(ctx) => Some(ctx),
         Err(err) => {
