@@ -68,25 +68,32 @@ fn workload_src(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Compiles `src` to `out`, via a temporary name and an atomic rename so that
-/// concurrent runs of the suite never see a half-written binary.
-fn compile(src: &str, out: &Path, extra: &[&str]) {
+/// Compiles `src` (under tests/workloads) to `out` with `flags` then `extra`, via a temporary
+/// name and an atomic rename so that concurrent runs of the suite never see a half-written
+/// binary.
+pub fn compile_with(src: &str, out: &Path, flags: &[&str], extra: &[&str]) {
+    let src = workload_src(src);
     let tmp = out.with_extension(format!("{}.tmp", std::process::id()));
     let output = Command::new("cc")
-        .args(CFLAGS)
+        .args(flags)
+        .args(extra)
         .arg("-o")
         .arg(&tmp)
-        .arg(workload_src(src))
-        .args(extra)
+        .arg(&src)
         .output()
         .expect("failed to run cc (is a C compiler installed?)");
     assert!(
         output.status.success(),
-        "compiling {src} failed ({}):\n{}",
+        "compiling {} failed ({}):\n{}",
+        src.display(),
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
     fs::rename(&tmp, out).expect("rename compiled workload");
+}
+
+fn compile(src: &str, out: &Path, extra: &[&str]) {
+    compile_with(src, out, CFLAGS, extra);
 }
 
 /// Builds (once per test run, into the target's tmp dir) and returns the workloads.

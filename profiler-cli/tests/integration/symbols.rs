@@ -53,26 +53,7 @@ struct SymWorkloads {
 }
 
 fn sym_compile(src: &str, out: &Path, extra: &[&str]) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/workloads")
-        .join(src);
-    let tmp = out.with_extension(format!("{}.tmp", std::process::id()));
-    let output = Command::new("cc")
-        .args(SYM_CFLAGS)
-        .args(extra)
-        .arg("-o")
-        .arg(&tmp)
-        .arg(&src)
-        .output()
-        .expect("failed to run cc (is a C compiler installed?)");
-    assert!(
-        output.status.success(),
-        "compiling {} failed ({}):\n{}",
-        src.display(),
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    fs::rename(&tmp, out).expect("rename compiled workload");
+    compile_with(src, out, SYM_CFLAGS, extra);
 }
 
 fn sym_workloads() -> &'static SymWorkloads {

@@ -52,29 +52,6 @@ struct UnwindWorkloads {
     deeprec: PathBuf,
 }
 
-fn compile(src: &str, out: &Path, flags: &[&str], extra: &[&str]) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/workloads")
-        .join(src);
-    let tmp = out.with_extension(format!("{}.tmp", std::process::id()));
-    let output = Command::new("cc")
-        .args(flags)
-        .arg("-o")
-        .arg(&tmp)
-        .arg(&src)
-        .args(extra)
-        .output()
-        .expect("failed to run cc (is a C compiler installed?)");
-    assert!(
-        output.status.success(),
-        "compiling {} failed ({}):\n{}",
-        src.display(),
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    fs::rename(&tmp, out).expect("rename compiled workload");
-}
-
 /// The disassembly of `func` in `bin` (objdump).
 fn disassemble(bin: &Path, func: &str) -> String {
     let out = Command::new("objdump")
@@ -124,9 +101,9 @@ fn unwind_workloads() -> &'static UnwindWorkloads {
             qsort: dir.join("qsort_cmp"),
             deeprec: dir.join("deeprec"),
         };
-        compile("split.c", &w.split_nofp, NO_FP_FLAGS, &["-pthread"]);
-        compile("qsort_cmp.c", &w.qsort, FP_FLAGS, &[]);
-        compile("deeprec.c", &w.deeprec, FP_FLAGS, &[]);
+        compile_with("split.c", &w.split_nofp, NO_FP_FLAGS, &["-pthread"]);
+        compile_with("qsort_cmp.c", &w.qsort, FP_FLAGS, &[]);
+        compile_with("deeprec.c", &w.deeprec, FP_FLAGS, &[]);
         // The call paths the tests look for must exist in the machine code.
         assert_calls(&w.split_nofp, "main", "work");
         assert_calls(&w.split_nofp, "main", "hot_c");
