@@ -228,8 +228,8 @@ fn print_summary(
     }
     if verbose {
         eprintln!(
-            "profctl: address cache: {} hits, {} misses, {} resets; {} JIT frames",
-            user.cache_hits, user.cache_misses, user.cache_resets, user.jit_frames
+            "profctl: address cache: {} hits, {} misses, {} resets; {} from the frame cache of earlier runs; {} JIT frames",
+            user.cache_hits, user.cache_misses, user.cache_resets, user.frame_cache_hits, user.jit_frames
         );
     }
     if let Some(status) = r.command_status {

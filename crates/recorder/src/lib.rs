@@ -20,3 +20,17 @@ pub use recording::{record, Progress, Recording, RecordingStats};
 pub use resolve::{resolve, ResolveStats};
 pub use sink::PinnedFiles;
 pub use user_symbols::{ResolveOptions, UserSymbolStats};
+
+/// profctl's cache directory: `$XDG_CACHE_HOME/profctl`, else `~/.cache/profctl` (kernel
+/// symbols per boot, frames per build-id).
+pub fn user_cache_dir() -> Option<std::path::PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| std::path::PathBuf::from(h).join(".cache"))
+        });
+    base.map(|b| b.join("profctl"))
+}

@@ -60,6 +60,8 @@ pub struct RecordOptions {
     /// Open the symbolizers of binaries that samples land in while recording, searching
     /// for debug files here (None: everything is opened after recording).
     pub preload_symbols: Option<symbolize::DebugSearch>,
+    /// Where frames are kept between runs, per build-id (None: not kept).
+    pub frame_cache_dir: Option<std::path::PathBuf>,
 }
 
 impl RecordOptions {
@@ -76,6 +78,7 @@ impl RecordOptions {
             call_graph: CallGraph::Auto,
             stack_bytes: defaults::STACK_BYTES,
             preload_symbols: Some(symbolize::DebugSearch::system()),
+            frame_cache_dir: crate::user_cache_dir().map(|d| d.join("frames")),
         }
     }
 }

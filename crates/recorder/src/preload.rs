@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use procmap::{FileId, ProcessTable};
 use rustc_hash::FxBuildHasher;
 use sampler::context;
-use symbolize::{DebugSearch, FileOffset, FileSymbolizer};
+use symbolize::{DebugSearch, FileOffset, FileSymbolizer, FrameCache};
 use tracing::debug;
 
 use crate::sink::PinnedFiles;
@@ -79,6 +79,7 @@ impl Preloader {
         &mut self,
         processes: &ProcessTable,
         pinned: &PinnedFiles,
+        frame_cache: &mut FrameCache,
         pid: u32,
         time: u64,
         chain: &[u64],
@@ -96,13 +97,22 @@ impl Preloader {
             let Some(mapping) = processes.find_mapping(pid, entry, time) else {
                 continue;
             };
-            if !self.queued.insert(mapping.file) {
+            if self.queued.contains(&mapping.file) {
                 continue;
             }
             let file = processes.files().get(mapping.file);
             if file.is_pseudo() {
                 continue;
             }
+            // Frames an earlier run saw need no symbolizer.
+            let offset = mapping.file_offset(entry);
+            if let Some(id) = file.build_id.as_deref() {
+                if frame_cache.contains(id, offset, false) || frame_cache.contains(id, offset, true)
+                {
+                    continue;
+                }
+            }
+            self.queued.insert(mapping.file);
             let plain = PathBuf::from(file.path.trim_end_matches(" (deleted)"));
             let (read_from, path) = match (
                 live_path(pid, mapping, &file.path),
@@ -117,7 +127,7 @@ impl Preloader {
                 read_from,
                 path,
                 build_id: file.build_id.clone(),
-                warm_offset: mapping.file_offset(entry),
+                warm_offset: offset,
             };
             let _ = jobs.send(job);
         }

@@ -69,6 +69,8 @@ pub struct Recording {
     pub pinned: PinnedFiles,
     /// Symbolizers being opened in the background (joined by `resolve`).
     pub(crate) preloader: Option<Preloader>,
+    /// Frames of earlier runs; `resolve` adds this run's and saves it.
+    pub(crate) frame_cache: symbolize::FrameCache,
 }
 
 /// Record until `stop` resolves, the duration elapses, or the profiled command exits.
@@ -163,6 +165,7 @@ pub async fn record(
         fp_user: Vec::with_capacity(256),
         chain: Vec::with_capacity(unwind::MAX_FRAMES + 256),
         preloader: options.preload_symbols.clone().map(Preloader::start),
+        frame_cache: symbolize::FrameCache::new(options.frame_cache_dir.clone()),
         pinned: PinnedFiles::new(
             (crate::sys::raise_open_file_limit() as usize).saturating_sub(256),
         ),
@@ -218,6 +221,7 @@ pub async fn record(
         call_graph: options.call_graph,
         pinned: collector.pinned,
         preloader: collector.preloader,
+        frame_cache: collector.frame_cache,
     })
 }
 

@@ -68,7 +68,12 @@ pub fn resolve(recording: &mut Recording, options: &ResolveOptions) -> (Profile,
     let mut r = Resolver {
         processes: &recording.processes,
         profile,
-        user: UserSymbols::new(options.clone(), &recording.pinned, preloaded),
+        user: UserSymbols::new(
+            options.clone(),
+            &recording.pinned,
+            preloaded,
+            &mut recording.frame_cache,
+        ),
         kernel: None,
         kernel_loading: recording.kernel_symbols.take(),
         kernel_frames: HashMap::default(),
@@ -154,6 +159,10 @@ pub fn resolve(recording: &mut Recording, options: &ResolveOptions) -> (Profile,
     }
     stats.kernel_addresses = r.kernel_frames.len() as u64;
     stats.user = r.user.stats.clone();
+    stats.user.frame_cache_hits = r.user.frame_cache.hits;
+    if let Err(err) = r.user.frame_cache.save() {
+        tracing::debug!(%err, "cannot save the frame cache");
+    }
     (r.profile, stats)
 }
 
@@ -180,8 +189,8 @@ impl Resolver<'_> {
 
 /// Read /proc/kallsyms, saying why kernel frames will stay unnamed when it cannot be used.
 pub(crate) fn load_kernel_symbols() -> Option<KernelSymbols> {
-    let loaded = match cache_dir() {
-        Some(dir) => KernelSymbols::load_cached(&dir.join("profctl")),
+    let loaded = match crate::user_cache_dir() {
+        Some(dir) => KernelSymbols::load_cached(&dir),
         None => KernelSymbols::load(),
     };
     match loaded {
@@ -195,16 +204,4 @@ pub(crate) fn load_kernel_symbols() -> Option<KernelSymbols> {
             None
         }
     }
-}
-
-/// The user's cache directory (`$XDG_CACHE_HOME`, else `~/.cache`).
-fn cache_dir() -> Option<std::path::PathBuf> {
-    let xdg = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(std::path::PathBuf::from);
-    xdg.or_else(|| {
-        std::env::var_os("HOME")
-            .filter(|v| !v.is_empty())
-            .map(|h| std::path::PathBuf::from(h).join(".cache"))
-    })
 }

@@ -13,6 +13,7 @@ use unwind::{splice, StackEnd, Unwinders};
 
 use crate::preload::Preloader;
 use crate::recording::{Progress, RecordingStats};
+use symbolize::FrameCache;
 
 /// Markers this crate puts at the outer end of an unwound user chain (beside the kernel's
 /// PERF_CONTEXT_* values, which they do not collide with).
@@ -49,6 +50,8 @@ pub(crate) struct Collector<'p> {
     pub pinned: PinnedFiles,
     /// Opens symbolizers in the background for binaries that new stacks pass through.
     pub preloader: Option<Preloader>,
+    /// Frames of earlier runs (addresses found there need no symbolizer).
+    pub frame_cache: FrameCache,
 }
 
 /// Binaries held open from the moment their mapping is seen, so that they can be read after
@@ -173,6 +176,7 @@ impl Collector<'_> {
             preloader.new_stack(
                 &self.processes,
                 &self.pinned,
+                &mut self.frame_cache,
                 s.pid,
                 s.time,
                 self.stacks.last_callchain(),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use procmap::{FileId, MappedFile, Mapping, ProcessTable};
 use profile::{FrameId, Profile};
 use rustc_hash::FxBuildHasher;
-use symbolize::{DebugSearch, ElfFile, FileOffset, FileSymbolizer, ResolvedFrame};
+use symbolize::{DebugSearch, ElfFile, FileOffset, FileSymbolizer, FrameCache, ResolvedFrame};
 use tracing::{debug, warn};
 
 use crate::jit_map::JitMap;
@@ -58,6 +58,8 @@ pub struct UserSymbolStats {
     pub debuginfod_failures: Vec<String>,
     /// Frames named from JIT perf maps.
     pub jit_frames: u64,
+    /// Addresses answered from the on-disk frame cache (frames of earlier runs).
+    pub frame_cache_hits: u64,
 }
 
 /// A run of frames in the arena, outermost first.
@@ -70,6 +72,8 @@ struct Span {
 
 pub(crate) struct UserSymbols<'a> {
     pinned: &'a PinnedFiles,
+    /// Frames of earlier runs, by build-id and offset (saved at the end).
+    pub frame_cache: &'a mut FrameCache,
     /// Symbolizers opened while recording.
     preloaded: Preloaded,
     options: ResolveOptions,
@@ -88,10 +92,12 @@ impl<'a> UserSymbols<'a> {
         options: ResolveOptions,
         pinned: &'a PinnedFiles,
         preloaded: Preloaded,
+        frame_cache: &'a mut FrameCache,
     ) -> UserSymbols<'a> {
         let debuginfod = options.debuginfod.clone().map(debuginfod::Client::new);
         UserSymbols {
             pinned,
+            frame_cache,
             preloaded,
             options,
             files: HashMap::default(),
@@ -180,24 +186,50 @@ impl<'a> UserSymbols<'a> {
                     named = true;
                 }
             }
-        } else if let Some(symbolizer) = self.symbolizer(processes, pid, mapping) {
-            if let Some(addr) = symbolizer.file_offset_to_addr(FileOffset(offset)) {
-                symbolizer.frames_into(addr, self.options.lines, &mut self.scratch);
-                for frame in &self.scratch {
-                    let name = match (&frame.file, frame.line) {
-                        (Some(file), Some(line)) if self.options.lines => {
-                            format!("{} ({file}:{line})", frame.function)
-                        }
-                        _ => frame.function.clone(),
-                    };
-                    self.arena.push(profile.intern(&name));
-                }
-                named = !self.scratch.is_empty();
-                if !named {
-                    self.arena
-                        .push(profile.intern(&format!("{}+{:#x}", file.basename(), addr.0)));
-                }
+        } else {
+            let lines = self.options.lines;
+            // Frames seen by an earlier run come from the frame cache, without opening the
+            // file (when the kernel gave its build-id) or at least without indexing its DWARF.
+            let mut build_id = file.build_id.clone();
+            if build_id.is_none() {
+                build_id = self
+                    .symbolizer(processes, pid, mapping)
+                    .and_then(|s| s.elf().build_id().map(<[u8]>::to_vec));
             }
+            let cached = build_id
+                .as_deref()
+                .and_then(|id| self.frame_cache.get(id, offset, lines));
+            if let Some(frames) = cached {
+                self.scratch.clear();
+                self.scratch.extend_from_slice(frames);
+            } else if let Some(symbolizer) = self.symbolizer(processes, pid, mapping) {
+                self.scratch.clear();
+                if let Some(addr) = symbolizer.file_offset_to_addr(FileOffset(offset)) {
+                    symbolizer.frames_into(addr, lines, &mut self.scratch);
+                    if let (Some(id), false) = (&build_id, self.scratch.is_empty()) {
+                        self.frame_cache.insert(id, offset, lines, &self.scratch);
+                    }
+                    if self.scratch.is_empty() {
+                        self.arena.push(profile.intern(&format!(
+                            "{}+{:#x}",
+                            file.basename(),
+                            addr.0
+                        )));
+                    }
+                }
+            } else {
+                self.scratch.clear();
+            }
+            for frame in &self.scratch {
+                let name = match (&frame.file, frame.line) {
+                    (Some(file), Some(line)) if lines => {
+                        format!("{} ({file}:{line})", frame.function)
+                    }
+                    _ => frame.function.clone(),
+                };
+                self.arena.push(profile.intern(&name));
+            }
+            named = !self.scratch.is_empty();
         }
         if self.arena.len() as u32 == start {
             self.arena

@@ -13,6 +13,7 @@ pub mod cache;
 pub mod demangle;
 pub mod elf;
 pub mod error;
+pub mod frame_cache;
 pub mod kernel;
 pub mod symbolizer;
 mod table;
@@ -22,6 +23,7 @@ pub use cache::{build_id_debug_path, FileKey, SymbolCache};
 pub use demangle::demangle;
 pub use elf::{ElfFile, Symbol};
 pub use error::Error;
+pub use frame_cache::FrameCache;
 pub use kernel::{KernelSymbol, KernelSymbols};
 pub use symbolizer::{crc32, DebugSearch, FileSymbolizer, ResolvedFrame};
 
