@@ -206,7 +206,11 @@ impl<'a> UserSymbols<'a> {
                 self.scratch.clear();
                 if let Some(addr) = symbolizer.file_offset_to_addr(FileOffset(offset)) {
                     symbolizer.frames_into(addr, lines, &mut self.scratch);
-                    if let (Some(id), false) = (&build_id, self.scratch.is_empty()) {
+                    // Only frames from DWARF are kept: names from a symbol table alone would
+                    // hide debug info installed later.
+                    if let (Some(id), false, true) =
+                        (&build_id, self.scratch.is_empty(), symbolizer.has_dwarf())
+                    {
                         self.frame_cache.insert(id, offset, lines, &self.scratch);
                     }
                     if self.scratch.is_empty() {

@@ -199,12 +199,18 @@ pub struct Spawned {
     stderr: File,
     started: Instant,
     pub name: String,
+    /// The run's own XDG_CACHE_HOME, removed with it.
+    _cache: tempfile::TempDir,
 }
 
 impl Spawned {
     pub fn spawn(mut cmd: Command, name: &str) -> Spawned {
         let stdout = tempfile::tempfile().expect("tempfile");
         let stderr = tempfile::tempfile().expect("tempfile");
+        // Each run gets its own cache directory: profctl keeps kernel symbols and frames of
+        // earlier runs there, and a test must not be answered by another test's run.
+        let cache = tempfile::tempdir().expect("cache dir");
+        cmd.env("XDG_CACHE_HOME", cache.path());
         cmd.stdin(Stdio::null())
             .stdout(stdout.try_clone().unwrap())
             .stderr(stderr.try_clone().unwrap());
@@ -217,6 +223,7 @@ impl Spawned {
             stderr,
             started: Instant::now(),
             name: name.to_string(),
+            _cache: cache,
         }
     }
 
