@@ -86,11 +86,20 @@ impl Preloader {
     ) {
         let Some(jobs) = &self.jobs else { return };
         let mut in_user = false;
+        let mut first = true;
         for &entry in chain {
             if context::is_marker(entry) {
                 in_user = entry == context::USER;
                 continue;
             }
+            // As `resolve` looks them up: every entry but the sampled instruction is a return
+            // address, named at the call (address − 1).
+            let entry = if first {
+                entry
+            } else {
+                entry.saturating_sub(1)
+            };
+            first = false;
             if !in_user {
                 continue;
             }
