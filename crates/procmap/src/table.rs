@@ -56,9 +56,9 @@ struct Thread {
 /// Counters of what the table was told.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TableStats {
-    /// Mappings added.
+    /// Mappings added (from records, and read from /proc).
     pub mappings: u64,
-    /// Name changes (including execs).
+    /// Names set (from records, including execs, and read from /proc).
     pub comms: u64,
     /// Execs.
     pub execs: u64,
@@ -256,7 +256,6 @@ impl ProcessTable {
         for tid in tids {
             if let Ok(comm) = read(format!("/proc/{pid}/task/{tid}/comm")) {
                 self.set_comm(pid, tid, 0, comm.trim_end_matches('\n'), false);
-                self.stats.comms -= 1;
             }
         }
         for line in maps
@@ -270,7 +269,6 @@ impl ProcessTable {
                 dev_ino: (line.inode != 0).then(|| (makedev(line.dev.0, line.dev.1), line.inode)),
             };
             self.add_mapping(pid, 0, line.start, line.end - line.start, line.offset, file);
-            self.stats.mappings -= 1;
         }
         self.processes.entry(pid).or_default();
         self.stats.synthesized += 1;

@@ -7,6 +7,7 @@ mod error;
 mod jit_map;
 mod launch;
 mod options;
+mod pinned;
 mod preload;
 mod recording;
 mod resolve;
@@ -16,9 +17,9 @@ mod user_symbols;
 
 pub use error::RecordError;
 pub use options::{defaults, CallGraph, RecordOptions, RecordTarget};
+pub use pinned::PinnedFiles;
 pub use recording::{record, Progress, Recording, RecordingStats};
 pub use resolve::{resolve, ResolveStats};
-pub use sink::PinnedFiles;
 pub use user_symbols::{ResolveOptions, UserSymbolStats};
 
 /// profctl's cache directory: `$XDG_CACHE_HOME/profctl`, else `~/.cache/profctl` (kernel

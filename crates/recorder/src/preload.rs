@@ -16,7 +16,7 @@ use sampler::context;
 use symbolize::{DebugSearch, FileOffset, FileSymbolizer, FrameCache};
 use tracing::debug;
 
-use crate::sink::PinnedFiles;
+use crate::pinned::PinnedFiles;
 use crate::user_symbols::live_path;
 
 /// Symbolizers opened ahead, by file (None: the file could not be opened).

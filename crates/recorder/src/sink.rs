@@ -1,16 +1,12 @@
 //! The per-record path: decode, unwind, count samples, feed side-band records to the process
 //! model (and the unwinders, which follow it).
 
-use std::collections::HashMap;
-use std::fs::File;
-use std::os::fd::AsRawFd;
-
-use procmap::{FileId, MappedFile, Mapping, ProcessTable};
+use procmap::{MappedFile, ProcessTable};
 use profile::RawStacks;
-use rustc_hash::FxBuildHasher;
 use sampler::{context, decode_with, RawRecord, Record, RecordSink, Sample, SampleFormat, Sampler};
 use unwind::{splice, StackEnd, Unwinders};
 
+use crate::pinned::PinnedFiles;
 use crate::preload::Preloader;
 use crate::recording::{Progress, RecordingStats};
 use symbolize::FrameCache;
@@ -54,62 +50,6 @@ pub(crate) struct Collector<'p> {
     pub frame_cache: FrameCache,
 }
 
-/// Binaries held open from the moment their mapping is seen, so that they can be read after
-/// the process exited, from inside its mount namespace, or after being deleted.
-#[derive(Debug, Default)]
-pub struct PinnedFiles {
-    files: HashMap<FileId, Option<File>, FxBuildHasher>,
-    limit: usize,
-}
-
-impl PinnedFiles {
-    /// Keep at most `limit` files open.
-    pub(crate) fn new(limit: usize) -> PinnedFiles {
-        PinnedFiles {
-            files: HashMap::default(),
-            limit,
-        }
-    }
-
-    fn pin(&mut self, pid: u32, mapping: &Mapping, path: &str) {
-        if self.files.len() >= self.limit
-            || self.files.contains_key(&mapping.file)
-            || !path.starts_with('/')
-            || path.starts_with("//anon")
-        {
-            return;
-        }
-        let through = match path.strip_suffix(" (deleted)") {
-            Some(_) => format!(
-                "/proc/{pid}/map_files/{:x}-{:x}",
-                mapping.start, mapping.end
-            ),
-            None => format!("/proc/{pid}/root{path}"),
-        };
-        let file = File::open(&through).ok();
-        if file.is_none() {
-            tracing::debug!(path = through, "could not pin the binary");
-        }
-        self.files.insert(mapping.file, file);
-    }
-
-    /// A path that opens the pinned file (`/proc/self/fd/N`), if it was pinned.
-    pub fn path(&self, file: FileId) -> Option<std::path::PathBuf> {
-        let fd = self.files.get(&file)?.as_ref()?.as_raw_fd();
-        Some(format!("/proc/self/fd/{fd}").into())
-    }
-
-    /// Files held open.
-    pub fn len(&self) -> usize {
-        self.files.values().filter(|f| f.is_some()).count()
-    }
-
-    /// Whether none is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 impl Collector<'_> {
     fn sample(&mut self, s: &Sample<'_>) {
         self.stats.samples += 1;
@@ -144,7 +84,6 @@ impl Collector<'_> {
         // Keep the kernel part of the kernel's chain; its user part (frame pointers) is only
         // used to continue where the copied stack ran out.
         self.chain.clear();
-        self.fp_user.clear();
         let mut entries = s.callchain.iter();
         for entry in entries.by_ref() {
             if entry == context::USER {
@@ -152,9 +91,12 @@ impl Collector<'_> {
             }
             self.chain.push(entry);
         }
-        self.fp_user.extend(entries);
-        if end == StackEnd::Truncated && self.splice && splice(&mut self.unwound, &self.fp_user) {
-            end = StackEnd::Spliced;
+        if end == StackEnd::Truncated && self.splice {
+            self.fp_user.clear();
+            self.fp_user.extend(entries);
+            if splice(&mut self.unwound, &self.fp_user) {
+                end = StackEnd::Spliced;
+            }
         }
         self.chain.push(context::USER);
         self.chain.extend_from_slice(&self.unwound);

@@ -14,8 +14,8 @@ use symbolize::{DebugSearch, ElfFile, FileOffset, FileSymbolizer, FrameCache, Re
 use tracing::{debug, warn};
 
 use crate::jit_map::JitMap;
+use crate::pinned::PinnedFiles;
 use crate::preload::Preloaded;
-use crate::sink::PinnedFiles;
 
 /// How user frames are named.
 #[derive(Clone, Debug)]
@@ -182,7 +182,7 @@ impl<'a> UserSymbols<'a> {
                     .and_then(|a| vdso.symbol(a))
                 {
                     self.arena
-                        .push(profile.intern(&symbolize::demangle(without_version(sym.name))));
+                        .push(profile.intern(&symbolize::function_name(sym.name)));
                     named = true;
                 }
             }
@@ -383,14 +383,6 @@ pub(crate) fn live_path(pid: u32, mapping: &Mapping, path: &str) -> Option<PathB
         None => PathBuf::from(format!("/proc/{pid}/root{path}")),
     };
     through.exists().then_some(through)
-}
-
-/// `clock_gettime@@GLIBC_2.17` → `clock_gettime`: symbol versions are noise in a flamegraph.
-fn without_version(name: &str) -> &str {
-    match name.find('@') {
-        Some(at) if at > 0 => &name[..at],
-        _ => name,
-    }
 }
 
 /// The vdso image of this process: the kernel maps the same one into every 64-bit process.

@@ -135,11 +135,6 @@ impl RingBuffer {
         }
     }
 
-    /// Whether records are waiting.
-    pub fn has_data(&self) -> bool {
-        self.map.load_head() != self.map.load_tail()
-    }
-
     /// Hand every available record to `on_record`, then free their space for the kernel.
     /// Returns the number of records read.
     pub fn drain(&mut self, on_record: &mut dyn FnMut(RawRecord<'_>)) -> u64 {

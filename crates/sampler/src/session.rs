@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 
 use tracing::{debug, info, warn};
 
@@ -525,11 +525,6 @@ impl Sampler {
             .chain(self.redirected.iter())
     }
 
-    /// Descriptors of the ring buffers, for polling.
-    pub fn ring_fds(&self) -> Vec<RawFd> {
-        self.rings.iter().map(|(fd, _)| fd.as_raw_fd()).collect()
-    }
-
     pub(crate) fn ring_owned_fds(&self) -> impl Iterator<Item = &OwnedFd> {
         self.rings.iter().map(|(fd, _)| fd)
     }
@@ -540,11 +535,6 @@ impl Sampler {
             .iter_mut()
             .map(|(_, ring)| ring.drain(on_record))
             .sum()
-    }
-
-    /// Whether any ring buffer holds unread records.
-    pub fn has_data(&self) -> bool {
-        self.rings.iter().any(|(_, r)| r.has_data())
     }
 
     /// Ring counters summed over every buffer.

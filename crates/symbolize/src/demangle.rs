@@ -61,6 +61,19 @@ fn cpp(raw: &str) -> Option<String> {
     .flatten()
 }
 
+/// `clock_gettime@@GLIBC_2.17` → `clock_gettime`: symbol versions are noise in a profile.
+pub(crate) fn without_version(name: &str) -> &str {
+    match name.find('@') {
+        Some(at) if at > 0 => &name[..at],
+        _ => name,
+    }
+}
+
+/// The name to show for a symbol-table name: version suffix dropped, then demangled.
+pub fn function_name(raw: &str) -> Cow<'_, str> {
+    demangle(without_version(raw))
+}
+
 #[cfg(test)]
 mod tests {
     use super::demangle;

@@ -291,10 +291,24 @@ mod cache_tests {
         }
         let dir = std::env::temp_dir().join(format!("profctl-kcache-{}", std::process::id()));
         let first = KernelSymbols::load_cached(&dir).unwrap();
-        let cached: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(first.len(), direct.len());
+        let cached: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
         assert_eq!(cached.len(), 1, "one cache file written");
+        // Replace the cache with a small table: a second load must answer from it, not from
+        // /proc/kallsyms.
+        std::fs::write(&cached[0], KernelSymbols::parse(TEXT).to_cache_bytes()).unwrap();
         let second = KernelSymbols::load_cached(&dir).unwrap();
-        assert_eq!(first.len(), second.len());
+        assert_eq!(second.len(), 3, "the second load read the cache");
+        // A corrupt cache is not trusted: kallsyms is read again and the cache rewritten.
+        std::fs::write(&cached[0], b"PCKSYM01 garbage").unwrap();
+        assert_eq!(
+            KernelSymbols::load_cached(&dir).unwrap().len(),
+            direct.len()
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -3,13 +3,13 @@
 //! The profiler maps a sampled address to a (file, [`FileOffset`]) pair;
 //! [`ElfFile::file_offset_to_addr`] turns that into the file's own
 //! [`SymbolAddr`], and [`ElfFile::symbol`] finds the function. Kernel
-//! addresses go to [`KernelSymbols`]. [`SymbolCache`] parses each file once.
+//! addresses go to [`KernelSymbols`].
 //!
 //! [`FileSymbolizer`] adds DWARF: inlined calls as frames, source lines, and
-//! the search for separate debug files ([`DebugSearch`]).
+//! the search for separate debug files ([`DebugSearch`]). [`FrameCache`] keeps
+//! frames between runs, per build-id.
 
 pub mod address;
-pub mod cache;
 pub mod demangle;
 pub mod elf;
 pub mod error;
@@ -19,8 +19,7 @@ pub mod symbolizer;
 mod table;
 
 pub use address::{FileOffset, SymbolAddr};
-pub use cache::{build_id_debug_path, FileKey, SymbolCache};
-pub use demangle::demangle;
+pub use demangle::{demangle, function_name};
 pub use elf::{ElfFile, Symbol};
 pub use error::Error;
 pub use frame_cache::FrameCache;
@@ -35,7 +34,6 @@ mod tests {
     fn thread_safety() {
         assert_send_sync::<crate::ElfFile>();
         assert_send_sync::<crate::KernelSymbols>();
-        assert_send_sync::<crate::SymbolCache>();
         assert_send_sync::<crate::Error>();
         assert_send_sync::<crate::FileSymbolizer>();
     }

@@ -14,7 +14,7 @@ use memmap2::Mmap;
 use object::{CompressionFormat, Object, ObjectSection};
 
 use crate::address::{FileOffset, SymbolAddr};
-use crate::demangle::demangle;
+use crate::demangle::{demangle, function_name};
 use crate::elf::{map_file, ElfFile};
 use crate::error::{hex, Error};
 
@@ -603,7 +603,7 @@ impl FileSymbolizer {
         if out.is_empty() {
             if let Some(name) = self.symbol_name(addr) {
                 out.push(ResolvedFrame {
-                    function: demangle(without_version(name)).into_owned(),
+                    function: function_name(name).into_owned(),
                     file: None,
                     line: None,
                     inlined: false,
@@ -613,7 +613,7 @@ impl FileSymbolizer {
             // DWARF knows the location but not the function: the symbol
             // tables name it, or nothing does (padding between functions).
             match self.symbol_name(addr) {
-                Some(name) => out[0].function = demangle(without_version(name)).into_owned(),
+                Some(name) => out[0].function = function_name(name).into_owned(),
                 None => out.clear(),
             }
         }
@@ -728,7 +728,7 @@ fn collect_frames<'s>(
     if !outer_is_linkage && !first.function.is_empty() {
         if let (Some(die), Some((start, name))) = (outer_die, symbol(probe)) {
             if function_low_pc(ctx, probe, die) == Some(start) {
-                first.function = demangle(without_version(name)).into_owned();
+                first.function = function_name(name).into_owned();
             }
         }
     }
@@ -900,14 +900,6 @@ fn rebuild_offsets(segs: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64, u64
     out
 }
 
-/// `clock_gettime@@GLIBC_2.17` → `clock_gettime`.
-fn without_version(name: &str) -> &str {
-    match name.find('@') {
-        Some(at) if at > 0 => &name[..at],
-        _ => name,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -974,7 +966,7 @@ mod tests {
         assert!(plain_file_name("a.debug"));
         assert!(!plain_file_name("../a.debug"));
         assert!(!plain_file_name(""));
-        assert_eq!(without_version("f@@GLIBC_2.2"), "f");
+        assert_eq!(crate::demangle::without_version("f@@GLIBC_2.2"), "f");
     }
 
     #[test]

@@ -187,11 +187,6 @@ impl Unwinders {
             info,
         ))
     }
-
-    /// Processes with an unwinder.
-    pub fn process_count(&self) -> usize {
-        self.processes.len()
-    }
 }
 
 fn frame_address(frame: FrameAddress) -> u64 {

@@ -48,16 +48,6 @@ impl EndCounts {
         self.complete + self.spliced + self.truncated + self.unknown
     }
 
-    /// Share of whole stacks (complete or spliced), 0.0–1.0.
-    pub fn whole_share(&self) -> f64 {
-        let total = self.total();
-        if total == 0 {
-            0.0
-        } else {
-            (self.complete + self.spliced) as f64 / total as f64
-        }
-    }
-
     /// "97.1% whole (95.0% unwound, 2.1% spliced), 2.0% truncated, 0.9% unknown".
     pub fn describe(&self) -> String {
         let total = self.total().max(1) as f64;
