@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use recorder::{Recording, ResolveStats};
 
 use crate::cli::RecordArgs;
-use crate::output::write_atomically;
+use crate::output::{check_writable, write_atomically};
 
 /// Default flamegraph path when neither -o nor --folded is given.
 const DEFAULT_SVG: &str = "profile.svg";
@@ -110,24 +110,6 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Fail early when `path`'s directory does not exist or cannot take a new file.
-fn check_writable(path: &std::path::Path) -> Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => std::path::Path::new("."),
-    };
-    let probe = dir.join(format!(".profctl-probe-{}", std::process::id()));
-    std::fs::File::create(&probe).with_context(|| {
-        format!(
-            "cannot write {}: {} is not a writable directory",
-            path.display(),
-            dir.display()
-        )
-    })?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
 }
 
 fn title(args: &RecordArgs) -> String {
