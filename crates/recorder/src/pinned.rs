@@ -14,15 +14,23 @@ use crate::user_symbols::live_path;
 /// the process exited, from inside its mount namespace, or after being deleted.
 #[derive(Debug, Default)]
 pub struct PinnedFiles {
-    files: HashMap<FileId, Option<File>, FxBuildHasher>,
+    files: HashMap<FileId, File, FxBuildHasher>,
+    /// Files that could not be opened yet, with the number of attempts: a process that exited
+    /// before its mapping was read must not stop the next process mapping the same file from
+    /// being pinned.
+    failed: HashMap<FileId, u32, FxBuildHasher>,
     limit: usize,
 }
+
+/// Attempts to pin one file before giving up on it (each new mapping of it is one attempt).
+const MAX_PIN_ATTEMPTS: u32 = 32;
 
 impl PinnedFiles {
     /// Keep at most `limit` files open.
     pub(crate) fn new(limit: usize) -> PinnedFiles {
         PinnedFiles {
             files: HashMap::default(),
+            failed: HashMap::default(),
             limit,
         }
     }
@@ -36,26 +44,79 @@ impl PinnedFiles {
         {
             return;
         }
-        let file = live_path(pid, mapping, path).and_then(|p| File::open(p).ok());
-        if file.is_none() {
-            tracing::debug!(pid, path, "could not pin the binary");
+        let attempts = self.failed.get(&mapping.file).copied().unwrap_or(0);
+        if attempts >= MAX_PIN_ATTEMPTS {
+            return;
         }
-        self.files.insert(mapping.file, file);
+        match live_path(pid, mapping, path).and_then(|p| File::open(p).ok()) {
+            Some(file) => {
+                self.failed.remove(&mapping.file);
+                self.files.insert(mapping.file, file);
+            }
+            None => {
+                tracing::debug!(pid, path, attempts, "could not pin the binary");
+                self.failed.insert(mapping.file, attempts + 1);
+            }
+        }
     }
 
     /// A path that opens the pinned file (`/proc/self/fd/N`), if it was pinned.
     pub fn path(&self, file: FileId) -> Option<std::path::PathBuf> {
-        let fd = self.files.get(&file)?.as_ref()?.as_raw_fd();
+        let fd = self.files.get(&file)?.as_raw_fd();
         Some(format!("/proc/self/fd/{fd}").into())
     }
 
     /// Files held open.
     pub fn len(&self) -> usize {
-        self.files.values().filter(|f| f.is_some()).count()
+        self.files.len()
     }
 
     /// Whether none is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapping(file: u32) -> Mapping {
+        Mapping {
+            start: 0x1000,
+            end: 0x2000,
+            pgoff: 0,
+            file: FileId(file),
+            since: 0,
+            until: u64::MAX,
+        }
+    }
+
+    #[test]
+    fn a_failed_pin_is_retried_by_the_next_mapping_of_the_file() {
+        let exe = std::env::current_exe().unwrap();
+        let path = exe.to_str().unwrap();
+        let mut pinned = PinnedFiles::new(16);
+        // No process has pid u32::MAX - 1: the first process "exited" before it was read.
+        pinned.pin(u32::MAX - 1, &mapping(7), path);
+        assert!(pinned.path(FileId(7)).is_none());
+        pinned.pin(std::process::id(), &mapping(7), path);
+        let through = pinned
+            .path(FileId(7))
+            .expect("the second mapping pins the file");
+        assert_eq!(
+            std::fs::metadata(through).unwrap().len(),
+            std::fs::metadata(&exe).unwrap().len()
+        );
+    }
+
+    #[test]
+    fn a_file_that_never_opens_is_given_up() {
+        let mut pinned = PinnedFiles::new(16);
+        for _ in 0..MAX_PIN_ATTEMPTS + 5 {
+            pinned.pin(std::process::id(), &mapping(3), "/nonexistent/profctl-test");
+        }
+        assert_eq!(pinned.failed[&FileId(3)], MAX_PIN_ATTEMPTS);
+        assert!(pinned.is_empty());
     }
 }
