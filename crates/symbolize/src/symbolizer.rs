@@ -82,10 +82,12 @@ struct DwarfFile {
 
 type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
 
-/// The lazily built addr2line context, borrowing [`DwarfOwner`].
+/// The lazily built addr2line contexts, borrowing [`DwarfOwner`].
 struct DwarfState<'a> {
-    /// `None` inside when the DWARF is unusable.
+    /// The whole-file context; `None` inside when the DWARF is unusable.
     ctx: OnceLock<Option<Mutex<addr2line::Context<Reader<'a>>>>>,
+    /// The per-unit index from `.debug_aranges`; `None` inside when the file cannot use it.
+    units: OnceLock<Option<crate::unit_index::UnitIndex<'a>>>,
 }
 
 self_cell::self_cell!(
@@ -112,6 +114,8 @@ pub struct FileSymbolizer {
     extra_symbols: Vec<ElfFile>,
     sources: Vec<String>,
     dwarf: Option<DwarfCell>,
+    /// Never use the per-unit index (see [`FileSymbolizer::set_whole_file_dwarf`]).
+    whole_file_dwarf: bool,
 }
 
 /// Facts about an ELF image needed to look for its debug info.
@@ -525,6 +529,7 @@ impl FileSymbolizer {
                 },
                 |_| DwarfState {
                     ctx: OnceLock::new(),
+                    units: OnceLock::new(),
                 },
             )
         });
@@ -534,6 +539,7 @@ impl FileSymbolizer {
             extra_symbols,
             sources,
             dwarf,
+            whole_file_dwarf: false,
         })
     }
 
@@ -571,9 +577,34 @@ impl FileSymbolizer {
     /// Whether the DWARF index has been built (by a
     /// [`FileSymbolizer::frames`] call); false also when there is no DWARF.
     pub fn dwarf_parsed(&self) -> bool {
-        self.dwarf
-            .as_ref()
-            .is_some_and(|c| c.with_dependent(|_, d| d.ctx.get().is_some()))
+        self.dwarf.as_ref().is_some_and(|c| {
+            c.with_dependent(|_, d| {
+                d.ctx.get().is_some()
+                    || d.units
+                        .get()
+                        .is_some_and(|u| u.as_ref().is_some_and(|u| u.units_parsed() > 0))
+            })
+        })
+    }
+
+    /// How many DWARF units were indexed one by one (found through `.debug_aranges`), and
+    /// whether the whole-file index was built: for tests and statistics.
+    pub fn dwarf_units_parsed(&self) -> (usize, bool) {
+        self.dwarf.as_ref().map_or((0, false), |c| {
+            c.with_dependent(|_, d| {
+                let units = d
+                    .units
+                    .get()
+                    .and_then(Option::as_ref)
+                    .map_or(0, |u| u.units_parsed());
+                (units, d.ctx.get().is_some())
+            })
+        })
+    }
+
+    /// Always use the whole-file DWARF index, never the per-unit one (to compare the two).
+    pub fn set_whole_file_dwarf(&mut self, whole: bool) {
+        self.whole_file_dwarf = whole;
     }
 
     /// Whether some source has DWARF (`.debug_info`).
@@ -640,6 +671,33 @@ impl FileSymbolizer {
             return;
         };
         cell.with_dependent(|owner, state| {
+            let symbol = |a: u64| self.symbol(SymbolAddr(a)).map(|s| (s.start.0, s.name));
+            // Only the unit holding the address is parsed when `.debug_aranges` says which
+            // it is: indexing every unit of a large library costs tens of milliseconds.
+            let units = match self.whole_file_dwarf {
+                true => None,
+                false => state
+                    .units
+                    .get_or_init(|| crate::unit_index::UnitIndex::new(owner_dwarf(owner)?))
+                    .as_ref(),
+            };
+            if let Some(units) = units {
+                let mut done = false;
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    done = units.with_unit_context(addr.0, |ctx| {
+                        collect_frames(ctx, addr.0, with_lines, &symbol, out)
+                    });
+                }));
+                match result {
+                    Ok(()) if done => return,
+                    Ok(()) => {}
+                    Err(_) => {
+                        out.clear();
+                        tracing::debug!(file = %owner.main.name, addr = addr.0, "DWARF lookup panicked");
+                        return;
+                    }
+                }
+            }
             let ctx = state
                 .ctx
                 .get_or_init(|| build_context(owner).map(Mutex::new));
@@ -649,7 +707,6 @@ impl FileSymbolizer {
             let ctx = ctx.lock().unwrap_or_else(|e| e.into_inner());
             // gimli and addr2line return errors on corrupt input; the guard
             // is belt and braces so a bug there costs frames, not the process.
-            let symbol = |a: u64| self.symbol(SymbolAddr(a)).map(|s| (s.start.0, s.name));
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 collect_frames(&ctx, addr.0, with_lines, &symbol, out)
             }));
@@ -759,6 +816,21 @@ fn function_low_pc(
     ranges.next().ok().flatten().map(|r| r.begin)
 }
 
+/// The main file's sections for the per-unit index, or `None` when a dwz supplementary file
+/// is in play (its units are referenced across files, which only the whole index follows).
+fn owner_dwarf(owner: &DwarfOwner) -> Option<gimli::Dwarf<Reader<'_>>> {
+    if owner.sup.is_some() {
+        return None;
+    }
+    let o = object::File::parse(&*owner.main.map).ok()?;
+    let endian = if o.is_little_endian() {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    };
+    load_dwarf(&owner.main, endian)
+}
+
 fn build_context(owner: &DwarfOwner) -> Option<addr2line::Context<Reader<'_>>> {
     tracing::debug!(file = %owner.main.name, "indexing DWARF");
     let endian = |f: &DwarfFile| {
@@ -796,7 +868,7 @@ fn load_dwarf(f: &DwarfFile, endian: RunTimeEndian) -> Option<gimli::Dwarf<Reade
     let obj = object::File::parse(&*f.map).ok()?;
     let decompressed = f.decompressed.get_or_init(|| {
         let mut v = Vec::new();
-        for id in ALL_SECTIONS {
+        for id in NAMING_SECTIONS {
             let Some(sec) = obj.section_by_name(id.name()) else {
                 continue;
             };
@@ -820,6 +892,9 @@ fn load_dwarf(f: &DwarfFile, endian: RunTimeEndian) -> Option<gimli::Dwarf<Reade
         if let Some((_, data)) = decompressed.iter().find(|(i, _)| *i == id) {
             return Ok(EndianSlice::new(data, endian));
         }
+        if !NAMING_SECTIONS.contains(&id) {
+            return Ok(EndianSlice::new(&[], endian));
+        }
         let data = obj
             .section_by_name(id.name())
             .filter(|s| {
@@ -833,7 +908,10 @@ fn load_dwarf(f: &DwarfFile, endian: RunTimeEndian) -> Option<gimli::Dwarf<Reade
     gimli::Dwarf::load(load).ok()
 }
 
-const ALL_SECTIONS: [gimli::SectionId; 12] = [
+/// The DWARF sections that naming and inline chains read. Location lists (`.debug_loc`,
+/// `.debug_loclists`, a sixth of libc's debug file) are never read, so they are not
+/// decompressed.
+const NAMING_SECTIONS: [gimli::SectionId; 10] = [
     gimli::SectionId::DebugAbbrev,
     gimli::SectionId::DebugAddr,
     gimli::SectionId::DebugAranges,
@@ -844,8 +922,6 @@ const ALL_SECTIONS: [gimli::SectionId; 12] = [
     gimli::SectionId::DebugRngLists,
     gimli::SectionId::DebugStr,
     gimli::SectionId::DebugStrOffsets,
-    gimli::SectionId::DebugLoc,
-    gimli::SectionId::DebugLocLists,
 ];
 
 /// The dwz supplementary file named by `.gnu_debugaltlink`, matched by

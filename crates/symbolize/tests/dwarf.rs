@@ -859,3 +859,97 @@ fn debuglink_to_file_without_build_id_checked_by_crc() {
     assert_eq!(sym.sources().len(), 2, "{:?}", sym.sources());
     check_inline_chain(&sym, &sp.full);
 }
+
+/// Every byte of `.text` of `bin`: the frames (with file:line) found through the per-unit
+/// index equal those of the whole-file index. Returns (units parsed one by one, whether the
+/// per-unit lookups had to build the whole-file index).
+fn per_unit_matches_whole_file(bin: &Path) -> (usize, bool) {
+    let lazy = FileSymbolizer::open(bin, None, &isolated(vec![])).unwrap();
+    let mut whole = FileSymbolizer::open(bin, None, &isolated(vec![])).unwrap();
+    whole.set_whole_file_dwarf(true);
+    let out = run("readelf", &["-SW", &s(bin)]);
+    let l = out.lines().find(|l| l.contains(" .text ")).unwrap();
+    let f: Vec<&str> = l.split(']').nth(1).unwrap().split_whitespace().collect();
+    let start = u64::from_str_radix(f[2], 16).unwrap();
+    let size = u64::from_str_radix(f[4], 16).unwrap();
+    let mut named = 0;
+    for a in start..start + size {
+        let ours = lazy.frames(SymbolAddr(a), true);
+        let reference = whole.frames(SymbolAddr(a), true);
+        assert_eq!(ours, reference, "{}: {a:#x}", bin.display());
+        named += ours.iter().filter(|f| f.line.is_some()).count();
+    }
+    assert!(
+        named > 100,
+        "only {named} frames with lines: no DWARF compared"
+    );
+    assert_eq!(whole.dwarf_units_parsed(), (0, true));
+    lazy.dwarf_units_parsed()
+}
+
+#[test]
+fn per_unit_index_agrees_with_whole_file_index() {
+    let dir = tempdir();
+    let c = build_inline(dir.path(), "inline", &[]);
+    let (units, whole) = per_unit_matches_whole_file(&c);
+    assert!(
+        units >= 1 && !whole,
+        "C: {units} units, whole index {whole}"
+    );
+    if have("g++") {
+        let bin = dir.path().join("cxx");
+        run("g++", &["-O2", "-g", "-o", &s(&bin), &fixture("cxx.cpp")]);
+        let (units, whole) = per_unit_matches_whole_file(&bin);
+        assert!(
+            units >= 1 && !whole,
+            "C++: {units} units, whole index {whole}"
+        );
+    }
+}
+
+#[test]
+fn units_with_references_out_of_the_unit_use_the_whole_file_index() {
+    // DWARF 4 with dwz-style cross-unit references is what GCC writes for LTO: its inlined
+    // calls refer to abstract functions in other units with DW_FORM_ref_addr.
+    let dir = tempdir();
+    let lto = build_inline(dir.path(), "inline-lto", &["-flto", "-flto-partition=none"]);
+    let dump = run("readelf", &["--debug-dump=abbrev", &s(&lto)]);
+    let cross = dump.contains("DW_FORM_ref_addr");
+    let (units, whole) = per_unit_matches_whole_file(&lto);
+    eprintln!("LTO: ref_addr {cross}, {units} units alone, whole index {whole}");
+    if cross {
+        assert!(
+            whole,
+            "a unit with DW_FORM_ref_addr must go through the whole index"
+        );
+    }
+}
+
+/// Libc's separate debug file (Debian's libc6-dbg), when installed: the per-unit index
+/// answers like the whole one over spread addresses.
+#[test]
+fn per_unit_index_on_system_libc_debug_file() {
+    let libc = Path::new("/lib/x86_64-linux-gnu/libc.so.6");
+    let search = DebugSearch::system();
+    let Ok(lazy) = FileSymbolizer::open(libc, None, &search) else {
+        eprintln!("no libc: skipped");
+        return;
+    };
+    if !lazy.has_dwarf() {
+        eprintln!("no libc debug file (libc6-dbg): skipped");
+        return;
+    }
+    let mut whole = FileSymbolizer::open(libc, None, &search).unwrap();
+    whole.set_whole_file_dwarf(true);
+    let addrs = spread_addresses(libc, 3000);
+    for &a in &addrs {
+        assert_eq!(
+            lazy.frames(SymbolAddr(a), true),
+            whole.frames(SymbolAddr(a), true),
+            "{a:#x}"
+        );
+    }
+    let (units, whole_built) = lazy.dwarf_units_parsed();
+    eprintln!("libc: {units} units parsed alone, whole index {whole_built}");
+    assert!(units > 100);
+}
