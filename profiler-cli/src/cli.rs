@@ -51,6 +51,12 @@ pub struct SymbolizeArgs {
     /// Also search this directory for debug files (.build-id/xx/rest.debug, debuglink names).
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
+    /// With --elf, neither read nor write the frame cache ($XDG_CACHE_HOME/profctl/frames,
+    /// else ~/.cache/profctl/frames, shared with `profctl record`): every address is named
+    /// from the binary's debug info. Without it, addresses an earlier run named (with DWARF)
+    /// come from the cache without opening the binary's DWARF. --pid never uses the cache.
+    #[arg(long)]
+    pub no_cache: bool,
     /// Addresses, hex (0x prefix optional). Read from standard input when none are given.
     #[arg(value_name = "ADDR")]
     pub addresses: Vec<String>,
@@ -130,8 +136,9 @@ pub struct RecordArgs {
     /// when DEBUGINFOD_URLS is set.
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
-    /// Data pages per ring buffer (a power of two). Default: 128 with --call-graph fp, 2048
-    /// when stacks are copied.
+    /// Data pages per ring buffer (a power of two). Default: 128 with --call-graph fp; when
+    /// stacks are copied, a tenth of a second of samples (512 at 999 Hz with 16 KiB stacks,
+    /// at most 2048).
     #[arg(long, value_name = "PAGES")]
     pub ring_pages: Option<usize>,
     /// The command to run and profile (after --). Recording ends when it exits; if the
@@ -176,7 +183,7 @@ impl RecordArgs {
             include_kernel: !self.no_kernel,
             ring_pages: self.ring_pages.unwrap_or(match self.call_graph {
                 CallGraphArg::Fp => sampler::defaults::RING_PAGES,
-                _ => recorder::defaults::RING_PAGES_WITH_STACKS,
+                _ => recorder::defaults::ring_pages_with_stacks(self.frequency, self.stack_size),
             }),
             call_graph: match self.call_graph {
                 CallGraphArg::Fp => CallGraph::Fp,

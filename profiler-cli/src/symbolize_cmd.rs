@@ -1,11 +1,13 @@
 //! `profctl symbolize`: name addresses the way the recorder does, for users and for checks.
 
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use symbolize::{DebugSearch, FileOffset, FileSymbolizer, ResolvedFrame, SymbolAddr};
+use symbolize::{
+    DebugSearch, ElfLayout, FileOffset, FileSymbolizer, FrameCache, ResolvedFrame, SymbolAddr,
+};
 
 use crate::cli::SymbolizeArgs;
 
@@ -36,12 +38,12 @@ pub fn run(args: SymbolizeArgs) -> Result<ExitCode> {
     let mut frames = Vec::new();
     match (&args.elf, args.pid) {
         (Some(path), _) => {
-            let symbolizer = FileSymbolizer::open(path, None, &search)
-                .with_context(|| format!("opening {}", path.display()))?;
-            for &addr in &addresses {
-                symbolizer.frames_into(SymbolAddr(addr), true, &mut frames);
-                print_frames(&mut out, addr, &frames)?;
-            }
+            let cache_dir = if args.no_cache {
+                None
+            } else {
+                frame_cache_dir()
+            };
+            symbolize_elf(path, &addresses, &search, cache_dir, &mut out)?;
         }
         (None, Some(pid)) => {
             let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).with_context(|| {
@@ -84,6 +86,102 @@ pub fn run(args: SymbolizeArgs) -> Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `symbolize` always prints file:line, so its frames are cached with lines.
+const LINES: bool = true;
+
+/// The recorder's frame cache directory (`$XDG_CACHE_HOME/profctl/frames`, else
+/// `~/.cache/profctl/frames`), taken from its default options so that `profctl record` and
+/// `profctl symbolize` always share entries. None without a home directory.
+fn frame_cache_dir() -> Option<PathBuf> {
+    recorder::RecordOptions::new(recorder::RecordTarget::System).frame_cache_dir
+}
+
+/// `--elf`: each address's frames from the frame cache (by build-id and file offset) when an
+/// earlier run or `profctl record` left them there; the binary is opened, and its DWARF
+/// indexed, only when some address is missing. New frames are saved for the next run.
+///
+/// Without a cache directory, a build-id, or for an address whose file offset is unknown
+/// (outside every `PT_LOAD`'s file bytes), addresses are resolved from the binary, uncached.
+/// Output is the same either way, in input order.
+fn symbolize_elf(
+    path: &Path,
+    addresses: &[u64],
+    search: &DebugSearch,
+    cache_dir: Option<PathBuf>,
+    out: &mut impl Write,
+) -> Result<()> {
+    // The cheap pre-pass: program headers and build-id note only.
+    let layout = cache_dir
+        .as_ref()
+        .and_then(|_| match ElfLayout::read(path) {
+            Ok(layout) => Some(layout),
+            Err(err) => {
+                tracing::debug!(%err, "no frame cache for this file");
+                None
+            }
+        });
+    let build_id = layout.as_ref().and_then(ElfLayout::build_id);
+    let mut cache = FrameCache::new(cache_dir.filter(|_| build_id.is_some()));
+    // Each address's cache key (build-id, file offset); None: not cacheable.
+    let keys: Vec<Option<(&[u8], u64)>> = addresses
+        .iter()
+        .map(|&addr| {
+            let offset = layout.as_ref()?.addr_to_file_offset(SymbolAddr(addr))?;
+            Some((build_id?, offset.0))
+        })
+        .collect();
+    let uncached = keys.iter().filter(|k| k.is_none()).count();
+    let misses = keys
+        .iter()
+        .flatten()
+        .filter(|&&(id, offset)| !cache.contains(id, offset, LINES))
+        .count();
+    if build_id.is_some() {
+        tracing::debug!(
+            addresses = addresses.len(),
+            misses,
+            uncached,
+            "frame cache looked up"
+        );
+    }
+    // Opened before anything is printed, so that an unreadable file fails as it always did.
+    let symbolizer = if misses + uncached > 0 {
+        tracing::debug!(file = %path.display(), "opening the binary for addresses not in the frame cache");
+        Some(
+            FileSymbolizer::open(path, None, search)
+                .with_context(|| format!("opening {}", path.display()))?,
+        )
+    } else {
+        None
+    };
+    let mut frames = Vec::new();
+    for (&addr, &key) in addresses.iter().zip(&keys) {
+        if let Some((id, offset)) = key {
+            if let Some(cached) = cache.get(id, offset, LINES) {
+                print_frames(out, addr, cached)?;
+                continue;
+            }
+        }
+        let symbolizer = symbolizer
+            .as_ref()
+            .expect("the binary is opened when some address is not cached");
+        symbolizer.frames_into(SymbolAddr(addr), LINES, &mut frames);
+        // As the recorder does: only frames from a file with DWARF are kept, since names
+        // from a symbol table alone would hide debug info installed later.
+        if let Some((id, offset)) = key {
+            if symbolizer.has_dwarf() && !frames.is_empty() {
+                cache.insert(id, offset, LINES, &frames);
+            }
+        }
+        print_frames(out, addr, &frames)?;
+    }
+    // Writes only the files new frames went into.
+    if let Err(err) = cache.save() {
+        tracing::warn!(%err, "cannot save the frame cache");
+    }
+    Ok(())
 }
 
 fn parse_address(text: &str) -> Result<u64> {

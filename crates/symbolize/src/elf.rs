@@ -52,6 +52,16 @@ impl ElfFile {
     ///
     /// Copies what it needs, so `data` may be dropped afterwards.
     pub fn parse(data: &[u8], name: &str) -> Result<ElfFile, Error> {
+        Self::parse_with(data, name, true)
+    }
+
+    /// [`ElfFile::parse`] without the symbol tables (no symbols will be found): only the
+    /// build-id and `PT_LOAD` segments, for [`crate::ElfLayout`].
+    pub(crate) fn parse_headers(data: &[u8], name: &str) -> Result<ElfFile, Error> {
+        Self::parse_with(data, name, false)
+    }
+
+    fn parse_with(data: &[u8], name: &str, symbols: bool) -> Result<ElfFile, Error> {
         if !data.starts_with(&elf::ELFMAG) {
             return Err(Error::NotElf {
                 name: name.to_owned(),
@@ -70,8 +80,8 @@ impl ElfFile {
             message: e.to_string(),
         };
         match FileKind::parse(data).map_err(perr)? {
-            FileKind::Elf32 => parse_elf::<elf::FileHeader32<Endianness>>(data, name),
-            FileKind::Elf64 => parse_elf::<elf::FileHeader64<Endianness>>(data, name),
+            FileKind::Elf32 => parse_elf::<elf::FileHeader32<Endianness>>(data, name, symbols),
+            FileKind::Elf64 => parse_elf::<elf::FileHeader64<Endianness>>(data, name, symbols),
             _ => Err(Error::Parse {
                 name: name.to_owned(),
                 message: "unsupported ELF class".into(),
@@ -101,6 +111,22 @@ impl ElfFile {
             .find(|s| within(s, s.filesz))
             .or_else(|| self.segments.iter().find(|s| within(s, s.memsz)))?;
         Some(SymbolAddr(seg.vaddr.wrapping_add(off - seg.offset)))
+    }
+
+    /// The inverse of [`ElfFile::file_offset_to_addr`]: `p_offset + (addr - p_vaddr)` for the
+    /// `PT_LOAD` segment whose file-backed part (`p_filesz`) contains `addr`.
+    ///
+    /// None when no segment's file bytes hold `addr` (outside every segment, or in a
+    /// zero-filled tail such as `.bss`), and when the offset would translate back to
+    /// another address (overlapping segments): a result always round-trips.
+    pub(crate) fn addr_to_file_offset(&self, addr: SymbolAddr) -> Option<FileOffset> {
+        let a = addr.0;
+        let seg = self
+            .segments
+            .iter()
+            .find(|s| a >= s.vaddr && a - s.vaddr < s.filesz)?;
+        let offset = FileOffset(seg.offset.checked_add(a - seg.vaddr)?);
+        (self.file_offset_to_addr(offset) == Some(addr)).then_some(offset)
     }
 
     /// `PT_LOAD` segments as (virtual address, memory size), in file order.
@@ -189,6 +215,7 @@ impl AlignedCopy {
 fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
     data: &[u8],
     name: &str,
+    symbols: bool,
 ) -> Result<ElfFile, Error> {
     let perr = |e: object::Error| Error::Parse {
         name: name.to_owned(),
@@ -215,7 +242,12 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
     let thumb_bit = header.e_machine(endian) == elf::EM_ARM;
     let mut funcs = TableBuilder::default();
     let mut text = TableBuilder::default();
-    for sh_type in [elf::SHT_SYMTAB, elf::SHT_DYNSYM] {
+    let sh_types: &[u32] = if symbols {
+        &[elf::SHT_SYMTAB, elf::SHT_DYNSYM]
+    } else {
+        &[]
+    };
+    for &sh_type in sh_types {
         let symtab = sections.symbols(endian, data, sh_type).map_err(perr)?;
         for (index, sym) in symtab.enumerate() {
             if sym.is_undefined(endian) {
@@ -277,7 +309,9 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
         }
     }
     let table = if funcs.len() > 0 { funcs } else { text }.build();
-    tracing::debug!(file = name, symbols = table.len(), "parsed ELF symbols");
+    if symbols {
+        tracing::debug!(file = name, symbols = table.len(), "parsed ELF symbols");
+    }
     Ok(ElfFile {
         name: name.to_owned(),
         build_id,

@@ -7,20 +7,24 @@
 //!
 //! [`FileSymbolizer`] adds DWARF: inlined calls as frames, source lines, and
 //! the search for separate debug files ([`DebugSearch`]). [`FrameCache`] keeps
-//! frames between runs, per build-id.
+//! frames between runs, per build-id and file offset; [`ElfLayout`] computes that key for a
+//! file's own addresses without reading its symbols or DWARF.
 
 pub mod address;
 pub mod demangle;
 pub mod elf;
+pub mod elf_layout;
 pub mod error;
 pub mod frame_cache;
 pub mod kernel;
 pub mod symbolizer;
 mod table;
+mod unit_index;
 
 pub use address::{FileOffset, SymbolAddr};
 pub use demangle::{demangle, function_name};
 pub use elf::{ElfFile, Symbol};
+pub use elf_layout::ElfLayout;
 pub use error::Error;
 pub use frame_cache::FrameCache;
 pub use kernel::{KernelSymbol, KernelSymbols};
@@ -33,6 +37,7 @@ mod tests {
     #[test]
     fn thread_safety() {
         assert_send_sync::<crate::ElfFile>();
+        assert_send_sync::<crate::ElfLayout>();
         assert_send_sync::<crate::KernelSymbols>();
         assert_send_sync::<crate::Error>();
         assert_send_sync::<crate::FileSymbolizer>();

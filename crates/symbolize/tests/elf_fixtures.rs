@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{addr2line, by_addr, fixtures, hex, load_segments, nm_code, readelf_build_id};
-use symbolize::{demangle, ElfFile, FileOffset, SymbolAddr};
+use symbolize::{demangle, ElfFile, ElfLayout, FileOffset, SymbolAddr};
 
 /// Check every function's start, middle and last byte (and the byte past a
 /// sized function) against `nm` and `addr2line`. Returns the number of
@@ -293,6 +293,77 @@ fn file_offset_to_addr_matches_readelf() {
         elf.file_offset_to_addr(FileOffset(text.0 + 5)),
         Some(SymbolAddr(text.1 + 5))
     );
+}
+
+/// [`ElfLayout`] (headers only) against `readelf -lW` / `-n`, on a PIE, a non-PIE, a shared
+/// library (with and without symbols) and this Rust test binary: every `PT_LOAD` byte maps to
+/// `p_offset + (addr - p_vaddr)` and back the way [`ElfFile::file_offset_to_addr`] goes.
+#[test]
+fn elf_layout_matches_readelf() {
+    let f = fixtures();
+    let exe = std::env::current_exe().unwrap();
+    let paths = [&f.pie, &f.nopie, &f.lib, &f.lib_stripped, &exe];
+    let mut saw_shifted = false;
+    for path in paths {
+        let layout = ElfLayout::read(path).unwrap();
+        let elf = ElfFile::open(path).unwrap();
+        assert_eq!(
+            layout.build_id().map(hex),
+            readelf_build_id(path),
+            "{}",
+            path.display()
+        );
+        assert_eq!(layout.build_id(), elf.build_id(), "{}", path.display());
+        let loads = load_segments(path);
+        assert!(loads.len() >= 2, "{}: {loads:?}", path.display());
+        for &(off, vaddr, filesz, memsz) in &loads {
+            if filesz == 0 {
+                continue;
+            }
+            saw_shifted |= off != vaddr;
+            for delta in [0, filesz / 2, filesz - 1] {
+                let got = layout.addr_to_file_offset(SymbolAddr(vaddr + delta));
+                assert_eq!(
+                    got,
+                    Some(FileOffset(off + delta)),
+                    "{}: address {:#x}",
+                    path.display(),
+                    vaddr + delta
+                );
+                assert_eq!(
+                    elf.file_offset_to_addr(got.unwrap()),
+                    Some(SymbolAddr(vaddr + delta)),
+                    "{}: the recorder's translation does not come back",
+                    path.display()
+                );
+            }
+            if memsz > filesz {
+                assert_eq!(
+                    layout.addr_to_file_offset(SymbolAddr(vaddr + filesz)),
+                    None,
+                    "{}: .bss has no file offset",
+                    path.display()
+                );
+            }
+        }
+        let end = loads.iter().map(|&(_, v, _, m)| v + m).max().unwrap();
+        assert_eq!(
+            layout.addr_to_file_offset(SymbolAddr(end + 0x10_0000)),
+            None
+        );
+    }
+    assert!(saw_shifted, "no segment with p_offset != p_vaddr");
+    // The non-PIE is linked at 0x400000: its addresses are far from their offsets.
+    let layout = ElfLayout::read(&f.nopie).unwrap();
+    let text = load_segments(&f.nopie)
+        .into_iter()
+        .find(|&(o, v, _, _)| o != 0 && v >= 0x400000)
+        .unwrap();
+    assert_eq!(
+        layout.addr_to_file_offset(SymbolAddr(text.1 + 5)),
+        Some(FileOffset(text.0 + 5))
+    );
+    assert_eq!(layout.addr_to_file_offset(SymbolAddr(text.0 + 5)), None);
 }
 
 #[test]

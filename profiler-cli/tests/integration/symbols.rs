@@ -5,7 +5,8 @@
 //! - a separate debug file found through `.gnu_debuglink`, and refused when its CRC is wrong or
 //!   it belongs to another build;
 //! - compressed DWARF (`-gz=zlib`) in a binary without `.symtab`;
-//! - `profctl symbolize --elf` against binutils `addr2line` on ~1000 addresses;
+//! - `profctl symbolize --elf` against binutils `addr2line` on ~1000 addresses, and its use of
+//!   the frame cache;
 //! - debuginfod (Debian's real server on loopback; a closed port; a server that never answers);
 //! - JIT perf maps (`/tmp/perf-PID.map`);
 //! - a binary deleted while it runs (`--pid`);
@@ -497,10 +498,14 @@ fn symbolize_elf_agrees_with_addr2line() {
             .args(["-a", "-f", "-i", "-C", "-e"])
             .arg(bin),
     ));
+    // Its own cache directory: frames must come from this binary, not from an earlier run,
+    // and the user's cache is left alone.
+    let cache = tempfile::tempdir().expect("cache dir");
     let ours = parse_profctl_symbolize(&run_with_stdin(
         Command::new(profctl())
             .args(["symbolize", "-q", "--elf"])
-            .arg(bin),
+            .arg(bin)
+            .env("XDG_CACHE_HOME", cache.path()),
     ));
 
     let mut compared = 0usize;
@@ -549,6 +554,162 @@ fn symbolize_elf_agrees_with_addr2line() {
             .cloned()
             .collect::<Vec<_>>()
             .join("\n")
+    );
+}
+
+/// What `profctl symbolize -vv --elf` logs when it opens the binary (some address is not in
+/// the frame cache).
+const OPENS_BINARY: &str = "opening the binary for addresses not in the frame cache";
+
+/// Test 4b: `profctl symbolize --elf` keeps frames in the frame cache shared with the recorder
+/// (`$XDG_CACHE_HOME/profctl/frames/<build-id>.frames`): a second run over the same addresses
+/// prints the same thing without opening the binary; a corrupt cache file is ignored (and
+/// rewritten); `--no-cache` neither reads nor writes it; addresses that cannot be cached are
+/// named as without the cache.
+#[test]
+fn symbolize_elf_frame_cache() {
+    let w = sym_workloads();
+    let dir = scratch();
+    let bin = dir.path().join("symwork");
+    copy_exe(&w.symwork, &bin);
+    let build_id = build_id_hex(&bin);
+
+    // First, middle and last byte of every sized function symbol, and every other byte of
+    // `hot` (for its inline chain).
+    let nm = tool(Command::new("nm").args(["-S", "--defined-only"]).arg(&bin));
+    let mut addrs: Vec<String> = Vec::new();
+    for l in nm.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 4 || !matches!(f[2], "t" | "T") {
+            continue;
+        }
+        let (Ok(a), Ok(size)) = (u64::from_str_radix(f[0], 16), u64::from_str_radix(f[1], 16))
+        else {
+            continue;
+        };
+        if size > 0 {
+            addrs.extend([a, a + size / 2, a + size - 1].map(|x| format!("{x:#x}")));
+        }
+        if f[3] == "hot" {
+            addrs.extend((a..a + size).step_by(2).map(|x| format!("{x:#x}")));
+        }
+    }
+    assert!(
+        addrs.len() >= 9,
+        "too few function symbols in symwork:\n{nm}"
+    );
+
+    let cache = tempfile::tempdir().expect("cache dir");
+    let frames_dir = cache.path().join("profctl").join("frames");
+    let frames_file = frames_dir.join(format!("{build_id}.frames"));
+    let symbolize = |extra: &[&str], addrs: &[String]| -> (String, String) {
+        let out = Command::new(profctl())
+            .args(["-vv", "symbolize"])
+            .args(extra)
+            .arg("--elf")
+            .arg(&bin)
+            .args(addrs)
+            .env("XDG_CACHE_HOME", cache.path())
+            .env_remove("PROFCTL_LOG")
+            .output()
+            .expect("run profctl symbolize");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success(),
+            "profctl symbolize {extra:?} failed ({}): {stderr}",
+            out.status
+        );
+        (String::from_utf8(out.stdout).expect("utf-8 output"), stderr)
+    };
+
+    // --no-cache on an empty cache: the reference output, and no cache file.
+    let (reference, log) = symbolize(&["--no-cache"], &addrs);
+    assert!(
+        log.contains(OPENS_BINARY),
+        "--no-cache did not open the binary:\n{log}"
+    );
+    assert!(
+        !frames_dir.exists(),
+        "--no-cache wrote to the frame cache: {:?}",
+        fs::read_dir(&frames_dir).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+    );
+    assert_eq!(
+        reference.lines().filter(|l| l.starts_with("0x")).count(),
+        addrs.len(),
+        "one address line per address:\n{reference}"
+    );
+    assert!(
+        reference.contains("    hot at ") && reference.contains(" (inlined)"),
+        "symwork's inline chain is not in the output:\n{reference}"
+    );
+
+    // First run: resolved from the binary, and saved under the readelf build-id.
+    let (first, log) = symbolize(&[], &addrs);
+    assert_eq!(first, reference, "output differs when the cache is filled");
+    assert!(
+        log.contains(OPENS_BINARY),
+        "empty cache, yet the binary was not opened:\n{log}"
+    );
+    assert!(
+        frames_file.is_file(),
+        "no {} after the first run; the cache holds {:?}",
+        frames_file.display(),
+        fs::read_dir(&frames_dir).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+    );
+
+    // Second run: every address from the cache, the binary not opened.
+    let (second, log) = symbolize(&[], &addrs);
+    assert_eq!(second, reference, "output differs when read from the cache");
+    assert!(
+        !log.contains(OPENS_BINARY),
+        "every address is cached, yet the binary was opened:\n{log}"
+    );
+
+    // --no-cache with a full cache: not read.
+    let (uncached, log) = symbolize(&["--no-cache"], &addrs);
+    assert_eq!(uncached, reference);
+    assert!(
+        log.contains(OPENS_BINARY),
+        "--no-cache read the frame cache:\n{log}"
+    );
+
+    // A corrupt cache file is ignored, then rewritten.
+    let garbage = b"PCFRM001 this is not a frame cache".to_vec();
+    fs::write(&frames_file, &garbage).unwrap();
+    let (after_corrupt, log) = symbolize(&[], &addrs);
+    assert_eq!(
+        after_corrupt, reference,
+        "output differs with a corrupt cache"
+    );
+    assert!(
+        log.contains(OPENS_BINARY),
+        "a corrupt cache answered:\n{log}"
+    );
+    assert_ne!(
+        fs::read(&frames_file).unwrap(),
+        garbage,
+        "the corrupt cache was not rewritten"
+    );
+    let (again, log) = symbolize(&[], &addrs);
+    assert_eq!(again, reference);
+    assert!(
+        !log.contains(OPENS_BINARY),
+        "the rewritten cache did not answer:\n{log}"
+    );
+
+    // An address outside every PT_LOAD segment cannot be cached: named from the binary, with
+    // the cached ones around it, in input order.
+    let mut mixed = addrs.clone();
+    mixed.insert(1, "0x7fff00000000".to_string());
+    let (with_cache, log) = symbolize(&[], &mixed);
+    assert!(
+        log.contains(OPENS_BINARY),
+        "an uncacheable address was not resolved:\n{log}"
+    );
+    assert_eq!(with_cache, symbolize(&["--no-cache"], &mixed).0);
+    assert!(
+        with_cache.contains("0x7fff00000000\n    ?? at ??:0\n"),
+        "unexpected output for an address outside the file:\n{with_cache}"
     );
 }
 
