@@ -51,10 +51,11 @@ pub struct SymbolizeArgs {
     /// Also search this directory for debug files (.build-id/xx/rest.debug, debuglink names).
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
-    /// With --elf, neither read nor write the frame cache ($XDG_CACHE_HOME/profctl/frames,
-    /// else ~/.cache/profctl/frames, shared with `profctl record`): every address is named
-    /// from the binary's debug info. Without it, addresses an earlier run named (with DWARF)
-    /// come from the cache without opening the binary's DWARF. --pid never uses the cache.
+    /// Neither read nor write profctl's caches (under $XDG_CACHE_HOME/profctl, else
+    /// ~/.cache/profctl, shared with `profctl record`): with --elf, the frame cache (frames/),
+    /// from which addresses an earlier run named (with DWARF) come without opening the
+    /// binary's DWARF; and the decompressed debug sections (dwarf/). Every address is then
+    /// named from the binary's debug info. --pid never uses the frame cache.
     #[arg(long)]
     pub no_cache: bool,
     /// Addresses, hex (0x prefix optional). Read from standard input when none are given.
@@ -136,9 +137,8 @@ pub struct RecordArgs {
     /// when DEBUGINFOD_URLS is set.
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
-    /// Data pages per ring buffer (a power of two). Default: 128 with --call-graph fp; when
-    /// stacks are copied, a tenth of a second of samples (512 at 999 Hz with 16 KiB stacks,
-    /// at most 2048).
+    /// Data pages per ring buffer (a power of two). Default: 128 with --call-graph fp, 2048
+    /// when stacks are copied.
     #[arg(long, value_name = "PAGES")]
     pub ring_pages: Option<usize>,
     /// The command to run and profile (after --). Recording ends when it exits; if the
@@ -183,7 +183,7 @@ impl RecordArgs {
             include_kernel: !self.no_kernel,
             ring_pages: self.ring_pages.unwrap_or(match self.call_graph {
                 CallGraphArg::Fp => sampler::defaults::RING_PAGES,
-                _ => recorder::defaults::ring_pages_with_stacks(self.frequency, self.stack_size),
+                _ => recorder::defaults::RING_PAGES_WITH_STACKS,
             }),
             call_graph: match self.call_graph {
                 CallGraphArg::Fp => CallGraph::Fp,

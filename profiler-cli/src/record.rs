@@ -27,7 +27,6 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
             options.ring_pages
         );
     }
-    options.drain_interval = Duration::from_millis(100);
     // Find unwritable outputs before recording, not after.
     for path in svg_path.iter().chain(args.folded.iter()) {
         check_writable(path)?;
@@ -38,6 +37,9 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
         .context("starting the runtime")?;
 
     let live = !quiet && std::io::stderr().is_terminal();
+    if live {
+        options.drain_interval = recorder::defaults::LIVE_DRAIN_INTERVAL;
+    }
     let bar = if live {
         let bar = ProgressBar::new_spinner();
         bar.set_style(
@@ -209,6 +211,17 @@ fn print_summary(
         }
     }
     if verbose {
+        let usage = recorder::ProcessUsage::now();
+        eprintln!(
+            "profctl: own CPU {:.1} ms ({:.1} ms user, {:.1} ms system), {} drain rounds, {} + {} context switches, {} page faults",
+            usage.cpu().as_secs_f64() * 1e3,
+            usage.user.as_secs_f64() * 1e3,
+            usage.system.as_secs_f64() * 1e3,
+            r.stats.drain_rounds,
+            usage.voluntary_switches,
+            usage.involuntary_switches,
+            usage.minor_faults,
+        );
         eprintln!(
             "profctl: address cache: {} hits, {} misses, {} resets; {} from the frame cache of earlier runs; {} JIT frames",
             user.cache_hits, user.cache_misses, user.cache_resets, user.frame_cache_hits, user.jit_frames

@@ -15,6 +15,9 @@ use crate::cli::SymbolizeArgs;
 pub fn run(args: SymbolizeArgs) -> Result<ExitCode> {
     let mut search = DebugSearch::system();
     search.extra_dirs = args.debug_dirs.clone();
+    if !args.no_cache {
+        search.section_cache = recorder::user_cache_dir().map(|d| d.join("dwarf"));
+    }
     let mut addresses = Vec::new();
     let from_stdin;
     let texts: Vec<String> = if args.addresses.is_empty() {

@@ -13,6 +13,7 @@ mod recording;
 mod resolve;
 mod sink;
 mod sys;
+mod usage;
 mod user_symbols;
 
 pub use error::RecordError;
@@ -20,10 +21,11 @@ pub use options::{defaults, CallGraph, RecordOptions, RecordTarget};
 pub use pinned::PinnedFiles;
 pub use recording::{record, Progress, Recording, RecordingStats};
 pub use resolve::{resolve, ResolveStats};
+pub use usage::ProcessUsage;
 pub use user_symbols::{ResolveOptions, UserSymbolStats};
 
 /// profctl's cache directory: `$XDG_CACHE_HOME/profctl`, else `~/.cache/profctl` (kernel
-/// symbols per boot, frames per build-id).
+/// symbols per boot, frames per build-id, decompressed debug sections per build-id).
 pub fn user_cache_dir() -> Option<std::path::PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())

@@ -32,43 +32,16 @@ pub enum CallGraph {
 pub mod defaults {
     /// Bytes of user stack copied per sample for DWARF unwinding (see docs/unwinding.md).
     pub const STACK_BYTES: u32 = 16 * 1024;
-    /// Most ring buffer pages chosen by [`ring_pages_with_stacks`] (8 MiB per CPU).
+    /// Longest time a record waits in a ring buffer when no progress is shown.
+    pub const DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+    /// The drain interval while a live progress line is shown.
+    pub const LIVE_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+    /// Ring buffer pages when stacks are copied: each sample is ~16 KiB instead of ~0.3 KiB.
+    /// Large on purpose: the reader wakes at a quarter ring, and each wake-up costs more CPU
+    /// (tens of µs in a VM) than the kernel zeroing a larger ring once (measured at 999 Hz:
+    /// 512 pages 22-30 ms of profctl CPU for 5 s, 1024 pages 17-18 ms, 2048 pages 15-19 ms,
+    /// 4096 pages 19 ms).
     pub const RING_PAGES_WITH_STACKS: usize = 2048;
-    /// Fewest ring buffer pages chosen by [`ring_pages_with_stacks`] (1 MiB per CPU).
-    const MIN_RING_PAGES_WITH_STACKS: usize = 256;
-    /// Seconds of samples one ring holds: the reader wakes at a quarter ring, so three
-    /// quarters of this is how late it may be before samples are lost.
-    const RING_SECONDS: f64 = 0.1;
-
-    /// Ring buffer pages per CPU when `stack_bytes` of stack are copied with each sample at
-    /// `frequency` Hz: a tenth of a second of samples, a power of two between 256 and
-    /// [`RING_PAGES_WITH_STACKS`]. The kernel allocates and zeroes every page when the ring
-    /// is mapped, so an oversized ring is CPU spent for nothing.
-    pub fn ring_pages_with_stacks(frequency: u64, stack_bytes: u32) -> usize {
-        /// Sample record bytes besides the stack copy (header, ids, callchain, registers).
-        const RECORD_OVERHEAD: f64 = 1024.0;
-        let page = 4096.0;
-        let bytes = frequency as f64 * (f64::from(stack_bytes) + RECORD_OVERHEAD) * RING_SECONDS;
-        let pages = (bytes / page).ceil().min(RING_PAGES_WITH_STACKS as f64) as usize;
-        pages
-            .next_power_of_two()
-            .clamp(MIN_RING_PAGES_WITH_STACKS, RING_PAGES_WITH_STACKS)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::defaults::ring_pages_with_stacks;
-
-    #[test]
-    fn stack_rings_hold_a_tenth_of_a_second() {
-        // 999 Hz x ~17 KiB = 1.7 MB/s per CPU: 0.1 s is 415 pages, rounded up to 512.
-        assert_eq!(ring_pages_with_stacks(999, 16 * 1024), 512);
-        assert_eq!(ring_pages_with_stacks(99, 16 * 1024), 256);
-        assert_eq!(ring_pages_with_stacks(4000, 16 * 1024), 2048);
-        assert_eq!(ring_pages_with_stacks(50_000, 65_528), 2048);
-        assert_eq!(ring_pages_with_stacks(999, 4096), 256);
-    }
 }
 
 /// Options of one recording.
@@ -86,7 +59,9 @@ pub struct RecordOptions {
     pub ring_pages: usize,
     /// Which event.
     pub event: EventChoice,
-    /// Longest time a record waits in a ring buffer before it is read.
+    /// Longest time a record waits in a ring buffer before it is read (rings are also read
+    /// whenever a quarter of one fills, and at every side-band record). Each wake-up costs
+    /// CPU (about 100 µs in a VM), so it is long unless someone watches the progress.
     pub drain_interval: Duration,
     /// How user stacks are walked.
     pub call_graph: CallGraph,
@@ -109,7 +84,7 @@ impl RecordOptions {
             include_kernel: true,
             ring_pages: sampler::defaults::RING_PAGES,
             event: EventChoice::Auto,
-            drain_interval: Duration::from_millis(100),
+            drain_interval: defaults::DRAIN_INTERVAL,
             call_graph: CallGraph::Auto,
             stack_bytes: defaults::STACK_BYTES,
             preload_symbols: Some(symbolize::DebugSearch::system()),

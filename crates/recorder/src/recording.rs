@@ -40,6 +40,8 @@ pub struct RecordingStats {
     pub malformed_records: u64,
     /// Ring-buffer batches cut short by a malformed header (skipped).
     pub malformed_batches: u64,
+    /// Times the ring buffers were drained (wake-ups by watermark, side-band record or tick).
+    pub drain_rounds: u64,
 }
 
 /// The raw result of a recording, before symbolization.

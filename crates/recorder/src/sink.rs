@@ -189,6 +189,7 @@ impl RecordSink for Collector<'_> {
     }
 
     fn on_round(&mut self, sampler: &Sampler) {
+        self.stats.drain_rounds += 1;
         let ring = sampler.ring_stats();
         self.stats.malformed_batches = ring.malformed;
         // Progress at most every 100 ms (drain rounds can be far more frequent).

@@ -161,3 +161,14 @@ pub(crate) fn raise_open_file_limit() -> u64 {
     }
     limit.rlim_cur
 }
+
+/// `getrusage(RUSAGE_SELF)`: resources used by every thread of this process.
+pub(crate) fn rusage_self() -> io::Result<libc::rusage> {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage for the kernel to fill.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(usage)
+}

@@ -34,7 +34,10 @@ impl Default for ResolveOptions {
     fn default() -> Self {
         ResolveOptions {
             lines: false,
-            debug_search: DebugSearch::system(),
+            debug_search: DebugSearch {
+                section_cache: crate::user_cache_dir().map(|d| d.join("dwarf")),
+                ..DebugSearch::system()
+            },
             debuginfod: debuginfod::DebuginfodConfig::from_env(),
             address_cache_entries: 1 << 20,
         }

@@ -38,6 +38,9 @@ pub async fn drain_until(
             what: "registering ring buffers with epoll",
             source,
         })?;
+    // Rings whose task exited: the kernel reports them readable (HUP) for good, so they are
+    // no longer waited on; the tick and the other rings still drain them.
+    let mut closed = vec![false; fds.len()];
     let mut interval = tokio::time::interval(tick);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(stop);
@@ -45,11 +48,7 @@ pub async fn drain_until(
         tokio::select! {
             biased;
             () = &mut stop => break,
-            (ready, _, _) = futures_any_readable(&fds) => {
-                if let Ok(mut guard) = ready {
-                    guard.clear_ready();
-                }
-            }
+            () = any_readable(&fds, &mut closed) => {}
             _ = interval.tick() => {}
         }
         sampler.drain(&mut |r| sink.on_record(r));
@@ -62,18 +61,36 @@ pub async fn drain_until(
     Ok(())
 }
 
-/// Resolves when any of `fds` is readable: the guard of the first one, its index, the rest.
-async fn futures_any_readable(
-    fds: &[AsyncFd<OwnedFd>],
-) -> (
-    std::io::Result<tokio::io::unix::AsyncFdReadyGuard<'_, OwnedFd>>,
-    usize,
-    (),
-) {
-    if fds.is_empty() {
-        std::future::pending::<()>().await;
-    }
-    let futures = fds.iter().map(|fd| Box::pin(fd.readable()));
-    let (result, index, _rest) = futures_util::future::select_all(futures).await;
-    (result, index, ())
+/// Resolves when any of `fds` not `closed` is readable, after clearing the readiness of every
+/// one that is.
+///
+/// Every ring is drained after any wakes, so all readiness is consumed here, before the
+/// drain: data written after this point wakes the loop again. A ring whose task exited stays
+/// readable for good (HUP, which tokio never clears): it is marked `closed` and no longer
+/// polled, so that the loop does not spin. Polls the descriptors in place, without allocating.
+async fn any_readable(fds: &[AsyncFd<OwnedFd>], closed: &mut [bool]) {
+    std::future::poll_fn(|cx| {
+        let mut any = false;
+        for (fd, closed) in fds.iter().zip(closed.iter_mut()) {
+            if *closed {
+                continue;
+            }
+            if let std::task::Poll::Ready(ready) = fd.poll_read_ready(cx) {
+                match ready {
+                    Ok(mut guard) => {
+                        *closed = guard.ready().is_read_closed();
+                        guard.clear_ready();
+                    }
+                    Err(_) => *closed = true,
+                }
+                any = true;
+            }
+        }
+        if any {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }

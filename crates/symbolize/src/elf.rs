@@ -138,7 +138,7 @@ impl ElfFile {
     pub fn symbol(&self, addr: SymbolAddr) -> Option<Symbol<'_>> {
         let e = self.table.lookup(addr.0)?;
         Some(Symbol {
-            name: self.table.name(e),
+            name: self.table.name(&e),
             start: SymbolAddr(e.start),
             size: e.size,
         })

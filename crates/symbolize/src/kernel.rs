@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::error::Error;
-use crate::table::{Binding, Candidate, Table, TableBuilder};
+use crate::table::{Binding, Bytes, Candidate, Table, TableBuilder};
 
 const KALLSYMS: &str = "/proc/kallsyms";
 const NO_MODULE: u32 = u32::MAX;
@@ -117,6 +117,7 @@ impl KernelSymbols {
     /// to that symbol.
     pub fn lookup(&self, addr: u64) -> Option<KernelSymbol<'_>> {
         let e = self.table.lookup(addr)?;
+        let e = &e;
         let module = self
             .modules
             .get(e.tag as usize)
@@ -151,9 +152,11 @@ impl KernelSymbols {
             return Self::load();
         };
         let path = cache_dir.join(format!("kallsyms-{key}.bin"));
-        if let Some(cached) = std::fs::read(&path)
+        // Mapped and used in place: reading and unpacking the table (7 MB here) cost more
+        // than the rest of a short recording.
+        if let Some(cached) = crate::elf::map_file(&path)
             .ok()
-            .and_then(|b| Self::from_cache_bytes(&b))
+            .and_then(|map| Self::from_cache(Bytes::Map(map)))
         {
             tracing::debug!(path = %path.display(), symbols = cached.len(), "kernel symbols from cache");
             return Ok(cached);
@@ -182,9 +185,18 @@ impl KernelSymbols {
     }
 
     /// Parse a cache file; None when it is not one (corrupt files are ignored, not trusted).
+    #[cfg(test)]
     fn from_cache_bytes(bytes: &[u8]) -> Option<KernelSymbols> {
-        let mut r = crate::table::Reader(bytes.strip_prefix(CACHE_MAGIC)?);
-        let table = Table::read_from(&mut r)?;
+        Self::from_cache(Bytes::Vec(bytes.to_vec()))
+    }
+
+    /// Use a cache file's bytes: its table in place, its module names copied (they are few).
+    fn from_cache(data: Bytes) -> Option<KernelSymbols> {
+        if !data.starts_with(CACHE_MAGIC) {
+            return None;
+        }
+        let layout = Table::layout(&data, CACHE_MAGIC.len())?;
+        let mut r = crate::table::Reader(&data[layout.end..]);
         let count = usize::try_from(r.u64()?).ok()?;
         if count.checked_mul(16)? > r.0.len() {
             return None;
@@ -206,7 +218,7 @@ impl KernelSymbols {
             return None;
         }
         Some(KernelSymbols {
-            table,
+            table: Table::serialized(data, layout),
             modules,
             module_names,
             restricted: false,

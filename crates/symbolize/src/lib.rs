@@ -17,6 +17,7 @@ pub mod elf_layout;
 pub mod error;
 pub mod frame_cache;
 pub mod kernel;
+mod section_cache;
 pub mod symbolizer;
 mod table;
 mod unit_index;

@@ -5,7 +5,6 @@
 //! symbol tables only); the DWARF sections are mapped, decompressed and
 //! indexed on the first [`FileSymbolizer::frames`] call.
 
-use std::borrow::Cow;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -31,6 +30,9 @@ pub struct DebugSearch {
     /// Debug files to try last, matched by build-id only (for example fetched from a
     /// debuginfod server).
     pub debug_files: Vec<PathBuf>,
+    /// Where the decompressed DWARF sections of large compressed debug files are kept, by
+    /// build-id; None: decompressed again by every process.
+    pub section_cache: Option<PathBuf>,
 }
 
 impl DebugSearch {
@@ -40,6 +42,7 @@ impl DebugSearch {
             extra_dirs: Vec::new(),
             system_debug_dir: PathBuf::from("/usr/lib/debug"),
             debug_files: Vec::new(),
+            section_cache: None,
         }
     }
 }
@@ -76,8 +79,10 @@ struct DwarfOwner {
 struct DwarfFile {
     name: String,
     map: Mmap,
-    /// Compressed sections, decompressed on first use.
-    decompressed: OnceLock<Vec<(gimli::SectionId, Vec<u8>)>>,
+    /// Compressed sections, decompressed (or mapped from the section cache) on first use.
+    decompressed: OnceLock<Vec<(gimli::SectionId, crate::section_cache::SectionBytes)>>,
+    /// The section cache directory (without the build-id part), if any.
+    section_cache: Option<PathBuf>,
 }
 
 type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
@@ -524,6 +529,7 @@ impl FileSymbolizer {
                         name,
                         map,
                         decompressed: OnceLock::new(),
+                        section_cache: search.section_cache.clone(),
                     },
                     sup,
                 },
@@ -867,6 +873,10 @@ fn build_context(owner: &DwarfOwner) -> Option<addr2line::Context<Reader<'_>>> {
 fn load_dwarf(f: &DwarfFile, endian: RunTimeEndian) -> Option<gimli::Dwarf<Reader<'_>>> {
     let obj = object::File::parse(&*f.map).ok()?;
     let decompressed = f.decompressed.get_or_init(|| {
+        let cache = f
+            .section_cache
+            .as_deref()
+            .and_then(|dir| crate::section_cache::SectionCache::for_file(dir, &obj));
         let mut v = Vec::new();
         for id in NAMING_SECTIONS {
             let Some(sec) = obj.section_by_name(id.name()) else {
@@ -878,9 +888,19 @@ fn load_dwarf(f: &DwarfFile, endian: RunTimeEndian) -> Option<gimli::Dwarf<Reade
             if c.format == CompressionFormat::None {
                 continue;
             }
+            let cached = cache.as_ref().and_then(|cache| cache.get(id.name(), c.uncompressed_size));
+            if let Some(bytes) = cached {
+                v.push((id, bytes));
+                continue;
+            }
             match c.decompress() {
-                Ok(Cow::Owned(data)) => v.push((id, data)),
-                Ok(Cow::Borrowed(data)) => v.push((id, data.to_vec())),
+                Ok(data) => {
+                    let data = data.into_owned();
+                    if let Some(cache) = &cache {
+                        cache.put(id.name(), &data);
+                    }
+                    v.push((id, crate::section_cache::SectionBytes::Owned(data)));
+                }
                 Err(err) => {
                     tracing::debug!(file = %f.name, section = id.name(), %err, "cannot decompress DWARF section")
                 }
@@ -890,7 +910,7 @@ fn load_dwarf(f: &DwarfFile, endian: RunTimeEndian) -> Option<gimli::Dwarf<Reade
     });
     let load = |id: gimli::SectionId| -> Result<Reader<'_>, gimli::Error> {
         if let Some((_, data)) = decompressed.iter().find(|(i, _)| *i == id) {
-            return Ok(EndianSlice::new(data, endian));
+            return Ok(EndianSlice::new(data.bytes(), endian));
         }
         if !NAMING_SECTIONS.contains(&id) {
             return Ok(EndianSlice::new(&[], endian));
@@ -952,6 +972,7 @@ fn find_sup(debug_file: &Path, file: &[u8], id: &[u8], search: &DebugSearch) -> 
                 name: p.display().to_string(),
                 map: f.map,
                 decompressed: OnceLock::new(),
+                section_cache: search.section_cache.clone(),
             });
         }
     }

@@ -119,19 +119,71 @@ impl TableBuilder {
         }
         arena.shrink_to_fit();
         entries.shrink_to_fit();
-        Table {
+        Table::Owned {
             names: arena,
             entries,
         }
     }
 }
 
-/// The finished, immutable table.
-#[derive(Debug, Default)]
-pub(crate) struct Table {
-    names: String,
-    entries: Vec<Entry>,
+/// The finished, immutable table: built in memory, or read in place from its serialized form
+/// (an on-disk cache, mapped: nothing is copied or allocated to load it).
+#[derive(Debug)]
+pub(crate) enum Table {
+    /// Built by [`TableBuilder`].
+    Owned { names: String, entries: Vec<Entry> },
+    /// The bytes [`Table::write_to`] wrote, at `layout` within `data`.
+    Serialized { data: Bytes, layout: Layout },
 }
+
+impl Default for Table {
+    fn default() -> Table {
+        Table::Owned {
+            names: String::new(),
+            entries: Vec::new(),
+        }
+    }
+}
+
+/// Bytes held in memory or mapped from a file.
+pub(crate) enum Bytes {
+    /// In memory (tests build tables from bytes).
+    #[cfg(test)]
+    Vec(Vec<u8>),
+    /// Mapped read-only.
+    Map(memmap2::Mmap),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            #[cfg(test)]
+            Bytes::Vec(v) => v,
+            Bytes::Map(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes", self.len())
+    }
+}
+
+/// Where a serialized table's parts are within its bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Layout {
+    entries: usize,
+    count: usize,
+    names: usize,
+    names_len: usize,
+    /// The first byte after the table.
+    pub end: usize,
+}
+
+/// Bytes of one serialized entry: start, end, size (u64), name offset, length, tag (u32).
+const ENTRY_BYTES: usize = 36;
 
 /// Reads little-endian integers off the front of a byte slice.
 pub(crate) struct Reader<'a>(pub &'a [u8]);
@@ -159,12 +211,31 @@ impl<'a> Reader<'a> {
     }
 }
 
+fn u64_at(data: &[u8], at: usize) -> u64 {
+    data.get(at..at + 8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+fn u32_at(data: &[u8], at: usize) -> u32 {
+    data.get(at..at + 4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_le_bytes)
+}
+
 impl Table {
     /// Append this table in a compact binary form (for on-disk caches).
     pub fn write_to(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.entries.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(self.names.len() as u64).to_le_bytes());
-        for e in &self.entries {
+        out.extend_from_slice(&(self.len() as u64).to_le_bytes());
+        let names: &[u8] = match self {
+            Table::Owned { names, .. } => names.as_bytes(),
+            Table::Serialized { data, layout } => {
+                &data[layout.names..layout.names + layout.names_len]
+            }
+        };
+        out.extend_from_slice(&(names.len() as u64).to_le_bytes());
+        for i in 0..self.len() {
+            let e = self.entry(i);
             for v in [e.start, e.end, e.size] {
                 out.extend_from_slice(&v.to_le_bytes());
             }
@@ -172,59 +243,97 @@ impl Table {
                 out.extend_from_slice(&v.to_le_bytes());
             }
         }
-        out.extend_from_slice(self.names.as_bytes());
+        out.extend_from_slice(names);
     }
 
-    /// Read a table written by [`Table::write_to`]; None when the bytes are not one
-    /// (truncated, names out of bounds, entries out of order).
-    pub fn read_from(r: &mut Reader<'_>) -> Option<Table> {
+    /// Where the table [`Table::write_to`] wrote at `start` of `data` lies; None when the
+    /// bytes cannot be one (too short for its counts). Entries are not read: a table in a
+    /// cache file is used in place, and a corrupt entry answers wrongly or not at all, never
+    /// out of bounds.
+    pub fn layout(data: &[u8], start: usize) -> Option<Layout> {
+        let mut r = Reader(data.get(start..)?);
         let count = usize::try_from(r.u64()?).ok()?;
         let names_len = usize::try_from(r.u64()?).ok()?;
-        if count.checked_mul(36)? > r.0.len() {
-            return None;
-        }
-        let mut entries = Vec::with_capacity(count);
-        for _ in 0..count {
-            let (start, end, size) = (r.u64()?, r.u64()?, r.u64()?);
-            let (name_off, name_len, tag) = (r.u32()?, r.u32()?, r.u32()?);
-            if (name_off as usize).checked_add(name_len as usize)? > names_len {
-                return None;
+        let entries = start + 16;
+        let names = entries.checked_add(count.checked_mul(ENTRY_BYTES)?)?;
+        let end = names.checked_add(names_len)?;
+        (end <= data.len()).then_some(Layout {
+            entries,
+            count,
+            names,
+            names_len,
+            end,
+        })
+    }
+
+    /// The table at `layout` in `data`, used in place.
+    pub fn serialized(data: Bytes, layout: Layout) -> Table {
+        Table::Serialized { data, layout }
+    }
+
+    fn entry(&self, i: usize) -> Entry {
+        match self {
+            Table::Owned { entries, .. } => entries[i],
+            Table::Serialized { data, layout } => {
+                let at = layout.entries + i * ENTRY_BYTES;
+                Entry {
+                    start: u64_at(data, at),
+                    end: u64_at(data, at + 8),
+                    size: u64_at(data, at + 16),
+                    name_off: u32_at(data, at + 24),
+                    name_len: u32_at(data, at + 28),
+                    tag: u32_at(data, at + 32),
+                }
             }
-            entries.push(Entry {
-                start,
-                end,
-                size,
-                name_off,
-                name_len,
-                tag,
-            });
         }
-        if entries.windows(2).any(|w| w[0].start > w[1].start) {
-            return None;
+    }
+
+    fn start_of(&self, i: usize) -> u64 {
+        match self {
+            Table::Owned { entries, .. } => entries[i].start,
+            Table::Serialized { data, layout } => u64_at(data, layout.entries + i * ENTRY_BYTES),
         }
-        let names = String::from_utf8(r.bytes(names_len)?.to_vec()).ok()?;
-        Some(Table { names, entries })
     }
 
     /// The entry whose range contains `addr`: greatest start <= addr, and
     /// addr below its end (an end of `u64::MAX` means unbounded).
-    pub fn lookup(&self, addr: u64) -> Option<&Entry> {
-        let i = self.entries.partition_point(|e| e.start <= addr);
-        let e = self.entries.get(i.checked_sub(1)?)?;
+    pub fn lookup(&self, addr: u64) -> Option<Entry> {
+        // Binary search for the number of entries starting at or before `addr`.
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.start_of(mid) <= addr {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let e = self.entry(lo.checked_sub(1)?);
         (addr < e.end || e.end == u64::MAX).then_some(e)
     }
 
-    /// The name of an entry of this table.
+    /// The name of an entry of this table ("" when a corrupt cache gives no valid name).
     pub fn name(&self, e: &Entry) -> &str {
         let start = e.name_off as usize;
-        self.names
-            .get(start..start + e.name_len as usize)
-            .unwrap_or("")
+        let end = start.saturating_add(e.name_len as usize);
+        match self {
+            Table::Owned { names, .. } => names.get(start..end).unwrap_or(""),
+            Table::Serialized { data, layout } => {
+                let names = &data[layout.names..layout.names + layout.names_len];
+                names
+                    .get(start..end)
+                    .and_then(|b| std::str::from_utf8(b).ok())
+                    .unwrap_or("")
+            }
+        }
     }
 
     /// Number of distinct addresses.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        match self {
+            Table::Owned { entries, .. } => entries.len(),
+            Table::Serialized { layout, .. } => layout.count,
+        }
     }
 }
 
@@ -251,7 +360,59 @@ mod tests {
     }
 
     fn name_at(t: &Table, addr: u64) -> Option<&str> {
-        t.lookup(addr).map(|e| t.name(e))
+        t.lookup(addr).map(|e| t.name(&e))
+    }
+
+    /// The same table, written out and read back in place.
+    fn round_trip(t: &Table) -> Table {
+        let mut bytes = vec![0xaa; 3];
+        t.write_to(&mut bytes);
+        let layout = Table::layout(&bytes, 3).unwrap();
+        assert_eq!(layout.end, bytes.len());
+        Table::serialized(Bytes::Vec(bytes), layout)
+    }
+
+    #[test]
+    fn serialized_tables_answer_like_built_ones() {
+        let t = build(&[
+            (c(0x100, 0x10, Binding::Global), "a"),
+            (c(0x200, 0, Binding::Global), "b"),
+            (c(0x300, 4, Binding::Local), "ccc"),
+        ]);
+        let back = round_trip(&t);
+        assert_eq!(back.len(), 3);
+        for addr in [
+            0,
+            0xff,
+            0x100,
+            0x10f,
+            0x110,
+            0x200,
+            0x2ff,
+            0x300,
+            0x303,
+            0x304,
+            u64::MAX,
+        ] {
+            assert_eq!(name_at(&t, addr), name_at(&back, addr), "{addr:#x}");
+        }
+        assert_eq!(name_at(&round_trip(&back), 0x301), Some("ccc"));
+        assert_eq!(round_trip(&build(&[])).lookup(5).map(|e| e.start), None);
+    }
+
+    #[test]
+    fn short_or_corrupt_serialized_tables() {
+        let t = build(&[(c(0x100, 0x10, Binding::Global), "abc")]);
+        let mut bytes = Vec::new();
+        t.write_to(&mut bytes);
+        for cut in 0..bytes.len() {
+            assert!(Table::layout(&bytes[..cut], 0).is_none(), "cut at {cut}");
+        }
+        // A name offset past the names is no name, not a panic.
+        bytes[16 + 24] = 0xff;
+        let layout = Table::layout(&bytes, 0).unwrap();
+        let bad = Table::serialized(Bytes::Vec(bytes), layout);
+        assert_eq!(name_at(&bad, 0x100), Some(""));
     }
 
     #[test]

@@ -47,6 +47,7 @@ fn isolated(extra_dirs: Vec<PathBuf>) -> DebugSearch {
         extra_dirs,
         system_debug_dir: PathBuf::new(),
         debug_files: vec![],
+        section_cache: None,
     }
 }
 
@@ -283,6 +284,7 @@ fn debuglink_under_system_dir() {
         extra_dirs: vec![],
         system_debug_dir: system,
         debug_files: vec![],
+        section_cache: None,
     };
     let sym = FileSymbolizer::open(&sp.stripped, None, &search).unwrap();
     assert_eq!(sym.sources()[1], format!("debuglink {}", moved.display()));
@@ -299,6 +301,7 @@ fn build_id_in_system_dir() {
         extra_dirs: vec![],
         system_debug_dir: system,
         debug_files: vec![],
+        section_cache: None,
     };
     let sym = FileSymbolizer::open(&sp.stripped, None, &search).unwrap();
     assert_eq!(
@@ -319,6 +322,7 @@ fn build_id_in_extra_dir() {
         extra_dirs: vec![sp.dir.path().join("missing"), extra],
         system_debug_dir: sp.dir.path().join("sysdebug"),
         debug_files: vec![],
+        section_cache: None,
     };
     let sym = FileSymbolizer::open(&sp.stripped, None, &search).unwrap();
     assert_eq!(sym.sources()[1], format!("extra dir {}", moved.display()));
@@ -338,6 +342,7 @@ fn explicit_debug_file_matched_by_build_id() {
     put(&sp.debug, &fetched);
     let search = DebugSearch {
         debug_files: vec![fetched.clone()],
+        section_cache: None,
         ..isolated(vec![])
     };
     let sym = FileSymbolizer::open(&sp.stripped, None, &search).unwrap();

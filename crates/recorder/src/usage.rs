@@ -1,0 +1,61 @@
+//! What profctl itself costs: its own CPU time and scheduling counts, for `-v` summaries and
+//! benchmarks (the profiler profiled).
+
+use std::time::Duration;
+
+/// Resources used so far by every thread of this process (not by the commands it runs).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessUsage {
+    /// CPU time in user mode.
+    pub user: Duration,
+    /// CPU time in the kernel on the process's behalf.
+    pub system: Duration,
+    /// Times a thread gave up the CPU to wait (epoll, locks, IO).
+    pub voluntary_switches: u64,
+    /// Times a thread was preempted.
+    pub involuntary_switches: u64,
+    /// Page faults served without IO.
+    pub minor_faults: u64,
+}
+
+impl ProcessUsage {
+    /// The usage at this moment; zero when the kernel refuses (never expected).
+    pub fn now() -> ProcessUsage {
+        let Ok(u) = crate::sys::rusage_self() else {
+            return ProcessUsage::default();
+        };
+        let time = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+        };
+        ProcessUsage {
+            user: time(u.ru_utime),
+            system: time(u.ru_stime),
+            voluntary_switches: u.ru_nvcsw as u64,
+            involuntary_switches: u.ru_nivcsw as u64,
+            minor_faults: u.ru_minflt as u64,
+        }
+    }
+
+    /// User plus system time.
+    pub fn cpu(&self) -> Duration {
+        self.user + self.system
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_grows_with_work() {
+        let before = ProcessUsage::now();
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(30) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let after = ProcessUsage::now();
+        assert!(after.cpu() >= before.cpu() + Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,213 @@
+//! Decompressed DWARF sections kept on disk, by build-id.
+//!
+//! Debian's debug files (libc6-dbg and most `-dbgsym` packages) compress their DWARF with
+//! zlib. Decompressing libc's takes about 15 ms of CPU, which every `profctl record` that
+//! meets a new libc address paid again. The sections are written once, uncompressed, to
+//! `<dir>/<build-id>/<section>`, and later processes map them instead. Only files whose
+//! compressed DWARF is large are cached; a cached section is used only when its size is the
+//! one the compression header announces, and files are replaced by rename, never rewritten in
+//! place, so a mapping in use stays valid. At most [`MAX_FILES`] build-ids are kept: the
+//! least recently written go first.
+
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSection};
+
+/// Compressed DWARF smaller than this is decompressed every time (a few hundred µs at most).
+#[cfg(not(test))]
+const MIN_COMPRESSED_BYTES: u64 = 512 * 1024;
+/// Unit tests cache the small binaries they build.
+#[cfg(test)]
+const MIN_COMPRESSED_BYTES: u64 = 1;
+/// Build-ids kept in the cache directory.
+const MAX_FILES: usize = 32;
+
+/// A section's bytes: decompressed in memory, or mapped from the cache.
+pub(crate) enum SectionBytes {
+    /// Decompressed by this process.
+    Owned(Vec<u8>),
+    /// Mapped from the cache directory.
+    Mapped(memmap2::Mmap),
+}
+
+impl SectionBytes {
+    /// The section's bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            SectionBytes::Owned(v) => v,
+            SectionBytes::Mapped(m) => m,
+        }
+    }
+}
+
+/// The cache entry of one debug file.
+pub(crate) struct SectionCache {
+    root: PathBuf,
+    dir: PathBuf,
+}
+
+impl SectionCache {
+    /// The entry of `obj` under `root`, when `obj` has a build-id and enough compressed DWARF
+    /// to be worth caching.
+    pub(crate) fn for_file(root: &Path, obj: &object::File<'_>) -> Option<SectionCache> {
+        let build_id = obj.build_id().ok()??;
+        let compressed: u64 = obj
+            .sections()
+            .filter(|s| s.name().is_ok_and(|n| n.starts_with(".debug_")))
+            .filter_map(|s| s.compressed_file_range().ok())
+            .filter(|r| r.format != object::CompressionFormat::None)
+            .map(|r| r.compressed_size)
+            .sum();
+        (compressed >= MIN_COMPRESSED_BYTES).then(|| SectionCache {
+            root: root.to_owned(),
+            dir: root.join(crate::error::hex(build_id)),
+        })
+    }
+
+    fn path(&self, section: &str) -> PathBuf {
+        self.dir.join(section.trim_start_matches('.'))
+    }
+
+    /// The cached section, if present with exactly `size` bytes.
+    pub(crate) fn get(&self, section: &str, size: u64) -> Option<SectionBytes> {
+        let path = self.path(section);
+        let map = crate::elf::map_file(&path).ok()?;
+        if map.len() as u64 != size {
+            tracing::debug!(path = %path.display(), "ignoring a cached section of the wrong size");
+            return None;
+        }
+        Some(SectionBytes::Mapped(map))
+    }
+
+    /// Keep a decompressed section for later processes; failures are only logged.
+    pub(crate) fn put(&self, section: &str, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let path = self.path(section);
+        let result = (|| {
+            if !self.dir.exists() {
+                std::fs::create_dir_all(&self.dir)?;
+                self.evict_old();
+            }
+            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            std::fs::write(&tmp, data)?;
+            std::fs::rename(&tmp, &path)
+        })();
+        if let Err(err) = result {
+            tracing::debug!(path = %path.display(), %err, "cannot cache a decompressed section");
+        }
+    }
+
+    /// Remove the least recently written build-ids beyond [`MAX_FILES`].
+    fn evict_old(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return;
+        };
+        let mut dirs: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let modified = e.metadata().ok()?.modified().ok()?;
+                Some((modified, e.path()))
+            })
+            .collect();
+        if dirs.len() <= MAX_FILES {
+            return;
+        }
+        dirs.sort();
+        for (_, dir) in &dirs[..dirs.len() - MAX_FILES] {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use object::{Object, ObjectSection};
+
+    use crate::{DebugSearch, FileSymbolizer, ResolvedFrame, SymbolAddr};
+
+    /// Every fourth address of `.text`, with file:line.
+    fn all_frames(bin: &std::path::Path, search: &DebugSearch) -> Vec<Vec<ResolvedFrame>> {
+        let data = std::fs::read(bin).unwrap();
+        let obj = object::File::parse(&*data).unwrap();
+        let text = obj.section_by_name(".text").unwrap();
+        let sym = FileSymbolizer::open(bin, None, search).unwrap();
+        (text.address()..text.address() + text.size())
+            .step_by(4)
+            .map(|a| sym.frames(SymbolAddr(a), true))
+            .collect()
+    }
+
+    #[test]
+    fn sections_are_cached_reused_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("inline-gz");
+        let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/inline.c");
+        let status = Command::new("cc")
+            .args(["-O2", "-g", "-gz=zlib", "-Wl,--build-id", "-o"])
+            .arg(&bin)
+            .arg(fixture)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let cache = dir.path().join("cache");
+        let search = DebugSearch {
+            system_debug_dir: Default::default(),
+            section_cache: Some(cache.clone()),
+            ..DebugSearch::system()
+        };
+        let uncached = all_frames(
+            &bin,
+            &DebugSearch {
+                section_cache: None,
+                ..search.clone()
+            },
+        );
+        assert!(uncached.iter().flatten().any(|f| f.line.is_some()));
+
+        // The first process decompresses and writes; the second maps.
+        assert_eq!(all_frames(&bin, &search), uncached);
+        let entries: Vec<_> = std::fs::read_dir(&cache).unwrap().flatten().collect();
+        assert_eq!(entries.len(), 1, "one build-id directory");
+        let info = entries[0].path().join("debug_info");
+        let line = entries[0].path().join("debug_line");
+        let info_len = std::fs::metadata(&info).unwrap().len();
+        assert!(info_len > 0);
+        assert_eq!(all_frames(&bin, &search), uncached);
+
+        // The cached bytes are what is read: garbage of the right size changes the lines.
+        let good_line = std::fs::read(&line).unwrap();
+        std::fs::write(&line, vec![0xffu8; good_line.len()]).unwrap();
+        assert_ne!(all_frames(&bin, &search), uncached);
+
+        // A section of the wrong size is ignored and rewritten.
+        std::fs::write(&line, b"short").unwrap();
+        assert_eq!(all_frames(&bin, &search), uncached);
+        assert_eq!(std::fs::read(&line).unwrap(), good_line);
+    }
+
+    #[test]
+    fn old_build_ids_are_evicted() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..super::MAX_FILES + 3 {
+            std::fs::create_dir(dir.path().join(format!("{i:02}"))).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let cache = super::SectionCache {
+            root: dir.path().to_owned(),
+            dir: dir.path().join("new"),
+        };
+        cache.put(".debug_info", b"bytes");
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left.len(), super::MAX_FILES);
+        assert!(left.contains(&"new".to_string()));
+        assert!(!left.contains(&"00".to_string()) && !left.contains(&"03".to_string()));
+    }
+}
