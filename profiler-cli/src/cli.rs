@@ -137,8 +137,9 @@ pub struct RecordArgs {
     /// when DEBUGINFOD_URLS is set.
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
-    /// Data pages per ring buffer (a power of two). Default: 128 with --call-graph fp, 2048
-    /// when stacks are copied.
+    /// Data pages per ring buffer (a power of two). Default: 128 with --call-graph fp; when
+    /// stacks are copied, half a ring holds a tenth of a second of samples (1024 at 999 Hz
+    /// with 16 KiB stacks; 256 to 2048).
     #[arg(long, value_name = "PAGES")]
     pub ring_pages: Option<usize>,
     /// The command to run and profile (after --). Recording ends when it exits; if the
@@ -183,7 +184,7 @@ impl RecordArgs {
             include_kernel: !self.no_kernel,
             ring_pages: self.ring_pages.unwrap_or(match self.call_graph {
                 CallGraphArg::Fp => sampler::defaults::RING_PAGES,
-                _ => recorder::defaults::RING_PAGES_WITH_STACKS,
+                _ => recorder::defaults::ring_pages_with_stacks(self.frequency, self.stack_size),
             }),
             call_graph: match self.call_graph {
                 CallGraphArg::Fp => CallGraph::Fp,

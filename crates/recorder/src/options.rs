@@ -36,12 +36,48 @@ pub mod defaults {
     pub const DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
     /// The drain interval while a live progress line is shown.
     pub const LIVE_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
-    /// Ring buffer pages when stacks are copied: each sample is ~16 KiB instead of ~0.3 KiB.
-    /// Large on purpose: the reader wakes at a quarter ring, and each wake-up costs more CPU
-    /// (tens of µs in a VM) than the kernel zeroing a larger ring once (measured at 999 Hz:
-    /// 512 pages 22-30 ms of profctl CPU for 5 s, 1024 pages 17-18 ms, 2048 pages 15-19 ms,
-    /// 4096 pages 19 ms).
+    /// Most ring buffer pages chosen by [`ring_pages_with_stacks`] (8 MiB per CPU).
     pub const RING_PAGES_WITH_STACKS: usize = 2048;
+    /// Fewest ring buffer pages chosen by [`ring_pages_with_stacks`] (1 MiB per CPU).
+    const MIN_RING_PAGES_WITH_STACKS: usize = 256;
+    /// When stacks are copied, the reader is woken when half a ring is filled.
+    pub const WAKEUP_DIVISOR_WITH_STACKS: usize = 2;
+
+    /// Ring buffer pages per CPU when `stack_bytes` of stack are copied with each sample at
+    /// `frequency` Hz: half a ring holds at least a tenth of a second of samples (the reader
+    /// wakes at half a ring, and may be that late before samples are lost); a power of two
+    /// between 256 and [`RING_PAGES_WITH_STACKS`].
+    ///
+    /// Each wake-up costs more CPU (tens of µs in a VM) than zeroing pages, and the kernel
+    /// zeroes every page of a ring when it is mapped. Measured at 999 Hz with 16 KiB stacks
+    /// (profctl CPU for 5 s, median of 8): 1024 pages woken at half 13.0 ms, 2048 pages at a
+    /// quarter 15.6 ms, 1024 at a quarter 16.1 ms, 512 at half 17.1 ms.
+    pub fn ring_pages_with_stacks(frequency: u64, stack_bytes: u32) -> usize {
+        /// Sample record bytes besides the stack copy (header, ids, callchain, registers).
+        const RECORD_OVERHEAD: f64 = 1024.0;
+        /// Seconds of samples a whole ring holds.
+        const RING_SECONDS: f64 = 0.2;
+        let bytes = frequency as f64 * (f64::from(stack_bytes) + RECORD_OVERHEAD) * RING_SECONDS;
+        let pages = (bytes / 4096.0).ceil().min(RING_PAGES_WITH_STACKS as f64) as usize;
+        pages
+            .next_power_of_two()
+            .clamp(MIN_RING_PAGES_WITH_STACKS, RING_PAGES_WITH_STACKS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::defaults::ring_pages_with_stacks;
+
+    #[test]
+    fn half_a_stack_ring_holds_a_tenth_of_a_second() {
+        // 999 Hz x 17 KiB = 17 MB/s per CPU: 0.2 s is 849 pages, rounded up to 1024.
+        assert_eq!(ring_pages_with_stacks(999, 16 * 1024), 1024);
+        assert_eq!(ring_pages_with_stacks(99, 16 * 1024), 256);
+        assert_eq!(ring_pages_with_stacks(2000, 16 * 1024), 2048);
+        assert_eq!(ring_pages_with_stacks(50_000, 65_528), 2048);
+        assert_eq!(ring_pages_with_stacks(999, 4096), 256);
+    }
 }
 
 /// Options of one recording.

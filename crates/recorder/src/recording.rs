@@ -102,6 +102,10 @@ pub async fn record(
     let config = SamplerConfig {
         frequency: options.frequency,
         ring_pages: options.ring_pages,
+        wakeup_divisor: match options.call_graph {
+            CallGraph::Fp => sampler::defaults::WAKEUP_DIVISOR,
+            CallGraph::Dwarf | CallGraph::Auto => crate::defaults::WAKEUP_DIVISOR_WITH_STACKS,
+        },
         include_kernel: options.include_kernel,
         event: options.event,
         stack_capture: match options.call_graph {

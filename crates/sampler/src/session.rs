@@ -54,6 +54,8 @@ pub mod defaults {
     pub const RING_PAGES: usize = 128;
     /// Bytes written before the kernel wakes the reader.
     pub const WAKEUP_WATERMARK: u32 = 64 * 1024;
+    /// The reader is woken when a quarter of a ring is filled.
+    pub const WAKEUP_DIVISOR: usize = 4;
 }
 
 /// Copying user registers and stack with each sample, for DWARF unwinding.
@@ -74,9 +76,14 @@ pub struct SamplerConfig {
     pub frequency: u64,
     /// Data pages per ring buffer; a power of two.
     pub ring_pages: usize,
-    /// Bytes written before the kernel wakes the reader (at least a quarter of the ring is
-    /// used, so large samples do not wake the reader every few samples).
+    /// Bytes written before the kernel wakes the reader, at least: the reader is also left
+    /// asleep until `1 / wakeup_divisor` of the ring is filled, so that large samples do not
+    /// wake it every few samples.
     pub wakeup_watermark: u32,
+    /// The share of the ring (1 / this, at least 2) written before the reader is woken; what
+    /// is left is the room for the reader's lateness. Applied to the ring size finally
+    /// mapped, which the locked-memory limit may have halved.
+    pub wakeup_divisor: usize,
     /// Sample kernel mode and collect kernel callchains (when permitted).
     pub include_kernel: bool,
     /// Which event.
@@ -93,6 +100,7 @@ impl SamplerConfig {
             frequency: defaults::FREQUENCY,
             ring_pages: defaults::RING_PAGES,
             wakeup_watermark: defaults::WAKEUP_WATERMARK,
+            wakeup_divisor: defaults::WAKEUP_DIVISOR,
             include_kernel: true,
             event: EventChoice::Auto,
             stack_capture: None,
@@ -274,11 +282,8 @@ impl Sampler {
                     ..
                 }
             ),
-            // Wake at least every quarter ring: with large samples (copied stacks) a small
-            // watermark would cost a wake-up every few samples.
-            wakeup_watermark: config
-                .wakeup_watermark
-                .max(u32::try_from(config.ring_pages * sys::page_size() / 4).unwrap_or(u32::MAX)),
+            // Set per ring size in `open_with`.
+            wakeup_watermark: config.wakeup_watermark,
             format: if config.stack_capture.is_some() {
                 SampleFormat::UNWIND
             } else {
@@ -364,6 +369,17 @@ impl Sampler {
         cpus: &[u32],
         ring_pages: usize,
     ) -> Result<Sampler, SamplerError> {
+        let ring_bytes = ring_pages * sys::page_size();
+        let spec = &AttrSpec {
+            // Wake at least every 1/divisor of the ring, and never later than half of it.
+            wakeup_watermark: u32::try_from(
+                (spec.wakeup_watermark as usize)
+                    .max(ring_bytes / config.wakeup_divisor.max(2))
+                    .min(ring_bytes / 2),
+            )
+            .unwrap_or(u32::MAX),
+            ..*spec
+        };
         let sample_attr = build_attr(spec);
         let sideband_attr = build_sideband_attr(spec);
         // Per CPU: one ring for samples, one for side-band records; further events on the

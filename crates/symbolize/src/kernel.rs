@@ -141,7 +141,7 @@ impl KernelSymbols {
 }
 
 /// First bytes of a kallsyms cache file.
-const CACHE_MAGIC: &[u8; 8] = b"PCKSYM01";
+const CACHE_MAGIC: &[u8; 8] = b"PCKSYM02";
 
 impl KernelSymbols {
     /// Like [`KernelSymbols::load`], through a cache in `cache_dir`: reading /proc/kallsyms
@@ -316,7 +316,7 @@ mod cache_tests {
         let second = KernelSymbols::load_cached(&dir).unwrap();
         assert_eq!(second.len(), 3, "the second load read the cache");
         // A corrupt cache is not trusted: kallsyms is read again and the cache rewritten.
-        std::fs::write(&cached[0], b"PCKSYM01 garbage").unwrap();
+        std::fs::write(&cached[0], b"PCKSYM02 garbage").unwrap();
         assert_eq!(
             KernelSymbols::load_cached(&dir).unwrap().len(),
             direct.len()

@@ -172,9 +172,17 @@ impl std::fmt::Debug for Bytes {
 }
 
 /// Where a serialized table's parts are within its bytes.
+///
+/// The form is laid out for lookups that touch few pages of a mapped file: a summary (the
+/// start of every [`BLOCK`]th entry), then the starts of all entries, then the rest of each
+/// entry, then the names. A lookup searches the summary (a few pages shared by all lookups),
+/// one block of starts (2 KiB), and reads one entry and one name.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Layout {
-    entries: usize,
+    summary: usize,
+    summary_len: usize,
+    starts: usize,
+    rest: usize,
     count: usize,
     names: usize,
     names_len: usize,
@@ -182,8 +190,10 @@ pub(crate) struct Layout {
     pub end: usize,
 }
 
-/// Bytes of one serialized entry: start, end, size (u64), name offset, length, tag (u32).
-const ENTRY_BYTES: usize = 36;
+/// Entries per summary block.
+const BLOCK: usize = 256;
+/// Bytes of the rest of one serialized entry: end, size (u64), name offset, length, tag (u32).
+const REST_BYTES: usize = 28;
 
 /// Reads little-endian integers off the front of a byte slice.
 pub(crate) struct Reader<'a>(pub &'a [u8]);
@@ -224,19 +234,28 @@ fn u32_at(data: &[u8], at: usize) -> u32 {
 }
 
 impl Table {
-    /// Append this table in a compact binary form (for on-disk caches).
+    /// Append this table in a compact binary form (for on-disk caches; see [`Layout`]).
     pub fn write_to(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.len() as u64).to_le_bytes());
+        let count = self.len();
+        let summary_len = count.div_ceil(BLOCK);
         let names: &[u8] = match self {
             Table::Owned { names, .. } => names.as_bytes(),
             Table::Serialized { data, layout } => {
                 &data[layout.names..layout.names + layout.names_len]
             }
         };
-        out.extend_from_slice(&(names.len() as u64).to_le_bytes());
-        for i in 0..self.len() {
+        for v in [count, names.len(), summary_len] {
+            out.extend_from_slice(&(v as u64).to_le_bytes());
+        }
+        for block in 0..summary_len {
+            out.extend_from_slice(&self.start_of(block * BLOCK).to_le_bytes());
+        }
+        for i in 0..count {
+            out.extend_from_slice(&self.start_of(i).to_le_bytes());
+        }
+        for i in 0..count {
             let e = self.entry(i);
-            for v in [e.start, e.end, e.size] {
+            for v in [e.end, e.size] {
                 out.extend_from_slice(&v.to_le_bytes());
             }
             for v in [e.name_off, e.name_len, e.tag] {
@@ -254,11 +273,20 @@ impl Table {
         let mut r = Reader(data.get(start..)?);
         let count = usize::try_from(r.u64()?).ok()?;
         let names_len = usize::try_from(r.u64()?).ok()?;
-        let entries = start + 16;
-        let names = entries.checked_add(count.checked_mul(ENTRY_BYTES)?)?;
+        let summary_len = usize::try_from(r.u64()?).ok()?;
+        if summary_len != count.div_ceil(BLOCK) {
+            return None;
+        }
+        let summary = start + 24;
+        let starts = summary.checked_add(summary_len.checked_mul(8)?)?;
+        let rest = starts.checked_add(count.checked_mul(8)?)?;
+        let names = rest.checked_add(count.checked_mul(REST_BYTES)?)?;
         let end = names.checked_add(names_len)?;
         (end <= data.len()).then_some(Layout {
-            entries,
+            summary,
+            summary_len,
+            starts,
+            rest,
             count,
             names,
             names_len,
@@ -275,14 +303,14 @@ impl Table {
         match self {
             Table::Owned { entries, .. } => entries[i],
             Table::Serialized { data, layout } => {
-                let at = layout.entries + i * ENTRY_BYTES;
+                let at = layout.rest + i * REST_BYTES;
                 Entry {
-                    start: u64_at(data, at),
-                    end: u64_at(data, at + 8),
-                    size: u64_at(data, at + 16),
-                    name_off: u32_at(data, at + 24),
-                    name_len: u32_at(data, at + 28),
-                    tag: u32_at(data, at + 32),
+                    start: u64_at(data, layout.starts + i * 8),
+                    end: u64_at(data, at),
+                    size: u64_at(data, at + 8),
+                    name_off: u32_at(data, at + 16),
+                    name_len: u32_at(data, at + 20),
+                    tag: u32_at(data, at + 24),
                 }
             }
         }
@@ -291,24 +319,47 @@ impl Table {
     fn start_of(&self, i: usize) -> u64 {
         match self {
             Table::Owned { entries, .. } => entries[i].start,
-            Table::Serialized { data, layout } => u64_at(data, layout.entries + i * ENTRY_BYTES),
+            Table::Serialized { data, layout } => u64_at(data, layout.starts + i * 8),
         }
     }
 
-    /// The entry whose range contains `addr`: greatest start <= addr, and
-    /// addr below its end (an end of `u64::MAX` means unbounded).
-    pub fn lookup(&self, addr: u64) -> Option<Entry> {
-        // Binary search for the number of entries starting at or before `addr`.
-        let (mut lo, mut hi) = (0, self.len());
+    /// The number of entries among `range` whose start is at or before `addr` (plus
+    /// `range.start`), by binary search: the entries are sorted by start.
+    fn partition(
+        &self,
+        mut lo: usize,
+        mut hi: usize,
+        addr: u64,
+        start: impl Fn(usize) -> u64,
+    ) -> usize {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.start_of(mid) <= addr {
+            if start(mid) <= addr {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        let e = self.entry(lo.checked_sub(1)?);
+        lo
+    }
+
+    /// The entry whose range contains `addr`: greatest start <= addr, and
+    /// addr below its end (an end of `u64::MAX` means unbounded).
+    pub fn lookup(&self, addr: u64) -> Option<Entry> {
+        // How many entries start at or before `addr`: for a serialized table, first which
+        // block (from the summary), then within that block.
+        let (lo, hi) = match self {
+            Table::Owned { .. } => (0, self.len()),
+            Table::Serialized { data, layout } => {
+                let blocks = self.partition(0, layout.summary_len, addr, |b| {
+                    u64_at(data, layout.summary + b * 8)
+                });
+                let block = blocks.checked_sub(1)?;
+                (block * BLOCK, ((block + 1) * BLOCK).min(layout.count))
+            }
+        };
+        let before = self.partition(lo, hi, addr, |i| self.start_of(i));
+        let e = self.entry(before.checked_sub(1)?);
         (addr < e.end || e.end == u64::MAX).then_some(e)
     }
 
@@ -401,6 +452,23 @@ mod tests {
     }
 
     #[test]
+    fn serialized_lookups_across_blocks() {
+        let names: Vec<String> = (0..1000).map(|i| format!("f{i}")).collect();
+        let items: Vec<(Candidate, &str)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (c(0x1000 + 0x10 * i as u64, 8, Binding::Global), n.as_str()))
+            .collect();
+        let t = build(&items);
+        let back = round_trip(&t);
+        for addr in (0xff0..0x1000 + 0x10 * 1001).step_by(4) {
+            assert_eq!(name_at(&t, addr), name_at(&back, addr), "{addr:#x}");
+        }
+        assert_eq!(name_at(&back, 0x1000 + 0x10 * 256), Some("f256"));
+        assert_eq!(name_at(&back, 0x1000 + 0x10 * 999 + 7), Some("f999"));
+    }
+
+    #[test]
     fn short_or_corrupt_serialized_tables() {
         let t = build(&[(c(0x100, 0x10, Binding::Global), "abc")]);
         let mut bytes = Vec::new();
@@ -408,8 +476,9 @@ mod tests {
         for cut in 0..bytes.len() {
             assert!(Table::layout(&bytes[..cut], 0).is_none(), "cut at {cut}");
         }
-        // A name offset past the names is no name, not a panic.
-        bytes[16 + 24] = 0xff;
+        // A name offset past the names is no name, not a panic (header 24, summary 8,
+        // starts 8, then end and size before the name offset).
+        bytes[24 + 8 + 8 + 16] = 0xff;
         let layout = Table::layout(&bytes, 0).unwrap();
         let bad = Table::serialized(Bytes::Vec(bytes), layout);
         assert_eq!(name_at(&bad, 0x100), Some(""));
