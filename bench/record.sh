@@ -24,7 +24,10 @@
 # writes the rusage (us resolution) of its whole process tree.  It wraps the
 # profiler and, inside the profiler's `-- COMMAND`, the workload; the
 # profiler's own CPU is outer - inner (the profiler reaps the workload, so
-# the outer rusage includes it).  What the kernel spends taking samples in
+# the outer rusage includes it), less the wrappers' own cost (outer - inner
+# with nothing between the two wrappers, median of 7 runs of `true`, about
+# 1 ms: the inner wrapper's exit after it wrote its figures), subtracted from
+# both profilers alike.  What the kernel spends taking samples in
 # the workload's context is charged to the workload, not to the profiler: it
 # is shown apart, as "workload CPU" against an unprofiled baseline run.
 #
@@ -91,7 +94,8 @@ fi
 
 cc -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
     -fno-optimize-sibling-calls -pthread -o "$T/split" "$SPLIT_SRC"
-cc -O2 -o "$T/cpuwrap" "$WRAP_SRC"
+# Static when the C library allows it: less of the wrapper's own exec and exit to subtract.
+cc -O2 -static -o "$T/cpuwrap" "$WRAP_SRC" 2>/dev/null || cc -O2 -o "$T/cpuwrap" "$WRAP_SRC"
 WRAP=$T/cpuwrap
 WORK=("$T/split" --threads "$SECS")
 
@@ -148,6 +152,14 @@ echo "load at start:$(uptime | sed 's/.*load average://')   kernel.perf_event_ma
 # ---------------------------------------------------------------- baseline
 "$WRAP" "$T/base.wl" "${WORK[@]}" "$T/base.out"
 BASE_WL=$(cpu "$T/base.wl")
+# The wrapper's own cost: outer - inner with no profiler between them (the inner wrapper's
+# exit after it wrote its figures, the outer's fork and wait), median of 7. Both
+# profilers' "outer - inner" include it once; it is subtracted from both.
+WRAP_OVERHEAD=$(for i in 1 2 3 4 5 6 7; do
+    "$WRAP" "$T/ovh.cpu" "$WRAP" "$T/ovh.in" true
+    awk 'NR == FNR { o = $2 + $3; next } { printf "%.6f\n", o - $2 - $3 }' "$T/ovh.cpu" "$T/ovh.in"
+done | sort -g | sed -n 4p)
+echo "wrapper overhead subtracted from both profilers' CPU: $(calc "1000 * $WRAP_OVERHEAD") ms"
 echo "unprofiled workload: $(printf '%.2f' "$BASE_WL") CPU s in $(printf '%.2f' "$(wall "$T/base.wl")") s wall"
 
 for F in $FREQS; do
@@ -161,7 +173,7 @@ for F in $FREQS; do
     PC_MS=$(sed -n -E 's/^profctl: wrote .*\(([0-9]+) ms after recording ended\).*/\1/p' "$P.err") || true
     [ -n "${PC_SAMPLES:-}" ] && [ -n "$PC_MS" ] || { cat "$P.err" >&2; die "cannot parse profctl's summary"; }
     [ -s "$P.svg" ] || die "profctl wrote no SVG"
-    PC_CPU=$(calc "$(cpu "$P.cpu") - $(cpu "$P.wl")")
+    PC_CPU=$(calc "$(cpu "$P.cpu") - $(cpu "$P.wl") - $WRAP_OVERHEAD")
     PC_WL=$(cpu "$P.wl")
 
     # ------------------------------------------------------------ perf
@@ -181,7 +193,7 @@ for F in $FREQS; do
         !ev && $1 == "THROTTLE" { t += $3 }
         END { print s + 0, l + 0, t + 0 }') || true
     [ "${PF_SAMPLES:-0}" -gt 0 ] || die "perf report --stats found no samples"
-    PF_REC=$(calc "$(cpu "$Q.cpu") - $(cpu "$Q.wl")")
+    PF_REC=$(calc "$(cpu "$Q.cpu") - $(cpu "$Q.wl") - $WRAP_OVERHEAD")
     PF_SCR=$(cpu "$Q.script.cpu")
     PF_FG=$(cpu "$Q.fg.cpu")
     PF_CPU=$(calc "$PF_REC + $PF_SCR + $PF_FG")

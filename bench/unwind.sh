@@ -33,7 +33,9 @@
 #
 # CPU time is measured as in bench/record.sh: bench/workloads/cpuwrap.c
 # around the profiler and around the workload inside its `-- COMMAND`; the
-# profiler's own CPU is outer - inner.  What the kernel spends copying the
+# profiler's own CPU is outer - inner, less the wrappers' own cost (measured
+# with nothing between two wrappers; subtracted from both profilers alike).
+# What the kernel spends copying the
 # stack in the workload's context is charged to the workload (shown apart).
 #
 # Usage:   bench/unwind.sh            (root, or perf_event_paranoid <= 0)
@@ -42,6 +44,8 @@
 #          BENCH_STACK=16384          bytes of stack copied per sample (both tools)
 #          BENCH_KEEP=1               keep the temp dir
 #          BENCH_NO_BUILD=1           do not rebuild profctl
+#          BENCH_RUNS=3               rounds (profctl dwarf, profctl fp, perf, interleaved);
+#                                     CPU per sample is the median over the rounds
 # Needs:   cc, perf, cargo, inferno (installed with cargo if missing).
 set -euo pipefail
 
@@ -85,7 +89,8 @@ if [ "${BENCH_KEEP:-0}" = 1 ]; then note "keeping temp files in $T"; else trap '
 
 # No frame pointers; sibling calls off so that mid keeps a frame.
 cc -O2 -g -fomit-frame-pointer -fno-optimize-sibling-calls -pthread -o "$T/split" "$SPLIT_SRC"
-cc -O2 -o "$T/cpuwrap" "$WRAP_SRC"
+# Static when the C library allows it: less of the wrapper's own exec and exit to subtract.
+cc -O2 -static -o "$T/cpuwrap" "$WRAP_SRC" 2>/dev/null || cc -O2 -o "$T/cpuwrap" "$WRAP_SRC"
 objdump -d "$T/split" >"$T/split.dis"
 grep -q "call.*<hot_b>" "$T/split.dis" || die "hot_b is not called in the no-FP build (inlined?)"
 WRAP=$T/cpuwrap
@@ -123,9 +128,20 @@ echo "$(nproc) CPUs, $(uname -r), $(perf --version)"
 
 "$WRAP" "$T/base.wl" "${WORK[@]}" "$T/base.out"
 BASE_WL=$(cpu "$T/base.wl")
+# The wrapper's own cost: outer - inner with no profiler between them (the inner wrapper's
+# exit after it wrote its figures, the outer's fork and wait), median of 7. Both
+# profilers' "outer - inner" include it once; it is subtracted from both.
+WRAP_OVERHEAD=$(for i in 1 2 3 4 5 6 7; do
+    "$WRAP" "$T/ovh.cpu" "$WRAP" "$T/ovh.in" true
+    awk 'NR == FNR { o = $2 + $3; next } { printf "%.6f\n", o - $2 - $3 }' "$T/ovh.cpu" "$T/ovh.in"
+done | sort -g | sed -n 4p)
+echo "wrapper overhead subtracted from both profilers' CPU: $(calc "1000 * $WRAP_OVERHEAD") ms"
 
+RUNS=${BENCH_RUNS:-3}
+PC_RUNS=(); FP_RUNS=(); PF_RUNS=()
+for R in $(seq 1 "$RUNS"); do
 # ---------------------------------------------------------------- profctl
-P=$T/pc
+P=$T/pc$R
 "$WRAP" "$P.cpu" "$PROFCTL" record --call-graph dwarf --stack-size "$STACK" --folded "$P.folded" -o "$P.svg" -F "$F" \
     -- "$WRAP" "$P.wl" "${WORK[@]}" "$P.out" 2>"$P.err" || { cat "$P.err" >&2; die "profctl record failed"; }
 read -r PC_SAMPLES PC_LOST < <(sed -n -E \
@@ -133,18 +149,18 @@ read -r PC_SAMPLES PC_LOST < <(sed -n -E \
 PC_MS=$(sed -n -E 's/^profctl: wrote .*\(([0-9]+) ms after recording ended\).*/\1/p' "$P.err") || true
 PC_Q=$(sed -n -E 's/^profctl: user stacks \([A-Za-z]+ unwinding\): (.*)/\1/p' "$P.err") || true
 [ -n "${PC_SAMPLES:-}" ] && [ -n "$PC_MS" ] || { cat "$P.err" >&2; die "cannot parse profctl's summary"; }
-PC_CPU=$(calc "$(cpu "$P.cpu") - $(cpu "$P.wl")")
+PC_CPU=$(calc "$(cpu "$P.cpu") - $(cpu "$P.wl") - $WRAP_OVERHEAD")
 PC_WL=$(cpu "$P.wl")
 
 # ---------------------------------------------------------------- profctl, fp
-O=$T/pcfp
+O=$T/pcfp$R
 "$WRAP" "$O.cpu" "$PROFCTL" record --call-graph fp --folded "$O.folded" -o "$O.svg" -F "$F" \
     -- "$WRAP" "$O.wl" "${WORK[@]}" "$O.out" 2>"$O.err" || { cat "$O.err" >&2; die "profctl record --call-graph fp failed"; }
 FP_SAMPLES=$(sed -n -E 's/^profctl: ([0-9]+) samples in .*/\1/p' "$O.err")
-FP_CPU=$(calc "$(cpu "$O.cpu") - $(cpu "$O.wl")")
+FP_CPU=$(calc "$(cpu "$O.cpu") - $(cpu "$O.wl") - $WRAP_OVERHEAD")
 
 # ---------------------------------------------------------------- perf
-Q=$T/perf
+Q=$T/perf$R
 "$WRAP" "$Q.cpu" perf record --call-graph "dwarf,$STACK" -F "$F" -o "$Q.data" \
     -- "$WRAP" "$Q.wl" "${WORK[@]}" "$Q.out" 2>"$Q.err" || { cat "$Q.err" >&2; die "perf record failed"; }
 "$WRAP" "$Q.script.cpu" bash -c 'set -o pipefail; perf script -i "$1" 2>"$2" | inferno-collapse-perf >"$3"' \
@@ -156,11 +172,19 @@ read -r PF_SAMPLES PF_LOST < <(perf report --stats -i "$Q.data" 2>/dev/null | aw
     ev && $1 == "LOST_SAMPLES" { l += $3 }
     END { print s + 0, l + 0 }') || true
 [ "${PF_SAMPLES:-0}" -gt 0 ] || die "perf report --stats found no samples"
-PF_REC=$(calc "$(cpu "$Q.cpu") - $(cpu "$Q.wl")")
+PF_REC=$(calc "$(cpu "$Q.cpu") - $(cpu "$Q.wl") - $WRAP_OVERHEAD")
 PF_POST=$(calc "$(cpu "$Q.script.cpu") + $(cpu "$Q.fg.cpu")")
 PF_MS=$(calc "1000 * ($(wall "$Q.script.cpu") + $(wall "$Q.fg.cpu"))")
 PF_WL=$(cpu "$Q.wl")
 PF_BYTES=$(stat -c %s "$Q.data")
+
+PC_RUNS+=("$(calc "1e6 * $PC_CPU / $PC_SAMPLES")")
+FP_RUNS+=("$(calc "1e6 * $FP_CPU / $FP_SAMPLES")")
+PF_RUNS+=("$(calc "1e6 * $PF_POST / $PF_SAMPLES")")
+done
+# median / spread of a list of numbers
+median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { printf "%.6f", (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+spread() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { printf "%.2f-%.2f", a[1], a[NR] }'; }
 
 # Ring-buffer bytes of one profctl sample record (layout, x86-64): header 8,
 # ip 8, pid/tid 8, time 8, id/cpu/period ~24, callchain nr 8 + ~4 entries of
@@ -173,9 +197,10 @@ read -r PC_COMP PC_B < <(complete "$P.folded")
 read -r FP_COMP FP_B < <(complete "$O.folded")
 read -r PF_COMP PF_B < <(complete "$Q.folded")
 
-PC_US=$(calc "1e6 * $PC_CPU / $PC_SAMPLES")
+PC_US=$(median "${PC_RUNS[@]}")
+FP_US=$(median "${FP_RUNS[@]}")
 PF_REC_US=$(calc "1e6 * $PF_REC / $PF_SAMPLES")
-PF_POST_US=$(calc "1e6 * $PF_POST / $PF_SAMPLES")
+PF_POST_US=$(median "${PF_RUNS[@]}")
 PF_ALL_US=$(calc "1e6 * ($PF_REC + $PF_POST) / $PF_SAMPLES")
 R_POST=$(ratio "$PC_US" "$PF_POST_US")
 R_ALL=$(ratio "$PC_US" "$PF_ALL_US")
@@ -188,13 +213,15 @@ printf '%-44s %12d %12d\n' "lost samples" "$PC_LOST" "$PF_LOST"
 printf '%-44s %12.3f %12.3f\n' "profiler CPU, whole run (s)" "$PC_CPU" "$(calc "$PF_REC + $PF_POST")"
 printf '%-44s %12s %12.3f\n' "  perf record" "" "$PF_REC"
 printf '%-44s %12s %12.3f\n' "  perf script|collapse + flamegraph" "" "$PF_POST"
+echo "(CPU per sample: median of $RUNS rounds; the other rows: the last round)"
 printf '%-44s %12.2f %12.2f %9s  %-10s %s\n' "CPU/sample (us): profctl all vs perf post" "$PC_US" "$PF_POST_US" "$R_POST" "<= 0.10" "$(verdict_le "$R_POST" 0.1)"
+printf '%-44s %12s %12s\n' "  spread over the rounds" "$(spread "${PC_RUNS[@]}")" "$(spread "${PF_RUNS[@]}")"
 printf '%-44s %12.2f %12.2f %9s\n' "CPU/sample (us): profctl all vs perf all" "$PC_US" "$PF_ALL_US" "$R_ALL"
 printf '%-44s %12s %12.2f\n' "  perf record alone" "" "$PF_REC_US"
-printf '%-44s %12.2f %12s  (%d samples, %.3f s)\n' "CPU/sample (us): profctl --call-graph fp" \
-    "$(calc "1e6 * $FP_CPU / $FP_SAMPLES")" "" "$FP_SAMPLES" "$FP_CPU"
-printf '%-44s %12.2f %12s  (dwarf - fp, per sample)\n' "  DWARF's marginal CPU/sample (us)" \
-    "$(calc "1e6 * ($PC_CPU - $FP_CPU) / $PC_SAMPLES")" ""
+printf '%-44s %12.2f %12s  (spread %s)\n' "CPU/sample (us): profctl --call-graph fp" \
+    "$FP_US" "" "$(spread "${FP_RUNS[@]}")"
+printf '%-44s %12.2f %12s  (dwarf - fp, medians)\n' "  DWARF's marginal CPU/sample (us)" \
+    "$(calc "$PC_US - $FP_US")" ""
 printf '%-44s %12d %12.0f\n' "bytes written to disk per sample" 0 "$(calc "$PF_BYTES / $PF_SAMPLES")"
 printf '%-44s %12d %12s  (profctl: computed sample record size)\n' "ring-buffer bytes per sample" "$PC_RING" ""
 printf '%-44s %12d %12.0f %9s\n' "end of recording -> SVG (ms)" "$PC_MS" "$PF_MS" "$R_MS"

@@ -29,9 +29,13 @@ pub(crate) struct UnitIndex<'a> {
     dwarf: gimli::Dwarf<Reader<'a>>,
     /// Sorted by `begin`.
     ranges: Vec<UnitRange>,
+    /// Units that have aranges (by offset).
+    with_aranges: std::collections::HashSet<usize>,
     /// Whether every unit of `.debug_info` has aranges: then an address no range covers is
-    /// in no unit (the whole-file index takes a unit's ranges from its aranges too).
-    complete: bool,
+    /// in no unit (the whole-file index takes a unit's ranges from its aranges too). Found
+    /// out on the first such address: it walks every unit header, which touches every page
+    /// of `.debug_info`.
+    complete: std::sync::OnceLock<bool>,
     /// By unit offset: its context, or `None` when the unit must go through the whole file.
     contexts: Mutex<HashMap<usize, Option<addr2line::Context<Reader<'a>>>>>,
 }
@@ -61,32 +65,33 @@ impl<'a> UnitIndex<'a> {
             return None;
         }
         ranges.sort_unstable_by_key(|r| (r.begin, r.end));
-        let mut complete = true;
-        let mut units = dwarf.debug_info.units();
-        loop {
-            match units.next() {
-                Ok(Some(header)) => {
-                    let covered = header
-                        .offset()
-                        .as_debug_info_offset()
-                        .is_some_and(|o| with_aranges.contains(&o.0));
-                    if !covered {
-                        complete = false;
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    complete = false;
-                    break;
-                }
-            }
-        }
         Some(UnitIndex {
             dwarf,
             ranges,
-            complete,
+            with_aranges,
+            complete: std::sync::OnceLock::new(),
             contexts: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn complete(&self) -> bool {
+        *self.complete.get_or_init(|| {
+            let mut units = self.dwarf.debug_info.units();
+            loop {
+                match units.next() {
+                    Ok(Some(header)) => {
+                        let covered = header
+                            .offset()
+                            .as_debug_info_offset()
+                            .is_some_and(|o| self.with_aranges.contains(&o.0));
+                        if !covered {
+                            return false;
+                        }
+                    }
+                    Ok(None) => return true,
+                    Err(_) => return false,
+                }
+            }
         })
     }
 
@@ -109,7 +114,7 @@ impl<'a> UnitIndex<'a> {
         f: impl FnOnce(&addr2line::Context<Reader<'a>>),
     ) -> bool {
         let Some(unit) = self.unit_for(addr) else {
-            return self.complete;
+            return self.complete();
         };
         let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
         let ctx = contexts
