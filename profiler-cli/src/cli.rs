@@ -54,8 +54,9 @@ pub struct SymbolizeArgs {
     /// Neither read nor write profctl's caches (under $XDG_CACHE_HOME/profctl, else
     /// ~/.cache/profctl, shared with `profctl record`): with --elf, the frame cache (frames/),
     /// from which addresses an earlier run named (with DWARF) come without opening the
-    /// binary's DWARF; and the decompressed debug sections (dwarf/). Every address is then
-    /// named from the binary's debug info. --pid never uses the frame cache.
+    /// binary's DWARF; the decompressed debug sections (dwarf/) and symbol tables
+    /// (symbols/). Every address is then named from the binary's debug info. --pid never
+    /// uses the frame cache.
     #[arg(long)]
     pub no_cache: bool,
     /// Addresses, hex (0x prefix optional). Read from standard input when none are given.

@@ -17,6 +17,7 @@ pub fn run(args: SymbolizeArgs) -> Result<ExitCode> {
     search.extra_dirs = args.debug_dirs.clone();
     if !args.no_cache {
         search.section_cache = recorder::user_cache_dir().map(|d| d.join("dwarf"));
+        search.symbol_cache = recorder::user_cache_dir().map(|d| d.join("symbols"));
     }
     let mut addresses = Vec::new();
     let from_stdin;

@@ -36,6 +36,7 @@ impl Default for ResolveOptions {
             lines: false,
             debug_search: DebugSearch {
                 section_cache: crate::user_cache_dir().map(|d| d.join("dwarf")),
+                symbol_cache: crate::user_cache_dir().map(|d| d.join("symbols")),
                 ..DebugSearch::system()
             },
             debuginfod: debuginfod::DebuginfodConfig::from_env(),

@@ -1,7 +1,7 @@
 //! One ELF file's symbols, load segments and build-id.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, Sym};
@@ -9,7 +9,7 @@ use object::{Endianness, FileKind};
 
 use crate::address::{FileOffset, SymbolAddr};
 use crate::error::Error;
-use crate::table::{Binding, Candidate, Table, TableBuilder};
+use crate::table::{Binding, Bytes, Candidate, Table, TableBuilder};
 
 /// A function symbol found by [`ElfFile::symbol`].
 #[derive(Clone, Copy, Debug)]
@@ -52,16 +52,31 @@ impl ElfFile {
     ///
     /// Copies what it needs, so `data` may be dropped afterwards.
     pub fn parse(data: &[u8], name: &str) -> Result<ElfFile, Error> {
-        Self::parse_with(data, name, true)
+        Self::parse_with(data, name, Symbols::Parse)
+    }
+
+    /// [`ElfFile::parse`], taking the symbol table from `cache_dir` when an earlier process
+    /// left it there for this file (same build-id and size), and leaving it there for the
+    /// next when the table is large. Building libc's table (sorting thousands of symbols)
+    /// costs a millisecond or more; mapping a cached one costs nothing until lookups.
+    pub(crate) fn parse_cached(
+        data: &[u8],
+        name: &str,
+        cache_dir: Option<&Path>,
+    ) -> Result<ElfFile, Error> {
+        match cache_dir {
+            Some(dir) => Self::parse_with(data, name, Symbols::Cached(dir)),
+            None => Self::parse(data, name),
+        }
     }
 
     /// [`ElfFile::parse`] without the symbol tables (no symbols will be found): only the
     /// build-id and `PT_LOAD` segments, for [`crate::ElfLayout`].
     pub(crate) fn parse_headers(data: &[u8], name: &str) -> Result<ElfFile, Error> {
-        Self::parse_with(data, name, false)
+        Self::parse_with(data, name, Symbols::None)
     }
 
-    fn parse_with(data: &[u8], name: &str, symbols: bool) -> Result<ElfFile, Error> {
+    fn parse_with(data: &[u8], name: &str, symbols: Symbols<'_>) -> Result<ElfFile, Error> {
         if !data.starts_with(&elf::ELFMAG) {
             return Err(Error::NotElf {
                 name: name.to_owned(),
@@ -212,10 +227,73 @@ impl AlignedCopy {
     }
 }
 
+/// What [`ElfFile::parse_with`] does about symbols.
+#[derive(Clone, Copy)]
+enum Symbols<'a> {
+    /// Skip them (headers only).
+    None,
+    /// Parse the symbol tables.
+    Parse,
+    /// Parse them, or take them from this cache directory.
+    Cached(&'a Path),
+}
+
+/// First bytes of a cached symbol table file.
+const SYMTAB_MAGIC: &[u8; 8] = b"PCSYMT01";
+/// Tables with fewer symbols are parsed every time (well under a millisecond).
+const MIN_CACHED_SYMBOLS: usize = 2000;
+/// Cached symbol tables kept: the least recently written go first.
+const MAX_CACHED_TABLES: usize = 256;
+
+fn cached_table_path(dir: &Path, build_id: &[u8], file_len: usize) -> PathBuf {
+    dir.join(format!("{}-{file_len}.symtab", crate::error::hex(build_id)))
+}
+
+/// The table cached at `path`, mapped and used in place; None when absent or not one.
+fn load_cached_table(path: &Path) -> Option<Table> {
+    let map = map_file(path).ok()?;
+    if !map.starts_with(SYMTAB_MAGIC) {
+        return None;
+    }
+    let layout = Table::layout(&map, SYMTAB_MAGIC.len())?;
+    (layout.end == map.len()).then(|| Table::serialized(Bytes::Map(map), layout))
+}
+
+/// Keep `table` at `path` (atomically: temporary file, then rename); failures are only
+/// logged. The oldest tables beyond [`MAX_CACHED_TABLES`] are removed.
+fn store_cached_table(dir: &Path, path: &Path, table: &Table) {
+    let mut bytes = SYMTAB_MAGIC.to_vec();
+    table.write_to(&mut bytes);
+    let result = (|| {
+        std::fs::create_dir_all(dir)?;
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, &bytes)?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(err) = result {
+        tracing::debug!(path = %path.display(), %err, "cannot cache a symbol table");
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut tables: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".symtab"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    if tables.len() > MAX_CACHED_TABLES {
+        tables.sort();
+        for (_, old) in &tables[..tables.len() - MAX_CACHED_TABLES] {
+            let _ = std::fs::remove_file(old);
+        }
+    }
+}
+
 fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
     data: &[u8],
     name: &str,
-    symbols: bool,
+    symbols: Symbols<'_>,
 ) -> Result<ElfFile, Error> {
     let perr = |e: object::Error| Error::Parse {
         name: name.to_owned(),
@@ -239,13 +317,26 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
 
     let build_id = find_build_id::<Elf>(endian, data, phdrs, &sections).map_err(perr)?;
 
+    let cache = match (symbols, &build_id) {
+        (Symbols::Cached(dir), Some(id)) => Some((dir, cached_table_path(dir, id, data.len()))),
+        _ => None,
+    };
+    if let Some(table) = cache.as_ref().and_then(|(_, path)| load_cached_table(path)) {
+        tracing::debug!(file = name, symbols = table.len(), "cached ELF symbols");
+        return Ok(ElfFile {
+            name: name.to_owned(),
+            build_id,
+            segments,
+            table,
+        });
+    }
+
     let thumb_bit = header.e_machine(endian) == elf::EM_ARM;
     let mut funcs = TableBuilder::default();
     let mut text = TableBuilder::default();
-    let sh_types: &[u32] = if symbols {
-        &[elf::SHT_SYMTAB, elf::SHT_DYNSYM]
-    } else {
-        &[]
+    let sh_types: &[u32] = match symbols {
+        Symbols::None => &[],
+        Symbols::Parse | Symbols::Cached(_) => &[elf::SHT_SYMTAB, elf::SHT_DYNSYM],
     };
     for &sh_type in sh_types {
         let symtab = sections.symbols(endian, data, sh_type).map_err(perr)?;
@@ -309,8 +400,13 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
         }
     }
     let table = if funcs.len() > 0 { funcs } else { text }.build();
-    if symbols {
+    if !matches!(symbols, Symbols::None) {
         tracing::debug!(file = name, symbols = table.len(), "parsed ELF symbols");
+    }
+    if let Some((dir, path)) = &cache {
+        if table.len() >= MIN_CACHED_SYMBOLS {
+            store_cached_table(dir, path, &table);
+        }
     }
     Ok(ElfFile {
         name: name.to_owned(),
@@ -346,4 +442,65 @@ fn find_build_id<'data, Elf: FileHeader<Endian = Endianness>>(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod symbol_cache_tests {
+    use super::*;
+
+    /// Every 97th byte of the first executable segment: the symbol found there, if any.
+    fn names(elf: &ElfFile) -> Vec<Option<(String, u64)>> {
+        let seg = elf.segments.iter().find(|s| s.memsz > 0x10000).unwrap();
+        (seg.vaddr..seg.vaddr + seg.memsz)
+            .step_by(97)
+            .map(|a| {
+                elf.symbol(crate::SymbolAddr(a))
+                    .map(|s| (s.name.to_string(), s.start.0))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn large_symbol_tables_are_cached_and_checked() {
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let parsed = ElfFile::parse(&exe, "test").unwrap();
+        assert!(parsed.symbol_count() >= MIN_CACHED_SYMBOLS);
+        let id = parsed
+            .build_id()
+            .expect("the test binary has a build-id")
+            .to_vec();
+        let path = cached_table_path(dir.path(), &id, exe.len());
+
+        let first = ElfFile::parse_cached(&exe, "test", Some(dir.path())).unwrap();
+        assert!(path.exists(), "the table was written");
+        let second = ElfFile::parse_cached(&exe, "test", Some(dir.path())).unwrap();
+        assert_eq!(names(&first), names(&parsed));
+        assert_eq!(names(&second), names(&parsed));
+        assert_eq!(second.symbol_count(), parsed.symbol_count());
+
+        // The cached table is what is read: a foreign one changes the answers.
+        let mut small = TableBuilder::default();
+        small.push(
+            Candidate {
+                start: 0,
+                size: u64::MAX,
+                limit: u64::MAX,
+                binding: Binding::Global,
+                tag: 0,
+            },
+            "everything",
+        );
+        let mut bytes = SYMTAB_MAGIC.to_vec();
+        small.build().write_to(&mut bytes);
+        std::fs::write(&path, &bytes).unwrap();
+        let foreign = ElfFile::parse_cached(&exe, "test", Some(dir.path())).unwrap();
+        assert_eq!(foreign.symbol_count(), 1);
+
+        // A corrupt one is ignored, and replaced.
+        std::fs::write(&path, b"PCSYMT01 short").unwrap();
+        let again = ElfFile::parse_cached(&exe, "test", Some(dir.path())).unwrap();
+        assert_eq!(names(&again), names(&parsed));
+        assert!(load_cached_table(&path).is_some(), "rewritten");
+    }
 }

@@ -33,6 +33,9 @@ pub struct DebugSearch {
     /// Where the decompressed DWARF sections of large compressed debug files are kept, by
     /// build-id; None: decompressed again by every process.
     pub section_cache: Option<PathBuf>,
+    /// Where the symbol tables of large binaries are kept once parsed, by build-id and file
+    /// size; None: parsed again by every process.
+    pub symbol_cache: Option<PathBuf>,
 }
 
 impl DebugSearch {
@@ -43,6 +46,7 @@ impl DebugSearch {
             system_debug_dir: PathBuf::from("/usr/lib/debug"),
             debug_files: Vec::new(),
             section_cache: None,
+            symbol_cache: None,
         }
     }
 }
@@ -178,6 +182,8 @@ struct Want<'a> {
     build_id_required: bool,
     /// Required CRC-32 of the whole file.
     crc: Option<u32>,
+    /// Where parsed symbol tables are kept ([`DebugSearch::symbol_cache`]).
+    symbol_cache: Option<&'a Path>,
 }
 
 fn try_debug_file(path: &Path, want: Want<'_>) -> Option<DebugFile> {
@@ -217,7 +223,7 @@ fn try_debug_file(path: &Path, want: Want<'_>) -> Option<DebugFile> {
             return None;
         }
     }
-    let elf = match ElfFile::parse(&map, &path.display().to_string()) {
+    let elf = match ElfFile::parse_cached(&map, &path.display().to_string(), want.symbol_cache) {
         Ok(e) => e,
         Err(err) => {
             tracing::debug!(candidate = %path.display(), %err, "cannot parse debug file");
@@ -354,7 +360,11 @@ impl FileSymbolizer {
         let mut binary_err = None;
         let mut binary: Option<(ElfFile, Inspect, Mmap)> = None;
         match map_file(read_from).and_then(|map| {
-            let elf = ElfFile::parse(&map, &path.display().to_string())?;
+            let elf = ElfFile::parse_cached(
+                &map,
+                &path.display().to_string(),
+                search.symbol_cache.as_deref(),
+            )?;
             Ok((elf, map))
         }) {
             Ok((elf, map)) => {
@@ -407,6 +417,7 @@ impl FileSymbolizer {
                     build_id: build_id.as_deref(),
                     build_id_required: true,
                     crc: None,
+                    symbol_cache: search.symbol_cache.as_deref(),
                 };
                 if let Some(f) = try_debug_file(&p, want) {
                     found.add(format!("build-id dir {}", p.display()), f);
@@ -418,6 +429,7 @@ impl FileSymbolizer {
             build_id: build_id.as_deref(),
             build_id_required: false,
             crc: Some(crc),
+            symbol_cache: search.symbol_cache.as_deref(),
         };
         if let (false, Some((name, crc))) = (done(&found), &debuglink) {
             let dir = path.parent().unwrap_or(Path::new("/"));
@@ -468,6 +480,7 @@ impl FileSymbolizer {
                     build_id: build_id.as_deref(),
                     build_id_required: true,
                     crc: None,
+                    symbol_cache: search.symbol_cache.as_deref(),
                 };
                 if let Some(f) = try_debug_file(&p, want) {
                     if found.add(format!("extra dir {}", p.display()), f) {
@@ -493,6 +506,7 @@ impl FileSymbolizer {
                 build_id: build_id.as_deref(),
                 build_id_required: true,
                 crc: None,
+                symbol_cache: search.symbol_cache.as_deref(),
             };
             if let Some(f) = try_debug_file(p, want) {
                 found.add(format!("debug file {}", p.display()), f);
@@ -964,6 +978,7 @@ fn find_sup(debug_file: &Path, file: &[u8], id: &[u8], search: &DebugSearch) -> 
         build_id: Some(id),
         build_id_required: true,
         crc: None,
+        symbol_cache: search.symbol_cache.as_deref(),
     };
     for p in candidates {
         if let Some(f) = try_debug_file(&p, want) {

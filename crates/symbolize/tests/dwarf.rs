@@ -48,6 +48,7 @@ fn isolated(extra_dirs: Vec<PathBuf>) -> DebugSearch {
         system_debug_dir: PathBuf::new(),
         debug_files: vec![],
         section_cache: None,
+        symbol_cache: None,
     }
 }
 
@@ -285,6 +286,7 @@ fn debuglink_under_system_dir() {
         system_debug_dir: system,
         debug_files: vec![],
         section_cache: None,
+        symbol_cache: None,
     };
     let sym = FileSymbolizer::open(&sp.stripped, None, &search).unwrap();
     assert_eq!(sym.sources()[1], format!("debuglink {}", moved.display()));
@@ -302,6 +304,7 @@ fn build_id_in_system_dir() {
         system_debug_dir: system,
         debug_files: vec![],
         section_cache: None,
+        symbol_cache: None,
     };
     let sym = FileSymbolizer::open(&sp.stripped, None, &search).unwrap();
     assert_eq!(
@@ -323,6 +326,7 @@ fn build_id_in_extra_dir() {
         system_debug_dir: sp.dir.path().join("sysdebug"),
         debug_files: vec![],
         section_cache: None,
+        symbol_cache: None,
     };
     let sym = FileSymbolizer::open(&sp.stripped, None, &search).unwrap();
     assert_eq!(sym.sources()[1], format!("extra dir {}", moved.display()));
@@ -343,6 +347,7 @@ fn explicit_debug_file_matched_by_build_id() {
     let search = DebugSearch {
         debug_files: vec![fetched.clone()],
         section_cache: None,
+        symbol_cache: None,
         ..isolated(vec![])
     };
     let sym = FileSymbolizer::open(&sp.stripped, None, &search).unwrap();
