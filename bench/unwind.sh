@@ -44,7 +44,7 @@
 #          BENCH_STACK=16384          bytes of stack copied per sample (both tools)
 #          BENCH_KEEP=1               keep the temp dir
 #          BENCH_NO_BUILD=1           do not rebuild profctl
-#          BENCH_RUNS=3               rounds (profctl dwarf, profctl fp, perf, interleaved);
+#          BENCH_RUNS=5               rounds (profctl dwarf, profctl fp, perf, interleaved);
 #                                     CPU per sample is the median over the rounds
 # Needs:   cc, perf, cargo, inferno (installed with cargo if missing).
 set -euo pipefail
@@ -137,7 +137,7 @@ WRAP_OVERHEAD=$(for i in 1 2 3 4 5 6 7; do
 done | sort -g | sed -n 4p)
 echo "wrapper overhead subtracted from both profilers' CPU: $(calc "1000 * $WRAP_OVERHEAD") ms"
 
-RUNS=${BENCH_RUNS:-3}
+RUNS=${BENCH_RUNS:-5}
 PC_RUNS=(); FP_RUNS=(); PF_RUNS=()
 for R in $(seq 1 "$RUNS"); do
 # ---------------------------------------------------------------- profctl

@@ -108,7 +108,11 @@ pub(crate) fn build_sideband_attr(spec: &AttrSpec) -> perf_event_attr {
     attr.set_sample_id_all(1);
     attr.set_use_clockid(1);
     attr.clockid = libc::CLOCK_MONOTONIC;
-    attr.__bindgen_anon_2.wakeup_events = 1;
+    // Wake at every record. `wakeup_events` would not do it: the kernel counts only samples
+    // for it, and other records wake the reader only past the byte watermark (half the ring
+    // when none is set), so the records of a short-lived process waited for the next tick.
+    attr.set_watermark(1);
+    attr.__bindgen_anon_2.wakeup_watermark = 1;
     attr
 }
 
