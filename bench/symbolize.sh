@@ -109,7 +109,7 @@ mkdir "$cache"
 run_tool profctl env XDG_CACHE_HOME="$cache" "$PROFCTL" symbolize -q --elf "$BIN"
 run_warm profctl-nocache "profctl, warm, --no-cache" \
     env XDG_CACHE_HOME="$cache" "$PROFCTL" symbolize -q --no-cache --elf "$BIN"
-echo "  (profctl's frame cache: $(find "$cache" -name '*.frames' | wc -l) file(s), $(du -sk "$cache" | cut -f1) KiB)"
+echo "  (profctl's frame cache: $(find "$cache" -name '*.frames' | wc -l) file(s), $(find "$cache" -name '*.frames' -exec du -ck {} + | tail -1 | cut -f1) KiB; all of profctl's caches: $(du -sk "$cache" | cut -f1) KiB)"
 run_tool addr2line addr2line -a -f -i -C -e "$BIN"
 run_tool llvm-symbolizer llvm-symbolizer --obj "$BIN" --inlining --demangle
 run_tool eu-addr2line eu-addr2line -f -i -C -e "$BIN"
