@@ -139,8 +139,8 @@ pub struct RecordArgs {
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
     /// Data pages per ring buffer (a power of two). Default: 128 with --call-graph fp; when
-    /// stacks are copied, half a ring holds a tenth of a second of samples (1024 at 999 Hz
-    /// with 16 KiB stacks; 256 to 2048).
+    /// stacks are copied, a quarter of a ring holds a tenth of a second of samples (2048 at
+    /// 999 Hz with 16 KiB stacks; 256 to 2048).
     #[arg(long, value_name = "PAGES")]
     pub ring_pages: Option<usize>,
     /// The command to run and profile (after --). Recording ends when it exits; if the

@@ -40,24 +40,48 @@ pub mod defaults {
     pub const RING_PAGES_WITH_STACKS: usize = 2048;
     /// Fewest ring buffer pages chosen by [`ring_pages_with_stacks`] (1 MiB per CPU).
     const MIN_RING_PAGES_WITH_STACKS: usize = 256;
-    /// When stacks are copied, the reader is woken when half a ring is filled.
-    pub const WAKEUP_DIVISOR_WITH_STACKS: usize = 2;
+    /// When stacks are copied, the reader is woken when three quarters of a ring are filled,
+    /// if the quarter left holds a tenth of a second of samples (see
+    /// [`wakeup_percent_with_stacks`]).
+    pub const WAKEUP_PERCENT_WITH_STACKS: u8 = 75;
 
-    /// Ring buffer pages per CPU when `stack_bytes` of stack are copied with each sample at
-    /// `frequency` Hz: half a ring holds at least a tenth of a second of samples (the reader
-    /// wakes at half a ring, and may be that late before samples are lost); a power of two
-    /// between 256 and [`RING_PAGES_WITH_STACKS`].
-    ///
-    /// Each wake-up costs more CPU (tens of µs in a VM) than zeroing pages, and the kernel
-    /// zeroes every page of a ring when it is mapped. Measured at 999 Hz with 16 KiB stacks
-    /// (profctl CPU for 5 s, median of 8): 1024 pages woken at half 13.0 ms, 2048 pages at a
-    /// quarter 15.6 ms, 1024 at a quarter 16.1 ms, 512 at half 17.1 ms.
-    pub fn ring_pages_with_stacks(frequency: u64, stack_bytes: u32) -> usize {
+    /// Bytes per second of sample records per CPU at `frequency` with `stack_bytes` copied.
+    fn stack_bytes_per_second(frequency: u64, stack_bytes: u32) -> f64 {
         /// Sample record bytes besides the stack copy (header, ids, callchain, registers).
         const RECORD_OVERHEAD: f64 = 1024.0;
+        frequency as f64 * (f64::from(stack_bytes) + RECORD_OVERHEAD)
+    }
+
+    /// When to wake the reader, in percent of a ring of `ring_pages`, when stacks are
+    /// copied: at three quarters when the quarter left holds a tenth of a second of samples,
+    /// else at half, else at a quarter (a ring the user or the locked-memory limit made
+    /// small keeps its room for the reader's lateness).
+    pub fn wakeup_percent_with_stacks(ring_pages: usize, frequency: u64, stack_bytes: u32) -> u8 {
+        let tenth = stack_bytes_per_second(frequency, stack_bytes) * 0.1;
+        let ring = (ring_pages * 4096) as f64;
+        if ring / 4.0 >= tenth {
+            WAKEUP_PERCENT_WITH_STACKS
+        } else if ring / 2.0 >= tenth {
+            50
+        } else {
+            25
+        }
+    }
+
+    /// Ring buffer pages per CPU when `stack_bytes` of stack are copied with each sample at
+    /// `frequency` Hz: the quarter of a ring left when the reader is woken (at three
+    /// quarters) holds at least a tenth of a second of samples, the reader's allowed
+    /// lateness; a power of two between 256 and [`RING_PAGES_WITH_STACKS`].
+    ///
+    /// Each wake-up costs tens of µs of CPU in a VM, more than the kernel zeroing a few
+    /// more ring pages once. Measured at 999 Hz with 16 KiB stacks (profctl's own CPU for a
+    /// 5 s recording, median of 14 interleaved runs): 2048 pages woken at three quarters
+    /// 13.9 ms (22 wake-ups), 1024 pages woken at half 15.1 ms (48); earlier, 2048 at a
+    /// quarter 15.6 ms, 512 at half 17.1 ms.
+    pub fn ring_pages_with_stacks(frequency: u64, stack_bytes: u32) -> usize {
         /// Seconds of samples a whole ring holds.
-        const RING_SECONDS: f64 = 0.2;
-        let bytes = frequency as f64 * (f64::from(stack_bytes) + RECORD_OVERHEAD) * RING_SECONDS;
+        const RING_SECONDS: f64 = 0.4;
+        let bytes = stack_bytes_per_second(frequency, stack_bytes) * RING_SECONDS;
         let pages = (bytes / 4096.0).ceil().min(RING_PAGES_WITH_STACKS as f64) as usize;
         pages
             .next_power_of_two()
@@ -67,16 +91,26 @@ pub mod defaults {
 
 #[cfg(test)]
 mod tests {
-    use super::defaults::ring_pages_with_stacks;
+    use super::defaults::{ring_pages_with_stacks, wakeup_percent_with_stacks};
 
     #[test]
-    fn half_a_stack_ring_holds_a_tenth_of_a_second() {
-        // 999 Hz x 17 KiB = 17 MB/s per CPU: 0.2 s is 849 pages, rounded up to 1024.
-        assert_eq!(ring_pages_with_stacks(999, 16 * 1024), 1024);
+    fn a_quarter_of_a_stack_ring_holds_a_tenth_of_a_second() {
+        // 999 Hz x 17 KiB = 17 MB/s per CPU: 0.4 s is 1699 pages, rounded up to 2048.
+        assert_eq!(ring_pages_with_stacks(999, 16 * 1024), 2048);
         assert_eq!(ring_pages_with_stacks(99, 16 * 1024), 256);
-        assert_eq!(ring_pages_with_stacks(2000, 16 * 1024), 2048);
+        assert_eq!(ring_pages_with_stacks(4000, 16 * 1024), 2048);
         assert_eq!(ring_pages_with_stacks(50_000, 65_528), 2048);
-        assert_eq!(ring_pages_with_stacks(999, 4096), 256);
+        assert_eq!(ring_pages_with_stacks(999, 4096), 512);
+    }
+
+    #[test]
+    fn the_reader_wakes_late_only_where_the_ring_leaves_room() {
+        assert_eq!(wakeup_percent_with_stacks(2048, 999, 16 * 1024), 75);
+        // 4000 Hz: a quarter of 8 MiB is 30 ms of samples, half is 60 ms: a quarter.
+        assert_eq!(wakeup_percent_with_stacks(2048, 4000, 16 * 1024), 25);
+        assert_eq!(wakeup_percent_with_stacks(2048, 2000, 16 * 1024), 50);
+        // A ring cut to 128 pages by the locked-memory limit: a quarter.
+        assert_eq!(wakeup_percent_with_stacks(128, 999, 16 * 1024), 25);
     }
 }
 

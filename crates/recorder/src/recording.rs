@@ -102,9 +102,13 @@ pub async fn record(
     let config = SamplerConfig {
         frequency: options.frequency,
         ring_pages: options.ring_pages,
-        wakeup_divisor: match options.call_graph {
-            CallGraph::Fp => sampler::defaults::WAKEUP_DIVISOR,
-            CallGraph::Dwarf | CallGraph::Auto => crate::defaults::WAKEUP_DIVISOR_WITH_STACKS,
+        wakeup_percent: match options.call_graph {
+            CallGraph::Fp => sampler::defaults::WAKEUP_PERCENT,
+            CallGraph::Dwarf | CallGraph::Auto => crate::defaults::wakeup_percent_with_stacks(
+                options.ring_pages,
+                options.frequency,
+                options.stack_bytes,
+            ),
         },
         include_kernel: options.include_kernel,
         event: options.event,
