@@ -16,8 +16,7 @@ pub fn run(args: SymbolizeArgs) -> Result<ExitCode> {
     let mut search = DebugSearch::system();
     search.extra_dirs = args.debug_dirs.clone();
     if !args.no_cache {
-        search.section_cache = recorder::user_cache_dir().map(|d| d.join("dwarf"));
-        search.symbol_cache = recorder::user_cache_dir().map(|d| d.join("symbols"));
+        search = recorder::with_user_caches(search);
     }
     let mut addresses = Vec::new();
     let from_stdin;
@@ -45,7 +44,7 @@ pub fn run(args: SymbolizeArgs) -> Result<ExitCode> {
             let cache_dir = if args.no_cache {
                 None
             } else {
-                frame_cache_dir()
+                recorder::frame_cache_dir()
             };
             symbolize_elf(path, &addresses, &search, cache_dir, &mut out)?;
         }
@@ -94,13 +93,6 @@ pub fn run(args: SymbolizeArgs) -> Result<ExitCode> {
 
 /// `symbolize` always prints file:line, so its frames are cached with lines.
 const LINES: bool = true;
-
-/// The recorder's frame cache directory (`$XDG_CACHE_HOME/profctl/frames`, else
-/// `~/.cache/profctl/frames`), taken from its default options so that `profctl record` and
-/// `profctl symbolize` always share entries. None without a home directory.
-fn frame_cache_dir() -> Option<PathBuf> {
-    recorder::RecordOptions::new(recorder::RecordTarget::System).frame_cache_dir
-}
 
 /// `--elf`: each address's frames from the frame cache (by build-id and file offset) when an
 /// earlier run or `profctl record` left them there; the binary is opened, and its DWARF

@@ -37,3 +37,19 @@ pub fn user_cache_dir() -> Option<std::path::PathBuf> {
         });
     base.map(|b| b.join("profctl"))
 }
+
+/// Where frames named from DWARF are kept between runs (`frames/` under [`user_cache_dir`]).
+pub fn frame_cache_dir() -> Option<std::path::PathBuf> {
+    user_cache_dir().map(|d| d.join("frames"))
+}
+
+/// `search` with profctl's on-disk caches of decompressed debug sections (`dwarf/`) and
+/// parsed symbol tables (`symbols/`) under [`user_cache_dir`].
+pub fn with_user_caches(search: symbolize::DebugSearch) -> symbolize::DebugSearch {
+    let dir = user_cache_dir();
+    symbolize::DebugSearch {
+        section_cache: dir.as_ref().map(|d| d.join("dwarf")),
+        symbol_cache: dir.map(|d| d.join("symbols")),
+        ..search
+    }
+}

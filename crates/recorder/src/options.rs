@@ -130,8 +130,8 @@ pub struct RecordOptions {
     /// Which event.
     pub event: EventChoice,
     /// Longest time a record waits in a ring buffer before it is read (rings are also read
-    /// whenever a quarter of one fills, and at every side-band record). Each wake-up costs
-    /// CPU (about 100 µs in a VM), so it is long unless someone watches the progress.
+    /// whenever one fills to its watermark, and at every side-band record). Each wake-up
+    /// costs CPU (about 100 µs in a VM), so it is long unless someone watches the progress.
     pub drain_interval: Duration,
     /// How user stacks are walked.
     pub call_graph: CallGraph,
@@ -158,7 +158,7 @@ impl RecordOptions {
             call_graph: CallGraph::Auto,
             stack_bytes: defaults::STACK_BYTES,
             preload_symbols: Some(symbolize::DebugSearch::system()),
-            frame_cache_dir: crate::user_cache_dir().map(|d| d.join("frames")),
+            frame_cache_dir: crate::frame_cache_dir(),
         }
     }
 }

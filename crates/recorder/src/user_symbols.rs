@@ -34,11 +34,7 @@ impl Default for ResolveOptions {
     fn default() -> Self {
         ResolveOptions {
             lines: false,
-            debug_search: DebugSearch {
-                section_cache: crate::user_cache_dir().map(|d| d.join("dwarf")),
-                symbol_cache: crate::user_cache_dir().map(|d| d.join("symbols")),
-                ..DebugSearch::system()
-            },
+            debug_search: crate::with_user_caches(DebugSearch::system()),
             debuginfod: debuginfod::DebuginfodConfig::from_env(),
             address_cache_entries: 1 << 20,
         }

@@ -264,30 +264,13 @@ fn load_cached_table(path: &Path) -> Option<Table> {
 fn store_cached_table(dir: &Path, path: &Path, table: &Table) {
     let mut bytes = SYMTAB_MAGIC.to_vec();
     table.write_to(&mut bytes);
-    let result = (|| {
-        std::fs::create_dir_all(dir)?;
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, &bytes)?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(err) = result {
+    if let Err(err) = crate::disk_cache::write_replacing(path, &bytes) {
         tracing::debug!(path = %path.display(), %err, "cannot cache a symbol table");
         return;
     }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut tables: Vec<(std::time::SystemTime, PathBuf)> = entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".symtab"))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .collect();
-    if tables.len() > MAX_CACHED_TABLES {
-        tables.sort();
-        for (_, old) in &tables[..tables.len() - MAX_CACHED_TABLES] {
-            let _ = std::fs::remove_file(old);
-        }
-    }
+    crate::disk_cache::keep_newest(dir, MAX_CACHED_TABLES, |p| {
+        p.extension().is_some_and(|e| e == "symtab")
+    });
 }
 
 fn parse_elf<Elf: FileHeader<Endian = Endianness>>(

@@ -192,11 +192,8 @@ impl FrameCache {
     pub fn save(&mut self) -> std::io::Result<()> {
         let Some(dir) = &self.dir else { return Ok(()) };
         for (build_id, file) in self.files.iter_mut().filter(|(_, f)| !f.added.is_empty()) {
-            std::fs::create_dir_all(dir)?;
             let path = path_for(dir, build_id);
-            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::write(&tmp, encode(file))?;
-            std::fs::rename(&tmp, &path)?;
+            crate::disk_cache::write_replacing(&path, &encode(file))?;
             // The new file holds everything: later lookups read it.
             file.mapped = load(&path);
             file.decoded.clear();

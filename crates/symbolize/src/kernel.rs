@@ -117,13 +117,12 @@ impl KernelSymbols {
     /// to that symbol.
     pub fn lookup(&self, addr: u64) -> Option<KernelSymbol<'_>> {
         let e = self.table.lookup(addr)?;
-        let e = &e;
         let module = self
             .modules
             .get(e.tag as usize)
             .and_then(|&(off, len)| self.module_names.get(off..off + len));
         Some(KernelSymbol {
-            name: self.table.name(e),
+            name: self.table.name(&e),
             module,
             start: e.start,
         })
@@ -239,18 +238,12 @@ fn cache_key() -> Option<String> {
 
 /// Write the cache atomically and drop caches of other boots or module sets.
 fn write_cache(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if name.to_string_lossy().starts_with("kallsyms-") && entry.path() != path {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    crate::disk_cache::write_replacing(path, bytes)?;
+    crate::disk_cache::keep_newest(dir, 1, |p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("kallsyms-"))
+    });
+    Ok(())
 }
 
 impl std::fmt::Debug for KernelSymbols {

@@ -12,6 +12,7 @@
 
 pub mod address;
 pub mod demangle;
+mod disk_cache;
 pub mod elf;
 pub mod elf_layout;
 pub mod error;

@@ -85,38 +85,12 @@ impl SectionCache {
             return;
         }
         let path = self.path(section);
-        let result = (|| {
-            if !self.dir.exists() {
-                std::fs::create_dir_all(&self.dir)?;
-                self.evict_old();
-            }
-            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::write(&tmp, data)?;
-            std::fs::rename(&tmp, &path)
-        })();
-        if let Err(err) = result {
+        let new_build_id = !self.dir.exists();
+        if let Err(err) = crate::disk_cache::write_replacing(&path, data) {
             tracing::debug!(path = %path.display(), %err, "cannot cache a decompressed section");
         }
-    }
-
-    /// Remove the least recently written build-ids beyond [`MAX_FILES`].
-    fn evict_old(&self) {
-        let Ok(entries) = std::fs::read_dir(&self.root) else {
-            return;
-        };
-        let mut dirs: Vec<(std::time::SystemTime, PathBuf)> = entries
-            .flatten()
-            .filter_map(|e| {
-                let modified = e.metadata().ok()?.modified().ok()?;
-                Some((modified, e.path()))
-            })
-            .collect();
-        if dirs.len() <= MAX_FILES {
-            return;
-        }
-        dirs.sort();
-        for (_, dir) in &dirs[..dirs.len() - MAX_FILES] {
-            let _ = std::fs::remove_dir_all(dir);
+        if new_build_id {
+            crate::disk_cache::keep_newest(&self.root, MAX_FILES, Path::is_dir);
         }
     }
 }

@@ -842,34 +842,14 @@ fn owner_dwarf(owner: &DwarfOwner) -> Option<gimli::Dwarf<Reader<'_>>> {
     if owner.sup.is_some() {
         return None;
     }
-    let o = object::File::parse(&*owner.main.map).ok()?;
-    let endian = if o.is_little_endian() {
-        RunTimeEndian::Little
-    } else {
-        RunTimeEndian::Big
-    };
-    load_dwarf(&owner.main, endian)
+    load_dwarf(&owner.main)
 }
 
 fn build_context(owner: &DwarfOwner) -> Option<addr2line::Context<Reader<'_>>> {
     tracing::debug!(file = %owner.main.name, "indexing DWARF");
-    let endian = |f: &DwarfFile| {
-        object::File::parse(&*f.map).ok().map(|o| {
-            if o.is_little_endian() {
-                RunTimeEndian::Little
-            } else {
-                RunTimeEndian::Big
-            }
-        })
-    };
-    let main_endian = endian(&owner.main)?;
-    let mut dwarf = load_dwarf(&owner.main, main_endian)?;
-    if let Some(sup) = &owner.sup {
-        if let Some(e) = endian(sup) {
-            if let Some(sup_dwarf) = load_dwarf(sup, e) {
-                dwarf.set_sup(sup_dwarf);
-            }
-        }
+    let mut dwarf = load_dwarf(&owner.main)?;
+    if let Some(sup_dwarf) = owner.sup.as_ref().and_then(load_dwarf) {
+        dwarf.set_sup(sup_dwarf);
     }
     // Units that share an abbreviation table (common in large libraries) parse it once.
     dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
@@ -884,8 +864,13 @@ fn build_context(owner: &DwarfOwner) -> Option<addr2line::Context<Reader<'_>>> {
 
 /// The gimli sections of `f`, borrowed from the mapping or from its
 /// decompressed copies.
-fn load_dwarf(f: &DwarfFile, endian: RunTimeEndian) -> Option<gimli::Dwarf<Reader<'_>>> {
+fn load_dwarf(f: &DwarfFile) -> Option<gimli::Dwarf<Reader<'_>>> {
     let obj = object::File::parse(&*f.map).ok()?;
+    let endian = if obj.is_little_endian() {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    };
     let decompressed = f.decompressed.get_or_init(|| {
         let cache = f
             .section_cache
