@@ -46,69 +46,16 @@
 # Takes about 40 s with the defaults (5 runs of ~5 s plus perf script).
 set -euo pipefail
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(dirname "$HERE")
+BENCH_NAME=record.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SECS=${BENCH_SECONDS:-5}
 FREQS=${BENCH_FREQS:-"999 50000"}
-PROFCTL=$ROOT/target/release/profctl
-SPLIT_SRC=$ROOT/profiler-cli/tests/workloads/split.c
-WRAP_SRC=$HERE/workloads/cpuwrap.c
-export PATH="$PATH:$HOME/.cargo/bin"
-
-die() { echo "record.sh: $*" >&2; exit 1; }
-note() { echo "record.sh: $*" >&2; }
-
-# ---------------------------------------------------------------- tools
-for t in cc perf awk; do
-    command -v "$t" >/dev/null || die "missing tool: $t"
-done
-[ -f "$SPLIT_SRC" ] || die "missing workload source $SPLIT_SRC"
-[ -f "$WRAP_SRC" ] || die "missing $WRAP_SRC"
-if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -gt 0 ]; then
-    die "run as root (or with kernel.perf_event_paranoid <= 0)"
-fi
-if ! command -v inferno-collapse-perf >/dev/null || ! command -v inferno-flamegraph >/dev/null; then
-    command -v cargo >/dev/null ||
-        die "inferno is missing and so is cargo: install Rust, then 'cargo install inferno --locked'"
-    note "inferno missing: cargo install inferno --locked (into ~/.cargo/bin)"
-    cargo install inferno --locked >&2 || die "'cargo install inferno --locked' failed; install it by hand"
-    command -v inferno-collapse-perf >/dev/null || die "inferno-collapse-perf still not on PATH"
-fi
-if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
-    note "BENCH_NO_BUILD=1: using $PROFCTL as it is"
-elif [ ! -x "$PROFCTL" ] || [ -n "$(find "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" "$ROOT/crates" \
-        "$ROOT/profiler-cli/src" "$ROOT/profiler-cli/Cargo.toml" -newer "$PROFCTL" -print -quit)" ]; then
-    command -v cargo >/dev/null || die "profctl must be built and cargo is missing"
-    note "building profctl (cargo build --release -p profiler-cli)"
-    (cd "$ROOT" && cargo build --release -p profiler-cli >&2) ||
-        die "cargo build failed (BENCH_NO_BUILD=1 runs the existing binary, if any)"
-fi
-[ -x "$PROFCTL" ] || die "no $PROFCTL after the build"
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/profctl-bench.XXXXXX")
-if [ "${BENCH_KEEP:-0}" = 1 ]; then
-    note "keeping temp files in $T"
-else
-    trap 'rm -rf "$T"' EXIT
-fi
+bench_setup
 
 cc -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
     -fno-optimize-sibling-calls -pthread -o "$T/split" "$SPLIT_SRC"
-# Static when the C library allows it: less of the wrapper's own exec and exit to subtract.
-cc -O2 -static -o "$T/cpuwrap" "$WRAP_SRC" 2>/dev/null || cc -O2 -o "$T/cpuwrap" "$WRAP_SRC"
-WRAP=$T/cpuwrap
 WORK=("$T/split" --threads "$SECS")
-
-# ---------------------------------------------------------------- helpers
-# cpu FILE: user+sys seconds; wall FILE: wall seconds (from a cpuwrap file)
-cpu() { awk '{printf "%.6f", $2 + $3}' "$1"; }
-wall() { awk '{printf "%.6f", $1}' "$1"; }
-# calc EXPR: floating point arithmetic
-calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
-# ratio A B [FMT]: A/B, or "-" when B is 0
-ratio() { awk -v a="$1" -v b="$2" -v f="${3:-%.3f}" 'BEGIN { if (b + 0 == 0) print "-"; else printf f "\n", a / b }'; }
-# verdict RATIO LIMIT: PASS when RATIO <= LIMIT
-verdict() { awk -v r="$1" -v l="$2" 'BEGIN { if (r == "-") print "n/a"; else print (r + 0 <= l + 0 ? "PASS" : "FAIL") }'; }
 
 # shares FOLDED COMM FUNC...: per FUNC, the fraction of COMM's samples whose
 # stack contains FUNC (counted once per stack), then COMM's sample weight
@@ -152,13 +99,7 @@ echo "load at start:$(uptime | sed 's/.*load average://')   kernel.perf_event_ma
 # ---------------------------------------------------------------- baseline
 "$WRAP" "$T/base.wl" "${WORK[@]}" "$T/base.out"
 BASE_WL=$(cpu "$T/base.wl")
-# The wrapper's own cost: outer - inner with no profiler between them (the inner wrapper's
-# exit after it wrote its figures, the outer's fork and wait), median of 7. Both
-# profilers' "outer - inner" include it once; it is subtracted from both.
-WRAP_OVERHEAD=$(for i in 1 2 3 4 5 6 7; do
-    "$WRAP" "$T/ovh.cpu" "$WRAP" "$T/ovh.in" true
-    awk 'NR == FNR { o = $2 + $3; next } { printf "%.6f\n", o - $2 - $3 }' "$T/ovh.cpu" "$T/ovh.in"
-done | sort -g | sed -n 4p)
+WRAP_OVERHEAD=$(wrapper_overhead)
 echo "wrapper overhead subtracted from both profilers' CPU: $(calc "1000 * $WRAP_OVERHEAD") ms"
 echo "unprofiled workload: $(printf '%.2f' "$BASE_WL") CPU s in $(printf '%.2f' "$(wall "$T/base.wl")") s wall"
 

@@ -49,58 +49,19 @@
 # Needs:   cc, perf, cargo, inferno (installed with cargo if missing).
 set -euo pipefail
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(dirname "$HERE")
+BENCH_NAME=unwind.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SECS=${BENCH_SECONDS:-5}
 F=${BENCH_FREQ:-999}
 STACK=${BENCH_STACK:-16384}
-PROFCTL=$ROOT/target/release/profctl
-SPLIT_SRC=$ROOT/profiler-cli/tests/workloads/split.c
-WRAP_SRC=$HERE/workloads/cpuwrap.c
-export PATH="$PATH:$HOME/.cargo/bin"
-
-die() { echo "unwind.sh: $*" >&2; exit 1; }
-note() { echo "unwind.sh: $*" >&2; }
-
-for t in cc perf awk objdump; do
-    command -v "$t" >/dev/null || die "missing tool: $t"
-done
-[ -f "$SPLIT_SRC" ] || die "missing workload source $SPLIT_SRC"
-[ -f "$WRAP_SRC" ] || die "missing $WRAP_SRC"
-if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -gt 0 ]; then
-    die "run as root (or with kernel.perf_event_paranoid <= 0)"
-fi
-if ! command -v inferno-collapse-perf >/dev/null || ! command -v inferno-flamegraph >/dev/null; then
-    command -v cargo >/dev/null || die "inferno is missing and so is cargo"
-    note "inferno missing: cargo install inferno --locked"
-    cargo install inferno --locked >&2 || die "'cargo install inferno --locked' failed"
-fi
-if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
-    note "BENCH_NO_BUILD=1: using $PROFCTL as it is"
-elif [ ! -x "$PROFCTL" ] || [ -n "$(find "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" "$ROOT/crates" \
-        "$ROOT/profiler-cli/src" "$ROOT/profiler-cli/Cargo.toml" -newer "$PROFCTL" -print -quit)" ]; then
-    note "building profctl (cargo build --release -p profiler-cli)"
-    (cd "$ROOT" && cargo build --release -p profiler-cli >&2) || die "cargo build failed"
-fi
-[ -x "$PROFCTL" ] || die "no $PROFCTL after the build"
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/profctl-bench-unwind.XXXXXX")
-if [ "${BENCH_KEEP:-0}" = 1 ]; then note "keeping temp files in $T"; else trap 'rm -rf "$T"' EXIT; fi
+bench_setup objdump
 
 # No frame pointers; sibling calls off so that mid keeps a frame.
 cc -O2 -g -fomit-frame-pointer -fno-optimize-sibling-calls -pthread -o "$T/split" "$SPLIT_SRC"
-# Static when the C library allows it: less of the wrapper's own exec and exit to subtract.
-cc -O2 -static -o "$T/cpuwrap" "$WRAP_SRC" 2>/dev/null || cc -O2 -o "$T/cpuwrap" "$WRAP_SRC"
 objdump -d "$T/split" >"$T/split.dis"
 grep -q "call.*<hot_b>" "$T/split.dis" || die "hot_b is not called in the no-FP build (inlined?)"
-WRAP=$T/cpuwrap
 WORK=("$T/split" "$SECS")
-
-cpu() { awk '{printf "%.6f", $2 + $3}' "$1"; }
-wall() { awk '{printf "%.6f", $1}' "$1"; }
-calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
-ratio() { awk -v a="$1" -v b="$2" -v f="${3:-%.3f}" 'BEGIN { if (b + 0 == 0) print "-"; else printf f "\n", a / b }'; }
-verdict_le() { awk -v r="$1" -v l="$2" 'BEGIN { if (r == "-") print "n/a"; else print (r + 0 <= l + 0 ? "PASS" : "FAIL") }'; }
 
 # complete FOLDED: "share total" - of comm split's weight whose stack contains
 # hot_b, the share holding main;work;mid;hot_b contiguously
@@ -128,13 +89,7 @@ echo "$(nproc) CPUs, $(uname -r), $(perf --version)"
 
 "$WRAP" "$T/base.wl" "${WORK[@]}" "$T/base.out"
 BASE_WL=$(cpu "$T/base.wl")
-# The wrapper's own cost: outer - inner with no profiler between them (the inner wrapper's
-# exit after it wrote its figures, the outer's fork and wait), median of 7. Both
-# profilers' "outer - inner" include it once; it is subtracted from both.
-WRAP_OVERHEAD=$(for i in 1 2 3 4 5 6 7; do
-    "$WRAP" "$T/ovh.cpu" "$WRAP" "$T/ovh.in" true
-    awk 'NR == FNR { o = $2 + $3; next } { printf "%.6f\n", o - $2 - $3 }' "$T/ovh.cpu" "$T/ovh.in"
-done | sort -g | sed -n 4p)
+WRAP_OVERHEAD=$(wrapper_overhead)
 echo "wrapper overhead subtracted from both profilers' CPU: $(calc "1000 * $WRAP_OVERHEAD") ms"
 
 RUNS=${BENCH_RUNS:-5}
@@ -214,7 +169,7 @@ printf '%-44s %12.3f %12.3f\n' "profiler CPU, whole run (s)" "$PC_CPU" "$(calc "
 printf '%-44s %12s %12.3f\n' "  perf record" "" "$PF_REC"
 printf '%-44s %12s %12.3f\n' "  perf script|collapse + flamegraph" "" "$PF_POST"
 echo "(CPU per sample: median of $RUNS rounds; the other rows: the last round)"
-printf '%-44s %12.2f %12.2f %9s  %-10s %s\n' "CPU/sample (us): profctl all vs perf post" "$PC_US" "$PF_POST_US" "$R_POST" "<= 0.10" "$(verdict_le "$R_POST" 0.1)"
+printf '%-44s %12.2f %12.2f %9s  %-10s %s\n' "CPU/sample (us): profctl all vs perf post" "$PC_US" "$PF_POST_US" "$R_POST" "<= 0.10" "$(verdict "$R_POST" 0.1)"
 printf '%-44s %12s %12s\n' "  spread over the rounds" "$(spread "${PC_RUNS[@]}")" "$(spread "${PF_RUNS[@]}")"
 printf '%-44s %12.2f %12.2f %9s\n' "CPU/sample (us): profctl all vs perf all" "$PC_US" "$PF_ALL_US" "$R_ALL"
 printf '%-44s %12s %12.2f\n' "  perf record alone" "" "$PF_REC_US"

@@ -1,0 +1,78 @@
+# bench/lib.sh - what bench/record.sh and bench/unwind.sh share: checks, building profctl
+# and the CPU wrapper, arithmetic on cpuwrap figures. Sourced, not run; the sourcing script
+# sets BENCH_NAME (for messages) and defines nothing of the same names.
+#
+# After `bench_setup TOOL...`: HERE, ROOT, PROFCTL, SPLIT_SRC, T (the temp dir, removed on
+# exit unless BENCH_KEEP=1) and WRAP (bench/workloads/cpuwrap.c, built) are set.
+
+die() { echo "$BENCH_NAME: $*" >&2; exit 1; }
+note() { echo "$BENCH_NAME: $*" >&2; }
+
+# cpu FILE: user+sys seconds; wall FILE: wall seconds (from a cpuwrap file)
+cpu() { awk '{printf "%.6f", $2 + $3}' "$1"; }
+wall() { awk '{printf "%.6f", $1}' "$1"; }
+# calc EXPR: floating point arithmetic
+calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
+# ratio A B [FMT]: A/B, or "-" when B is 0
+ratio() { awk -v a="$1" -v b="$2" -v f="${3:-%.3f}" 'BEGIN { if (b + 0 == 0) print "-"; else printf f "\n", a / b }'; }
+# verdict RATIO LIMIT: PASS when RATIO <= LIMIT
+verdict() { awk -v r="$1" -v l="$2" 'BEGIN { if (r == "-") print "n/a"; else print (r + 0 <= l + 0 ? "PASS" : "FAIL") }'; }
+
+# bench_setup TOOL...: check the tools, perf access and inferno; build profctl (unless
+# BENCH_NO_BUILD=1) and the wrapper; make the temp dir.
+bench_setup() {
+    HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    ROOT=$(dirname "$HERE")
+    PROFCTL=$ROOT/target/release/profctl
+    SPLIT_SRC=$ROOT/profiler-cli/tests/workloads/split.c
+    local wrap_src=$HERE/workloads/cpuwrap.c
+    export PATH="$PATH:$HOME/.cargo/bin"
+
+    local t
+    for t in cc perf awk "$@"; do
+        command -v "$t" >/dev/null || die "missing tool: $t"
+    done
+    [ -f "$SPLIT_SRC" ] || die "missing workload source $SPLIT_SRC"
+    [ -f "$wrap_src" ] || die "missing $wrap_src"
+    if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -gt 0 ]; then
+        die "run as root (or with kernel.perf_event_paranoid <= 0)"
+    fi
+    if ! command -v inferno-collapse-perf >/dev/null || ! command -v inferno-flamegraph >/dev/null; then
+        command -v cargo >/dev/null ||
+            die "inferno is missing and so is cargo: install Rust, then 'cargo install inferno --locked'"
+        note "inferno missing: cargo install inferno --locked (into ~/.cargo/bin)"
+        cargo install inferno --locked >&2 || die "'cargo install inferno --locked' failed; install it by hand"
+        command -v inferno-collapse-perf >/dev/null || die "inferno-collapse-perf still not on PATH"
+    fi
+    if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
+        note "BENCH_NO_BUILD=1: using $PROFCTL as it is"
+    elif [ ! -x "$PROFCTL" ] || [ -n "$(find "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" "$ROOT/crates" \
+            "$ROOT/profiler-cli/src" "$ROOT/profiler-cli/Cargo.toml" -newer "$PROFCTL" -print -quit)" ]; then
+        command -v cargo >/dev/null || die "profctl must be built and cargo is missing"
+        note "building profctl (cargo build --release -p profiler-cli)"
+        (cd "$ROOT" && cargo build --release -p profiler-cli >&2) ||
+            die "cargo build failed (BENCH_NO_BUILD=1 runs the existing binary, if any)"
+    fi
+    [ -x "$PROFCTL" ] || die "no $PROFCTL after the build"
+
+    T=$(mktemp -d "${TMPDIR:-/tmp}/profctl-$BENCH_NAME.XXXXXX")
+    if [ "${BENCH_KEEP:-0}" = 1 ]; then
+        note "keeping temp files in $T"
+    else
+        trap 'rm -rf "$T"' EXIT
+    fi
+    # Static when the C library allows it: less of the wrapper's own exec and exit to subtract.
+    cc -O2 -static -o "$T/cpuwrap" "$wrap_src" 2>/dev/null || cc -O2 -o "$T/cpuwrap" "$wrap_src"
+    WRAP=$T/cpuwrap
+}
+
+# wrapper_overhead: the wrappers' own cost in seconds, outer - inner with no profiler between
+# them (the inner wrapper's exit after it wrote its figures, the outer's fork and wait),
+# median of 7. Both profilers' "outer - inner" include it once; it is subtracted from both.
+wrapper_overhead() {
+    local i
+    for i in 1 2 3 4 5 6 7; do
+        "$WRAP" "$T/ovh.cpu" "$WRAP" "$T/ovh.in" true
+        awk 'NR == FNR { o = $2 + $3; next } { printf "%.6f\n", o - $2 - $3 }' "$T/ovh.cpu" "$T/ovh.in"
+    done | sort -g | sed -n 4p
+}
