@@ -11,7 +11,8 @@ use sampler::{EventChoice, EventKind};
 #[derive(Debug, Parser)]
 #[command(name = "profctl", version, about, propagate_version = true)]
 pub struct Cli {
-    /// More log output (-v: info, -vv: debug). PROFCTL_LOG=filter overrides.
+    /// More log output (-v: info, -vv: debug; PROFCTL_LOG=filter overrides). With -v, the
+    /// record summary adds profctl's own CPU and wake-ups, and its address-cache figures.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Only errors: no progress line and no summary.
