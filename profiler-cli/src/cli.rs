@@ -12,7 +12,8 @@ use sampler::{EventChoice, EventKind};
 #[command(name = "profctl", version, about, propagate_version = true)]
 pub struct Cli {
     /// More log output (-v: info, -vv: debug; PROFCTL_LOG=filter overrides). With -v, the
-    /// record summary adds profctl's own CPU and wake-ups, and its address-cache figures.
+    /// record summary adds profctl's own CPU and wake-ups, and its address-cache figures;
+    /// with -vv, its CPU time by phase.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Only errors: no progress line and no summary.

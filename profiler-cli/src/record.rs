@@ -16,6 +16,7 @@ const DEFAULT_SVG: &str = "profile.svg";
 
 /// Run `profctl record`.
 pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
+    let cpu_at_start = recorder::ProcessUsage::now().cpu();
     let mut options = args.to_options();
     let svg_path = match (&args.output, &args.folded) {
         (None, None) => Some(DEFAULT_SVG.into()),
@@ -77,6 +78,7 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
     }
     let post_started = std::time::Instant::now();
     let (profile, resolve_stats) = recorder::resolve(&mut recording, &args.resolve_options());
+    let cpu_at_resolved = recorder::ProcessUsage::now().cpu();
     let stacks_quality = stack_quality(&resolve_stats);
     let mut written = Vec::new();
     if let Some(path) = &args.folded {
@@ -110,6 +112,19 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
             post_started.elapsed(),
             verbose > 0,
         );
+        if verbose > 1 {
+            let marks = &recording.cpu_marks;
+            let ms = |from: Duration, to: Duration| to.saturating_sub(from).as_secs_f64() * 1e3;
+            eprintln!(
+                "profctl: own CPU by phase: start {:.2} ms, open events {:.2} ms, sampling {:.2} ms ({:.2} ms draining), symbolize {:.2} ms, write {:.2} ms",
+                cpu_at_start.as_secs_f64() * 1e3,
+                ms(cpu_at_start, marks.events_enabled),
+                ms(marks.events_enabled, marks.sampling_ended),
+                marks.drain_thread.as_secs_f64() * 1e3,
+                ms(marks.sampling_ended, cpu_at_resolved),
+                ms(cpu_at_resolved, recorder::ProcessUsage::now().cpu()),
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

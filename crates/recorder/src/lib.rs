@@ -19,7 +19,7 @@ mod user_symbols;
 pub use error::RecordError;
 pub use options::{defaults, CallGraph, RecordOptions, RecordTarget};
 pub use pinned::PinnedFiles;
-pub use recording::{record, Progress, Recording, RecordingStats};
+pub use recording::{record, CpuMarks, Progress, Recording, RecordingStats};
 pub use resolve::{resolve, ResolveStats};
 pub use usage::ProcessUsage;
 pub use user_symbols::{ResolveOptions, UserSymbolStats};

@@ -74,6 +74,20 @@ pub struct Recording {
     pub(crate) preloader: Option<Preloader>,
     /// Frames of earlier runs; `resolve` adds this run's and saves it.
     pub(crate) frame_cache: symbolize::FrameCache,
+    /// This process's CPU time when the events were enabled and when sampling ended.
+    pub cpu_marks: CpuMarks,
+}
+
+/// This process's CPU time (all threads) at the phase boundaries of a recording, for `-vv`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuMarks {
+    /// When the events were open, mapped and enabled (the command started, if one was run).
+    pub events_enabled: Duration,
+    /// When sampling ended and the events were closed.
+    pub sampling_ended: Duration,
+    /// Of the CPU time between the two, what the thread draining the rings used (the rest is
+    /// background work: reading kernel symbols, opening symbolizers).
+    pub drain_thread: Duration,
 }
 
 /// Record until `stop` resolves, the duration elapses, or the profiled command exits.
@@ -129,6 +143,8 @@ pub async fn record(
     let mut sampler = Sampler::open(&config)?;
     sampler.enable()?;
     let started = Instant::now();
+    let events_enabled = crate::ProcessUsage::now().cpu();
+    let drain_thread_started = crate::ProcessUsage::this_thread().cpu();
     // Reading kallsyms takes tens of milliseconds of kernel time: do it while sampling.
     let kernel_symbols = sampler
         .info()
@@ -217,6 +233,13 @@ pub async fn record(
         }
     }
     drop(sampler);
+    let cpu_marks = CpuMarks {
+        events_enabled,
+        sampling_ended: crate::ProcessUsage::now().cpu(),
+        drain_thread: crate::ProcessUsage::this_thread()
+            .cpu()
+            .saturating_sub(drain_thread_started),
+    };
     debug!(unique_stacks = collector.stacks.len(), "recording finished");
     Ok(Recording {
         stacks: collector.stacks,
@@ -233,6 +256,7 @@ pub async fn record(
         pinned: collector.pinned,
         preloader: collector.preloader,
         frame_cache: collector.frame_cache,
+        cpu_marks,
     })
 }
 

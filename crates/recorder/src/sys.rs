@@ -1,5 +1,5 @@
 //! The crate's only `unsafe`: forking a command that waits for its events, waiting for it,
-//! signals and the clock.
+//! signals, the clock and the auxiliary vector.
 //!
 //! std's `Command::spawn` returns only after the child has called exec, so a child cannot be
 //! held between fork and exec through it; this module forks by hand (as perf does). After
@@ -162,13 +162,26 @@ pub(crate) fn raise_open_file_limit() -> u64 {
     limit.rlim_cur
 }
 
-/// `getrusage(RUSAGE_SELF)`: resources used by every thread of this process.
-pub(crate) fn rusage_self() -> io::Result<libc::rusage> {
+/// `getrusage(RUSAGE_SELF)`: resources used by every thread of this process; with
+/// `this_thread_only`, `getrusage(RUSAGE_THREAD)`: those of the calling thread.
+pub(crate) fn rusage(this_thread_only: bool) -> io::Result<libc::rusage> {
+    let who = if this_thread_only {
+        libc::RUSAGE_THREAD
+    } else {
+        libc::RUSAGE_SELF
+    };
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `usage` is a valid, writable rusage for the kernel to fill.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+    if unsafe { libc::getrusage(who, &mut usage) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(usage)
+}
+
+/// Where the kernel mapped this process's vDSO (`AT_SYSINFO_EHDR`), if it did.
+pub(crate) fn vdso_base() -> Option<u64> {
+    // SAFETY: getauxval only reads the auxiliary vector the kernel gave this process.
+    let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+    (base != 0).then_some(base)
 }

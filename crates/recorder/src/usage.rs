@@ -19,9 +19,19 @@ pub struct ProcessUsage {
 }
 
 impl ProcessUsage {
-    /// The usage at this moment; zero when the kernel refuses (never expected).
+    /// The usage of the whole process at this moment; zero when the kernel refuses (never
+    /// expected).
     pub fn now() -> ProcessUsage {
-        let Ok(u) = crate::sys::rusage_self() else {
+        Self::read(false)
+    }
+
+    /// The usage of the calling thread alone at this moment.
+    pub fn this_thread() -> ProcessUsage {
+        Self::read(true)
+    }
+
+    fn read(this_thread_only: bool) -> ProcessUsage {
+        let Ok(u) = crate::sys::rusage(this_thread_only) else {
             return ProcessUsage::default();
         };
         let time = |t: libc::timeval| {

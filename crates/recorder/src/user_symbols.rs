@@ -387,16 +387,55 @@ pub(crate) fn live_path(pid: u32, mapping: &Mapping, path: &str) -> Option<PathB
 
 /// The vdso image of this process: the kernel maps the same one into every 64-bit process.
 fn own_vdso() -> std::io::Result<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let maps = std::fs::read_to_string("/proc/self/maps")?;
-    let line = maps
-        .lines()
-        .filter_map(procmap::parse_maps_line)
-        .find(|l| l.path == "[vdso]")
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no [vdso] mapping"))?;
-    let mut mem = std::fs::File::open("/proc/self/mem")?;
-    mem.seek(SeekFrom::Start(line.start))?;
-    let mut bytes = vec![0u8; (line.end - line.start) as usize];
-    mem.read_exact(&mut bytes)?;
+    use std::io::{Error, ErrorKind};
+    use std::os::unix::fs::FileExt;
+    let base = crate::sys::vdso_base()
+        .ok_or_else(|| Error::new(ErrorKind::NotFound, "no vDSO in the auxiliary vector"))?;
+    let mem = std::fs::File::open("/proc/self/mem")?;
+    // The image is a whole ELF file ending with its section headers (ELF64 header fields:
+    // e_shoff at 0x28, e_shentsize at 0x3a, e_shnum at 0x3c).
+    let mut header = [0u8; 64];
+    mem.read_exact_at(&mut header, base)?;
+    if &header[..4] != b"\x7fELF" {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            "the vDSO is not an ELF image",
+        ));
+    }
+    let field = |at: usize, len: usize| {
+        let mut bytes = [0u8; 8];
+        bytes[..len].copy_from_slice(&header[at..at + len]);
+        u64::from_le_bytes(bytes)
+    };
+    let size = field(0x28, 8) + field(0x3a, 2) * field(0x3c, 2);
+    if !(64..=1 << 20).contains(&size) {
+        return Err(Error::new(ErrorKind::InvalidData, "implausible vDSO size"));
+    }
+    let mut bytes = vec![0u8; size as usize];
+    mem.read_exact_at(&mut bytes, base)?;
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The image read through the auxiliary vector is the whole `[vdso]` mapping's ELF file.
+    #[test]
+    fn own_vdso_is_the_mapped_elf_image() {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let Some(mapping) = maps
+            .lines()
+            .filter_map(procmap::parse_maps_line)
+            .find(|l| l.path == "[vdso]")
+        else {
+            eprintln!("skipped: this process has no vDSO");
+            return;
+        };
+        let bytes = own_vdso().expect("the vDSO image");
+        let mapped = mapping.end - mapping.start;
+        assert!(bytes.len() as u64 <= mapped && bytes.len() as u64 > mapped / 4);
+        let elf = ElfFile::parse(&bytes, "[vdso]").expect("the vDSO parses");
+        assert!(elf.symbol_count() > 0, "the vDSO has symbols");
+    }
 }

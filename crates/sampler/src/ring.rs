@@ -88,6 +88,9 @@ pub fn read_records(
             &data[offset as usize..(offset + record_size) as usize]
         };
         stats.records += 1;
+        if pos + record_size < head {
+            prefetch_next(data, offset + record_size, record_size);
+        }
         on_record(RawRecord {
             kind,
             misc,
@@ -96,6 +99,23 @@ pub fn read_records(
         pos += record_size;
     }
     head
+}
+
+/// Lines of a record worth loading ahead: header, sample fields, registers and the innermost
+/// frames of a copied stack.
+const PREFETCH_HEAD_LINES: usize = 32;
+
+/// Start loading the record at `offset` (ring offset, may be past the end) while the one before
+/// it is decoded: its first lines and, guessing it is as long as the one before (samples of
+/// one event are), its last line, where a stack copy's `dyn_size` sits.
+fn prefetch_next(data: &[u8], offset: u64, guessed_size: u64) {
+    let offset = offset as usize;
+    for line in 0..PREFETCH_HEAD_LINES {
+        crate::sys::prefetch(data, offset + line * 64);
+    }
+    if guessed_size as usize > PREFETCH_HEAD_LINES * 64 {
+        crate::sys::prefetch(data, offset + guessed_size as usize - 8);
+    }
 }
 
 /// `len` bytes at `offset` of the ring, copied into `scratch` only when they wrap.
