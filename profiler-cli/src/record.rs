@@ -1,5 +1,6 @@
 //! `profctl record`: run a recording in this process (embedded mode) and write its outputs.
 
+use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -179,7 +180,15 @@ fn print_summary(
     post: Duration,
     verbose: bool,
 ) {
-    eprintln!(
+    // Written at once at the end: stderr is unbuffered, and each piece of each line would
+    // otherwise be a write of its own.
+    let mut out = String::new();
+    macro_rules! say {
+        ($($arg:tt)*) => {{
+            let _ = writeln!(out, $($arg)*);
+        }};
+    }
+    say!(
         "profctl: {} samples in {:.1} s ({} at {} Hz{}), {} lost, {} throttled",
         r.stats.samples,
         r.duration.as_secs_f64(),
@@ -194,22 +203,23 @@ fn print_summary(
         r.stats.throttled,
     );
     if r.stats.malformed_records + r.stats.malformed_batches > 0 {
-        eprintln!(
+        say!(
             "profctl: skipped {} malformed records and {} malformed ring batches",
-            r.stats.malformed_records, r.stats.malformed_batches
+            r.stats.malformed_records,
+            r.stats.malformed_batches
         );
     }
     if let Some(q) = stack_quality(resolved) {
-        eprintln!("profctl: user stacks ({:?} unwinding): {q}", r.call_graph);
+        say!("profctl: user stacks ({:?} unwinding): {q}", r.call_graph);
         for (binary, counts) in resolved.unwind.worst_binaries(3) {
-            eprintln!(
+            say!(
                 "profctl:   stopped early in {binary}: {}",
                 counts.describe()
             );
         }
     }
     let user = &resolved.user;
-    eprintln!(
+    say!(
         "profctl: {:.1}% of frames unnamed ({} user addresses in {} files, {} kernel addresses)",
         resolved.unnamed_share() * 100.0,
         user.cache_misses,
@@ -217,17 +227,17 @@ fn print_summary(
         resolved.kernel_addresses
     );
     if user.debuginfod_fetched > 0 || !user.debuginfod_failures.is_empty() {
-        eprintln!(
+        say!(
             "profctl: debuginfod: {} debug files fetched",
             user.debuginfod_fetched
         );
         for failure in &user.debuginfod_failures {
-            eprintln!("profctl:   could not fetch: {failure}");
+            say!("profctl:   could not fetch: {failure}");
         }
     }
     if verbose {
         let usage = recorder::ProcessUsage::now();
-        eprintln!(
+        say!(
             "profctl: own CPU {:.1} ms ({:.1} ms user, {:.1} ms system), {} drain rounds, {} + {} context switches, {} page faults",
             usage.cpu().as_secs_f64() * 1e3,
             usage.user.as_secs_f64() * 1e3,
@@ -237,23 +247,24 @@ fn print_summary(
             usage.involuntary_switches,
             usage.minor_faults,
         );
-        eprintln!(
+        say!(
             "profctl: address cache: {} hits, {} misses, {} resets; {} from the frame cache of earlier runs; {} JIT frames",
             user.cache_hits, user.cache_misses, user.cache_resets, user.frame_cache_hits, user.jit_frames
         );
     }
     if let Some(status) = r.command_status {
         if !status.success() {
-            eprintln!("profctl: the command exited with {status}");
+            say!("profctl: the command exited with {status}");
         }
     }
     if written.is_empty() {
-        eprintln!("profctl: no files written");
+        say!("profctl: no files written");
     } else {
-        eprintln!(
+        say!(
             "profctl: wrote {} ({} ms after recording ended)",
             written.join(", "),
             post.as_millis()
         );
     }
+    eprint!("{out}");
 }
