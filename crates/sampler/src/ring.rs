@@ -58,6 +58,9 @@ pub fn read_records(
         return head;
     }
     let mut pos = tail;
+    // Ring position up to which lines were prefetched: with small records, the window of one
+    // covers the next several, and their lines are not asked for twice.
+    let mut prefetched_to = pos;
     while pos < head {
         let available = head - pos;
         let header = match read_wrapped(data, pos & mask, HEADER_SIZE, scratch) {
@@ -88,9 +91,7 @@ pub fn read_records(
             &data[offset as usize..(offset + record_size) as usize]
         };
         stats.records += 1;
-        if pos + record_size < head {
-            prefetch_next(data, offset + record_size, record_size);
-        }
+        prefetched_to = prefetch_next(data, pos + record_size, record_size, head, prefetched_to);
         on_record(RawRecord {
             kind,
             misc,
@@ -101,21 +102,28 @@ pub fn read_records(
     head
 }
 
-/// Lines of a record worth loading ahead: header, sample fields, registers and the innermost
+/// Bytes of a record worth loading ahead: header, sample fields, registers and the innermost
 /// frames of a copied stack.
-const PREFETCH_HEAD_LINES: usize = 32;
+const PREFETCH_BYTES: u64 = 2048;
 
-/// Start loading the record at `offset` (ring offset, may be past the end) while the one before
-/// it is decoded: its first lines and, guessing it is as long as the one before (samples of
-/// one event are), its last line, where a stack copy's `dyn_size` sits.
-fn prefetch_next(data: &[u8], offset: u64, guessed_size: u64) {
-    let offset = offset as usize;
-    for line in 0..PREFETCH_HEAD_LINES {
-        crate::sys::prefetch(data, offset + line * 64);
+/// Start loading the record at ring position `next` while the one before it is decoded: its
+/// first [`PREFETCH_BYTES`] (less what was prefetched already, up to `done`) and, guessing it
+/// is as long as the one before (samples of one event are), its last line, where a stack
+/// copy's `dyn_size` sits. Nothing at or past `head` (not written yet). Returns the new `done`.
+fn prefetch_next(data: &[u8], next: u64, guessed_size: u64, head: u64, done: u64) -> u64 {
+    const LINE: u64 = 64;
+    let mask = data.len() as u64 - 1;
+    let end = (next + PREFETCH_BYTES).min(head);
+    let mut line = next.max(done) & !(LINE - 1);
+    while line < end {
+        crate::sys::prefetch(data, (line & mask) as usize);
+        line += LINE;
     }
-    if guessed_size as usize > PREFETCH_HEAD_LINES * 64 {
-        crate::sys::prefetch(data, offset + guessed_size as usize - 8);
+    let last = next + guessed_size - 8;
+    if last >= end && last < head {
+        crate::sys::prefetch(data, (last & mask) as usize);
     }
+    end.max(done)
 }
 
 /// `len` bytes at `offset` of the ring, copied into `scratch` only when they wrap.

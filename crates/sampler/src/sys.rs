@@ -57,17 +57,18 @@ pub(crate) fn set_output(fd: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
     check_ioctl(unsafe { sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) })
 }
 
-/// Hint the CPU to start loading the cache line holding `data[offset % data.len()]`; never
-/// faults, never blocks, does nothing on other architectures. For ring data written by
-/// another CPU, whose every line is a cache miss: issued early, the misses overlap.
+/// Hint the CPU to start loading the cache line holding `data[offset]` (an offset past the
+/// end is ignored); never faults, never blocks, does nothing on other architectures. For ring
+/// data written by another CPU, whose every line is a cache miss: issued early, the misses
+/// overlap.
 #[inline]
 pub(crate) fn prefetch(data: &[u8], offset: usize) {
     #[cfg(target_arch = "x86_64")]
-    if !data.is_empty() {
-        let line = data.as_ptr().wrapping_add(offset % data.len()).cast::<i8>();
+    if offset < data.len() {
+        let line = data.as_ptr().wrapping_add(offset).cast::<i8>();
         // SAFETY: PREFETCHT0 is a hint that neither reads nor writes memory as far as the
-        // program is concerned (no fault even on a bad address); SSE, whose target feature the
-        // intrinsic names, is part of every x86_64 CPU.
+        // program is concerned (it never faults; `line` is inside `data` anyway); SSE, whose
+        // target feature the intrinsic names, is part of every x86_64 CPU.
         unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line) };
     }
     #[cfg(not(target_arch = "x86_64"))]
