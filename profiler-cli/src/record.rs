@@ -210,7 +210,7 @@ fn print_summary(
         );
     }
     if let Some(q) = stack_quality(resolved) {
-        say!("profctl: user stacks ({:?} unwinding): {q}", r.call_graph);
+        say!("profctl: user stacks ({} unwinding): {q}", r.call_graph);
         for (binary, counts) in resolved.unwind.worst_binaries(3) {
             say!(
                 "profctl:   stopped early in {binary}: {}",

@@ -28,6 +28,17 @@ pub enum CallGraph {
     Auto,
 }
 
+impl std::fmt::Display for CallGraph {
+    /// The mode as `--call-graph` spells it: `fp`, `dwarf` or `auto`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CallGraph::Fp => "fp",
+            CallGraph::Dwarf => "dwarf",
+            CallGraph::Auto => "auto",
+        })
+    }
+}
+
 /// Defaults shared by the CLI and the daemon.
 pub mod defaults {
     /// Bytes of user stack copied per sample for DWARF unwinding (see docs/unwinding.md).

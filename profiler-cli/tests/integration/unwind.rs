@@ -298,10 +298,10 @@ fn quality(run: &Run, mode: &str) -> Quality {
 
 #[test]
 fn summary_quality_line_parses() {
-    let line = "profctl: user stacks (Dwarf unwinding): 97.1% whole (95.0% unwound to the first \
+    let line = "profctl: user stacks (dwarf unwinding): 97.1% whole (95.0% unwound to the first \
                 frame, 2.1% spliced), 2.0% truncated, 0.9% unknown";
     let (mode, q) = parse_quality(line).expect("parses");
-    assert_eq!(mode, "Dwarf");
+    assert_eq!(mode, "dwarf");
     assert_eq!(
         q,
         Quality {
@@ -312,7 +312,7 @@ fn summary_quality_line_parses() {
             unknown: 0.9
         }
     );
-    assert!(parse_quality("profctl: user stacks (Dwarf unwinding): 97.1% whole").is_none());
+    assert!(parse_quality("profctl: user stacks (dwarf unwinding): 97.1% whole").is_none());
 }
 
 const SPLIT_PATH: [&str; 4] = ["main", "work", "mid", "hot_b"];
@@ -357,7 +357,7 @@ fn dwarf_unwinds_split_without_frame_pointers() {
         );
         assert_shares(&stacks, comm, &read_measured(&measured_path));
 
-        let q = quality(&run, if mode == "dwarf" { "Dwarf" } else { "Auto" });
+        let q = quality(&run, mode);
         assert!(
             q.whole >= 95.0,
             "--call-graph {mode}: summary says only {}% of stacks whole: {q:?}\n{}",
@@ -514,7 +514,7 @@ fn deep_recursion_auto_splices_to_main() {
                 && s.has_path(&["recurse", "bottom"])
         },
     );
-    let q = quality(&run, "Auto");
+    let q = quality(&run, "auto");
     assert!(
         q.whole >= 95.0 && q.spliced >= 90.0,
         "auto on a stack deeper than the copy: want >= 95% whole, nearly all spliced; got {q:?}\n{}",
@@ -567,7 +567,7 @@ fn deep_recursion_dwarf_alone_ends_truncated() {
         "--call-graph dwarf: unexpected frames in deeprec stacks {wrong:?}\n{}",
         top_lines(&stacks, 10)
     );
-    let q = quality(&run, "Dwarf");
+    let q = quality(&run, "dwarf");
     assert!(
         q.truncated >= 90.0,
         "--call-graph dwarf on a stack deeper than the copy: want >= 90% truncated; got {q:?}\n{}",
