@@ -186,7 +186,7 @@ pub async fn record(
         started,
         last_progress: Duration::ZERO,
         format: sampler.info().format,
-        unwinders: (options.call_graph != CallGraph::Fp).then(Unwinders::new),
+        unwinders: (options.call_graph != CallGraph::Fp).then(unwinders_with_vdso),
         splice: options.call_graph == CallGraph::Auto,
         unwound: Vec::with_capacity(unwind::MAX_FRAMES),
         fp_user: Vec::with_capacity(256),
@@ -265,4 +265,17 @@ async fn sleep_or_forever(duration: Option<Duration>) {
         Some(d) => tokio::time::sleep(d).await,
         None => std::future::pending().await,
     }
+}
+
+/// DWARF unwinders that know the vDSO's call-frame information (read from this process's own
+/// vDSO: the kernel maps the same image into every process).
+fn unwinders_with_vdso() -> Unwinders {
+    let mut unwinders = Unwinders::new();
+    match crate::user_symbols::own_vdso() {
+        Ok(image) => unwinders.set_vdso_image(&image),
+        Err(err) => {
+            tracing::debug!(%err, "cannot read the vDSO image; its frames unwind by frame pointer only")
+        }
+    }
+    unwinders
 }

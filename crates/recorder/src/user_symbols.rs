@@ -386,7 +386,7 @@ pub(crate) fn live_path(pid: u32, mapping: &Mapping, path: &str) -> Option<PathB
 }
 
 /// The vdso image of this process: the kernel maps the same one into every 64-bit process.
-fn own_vdso() -> std::io::Result<Vec<u8>> {
+pub(crate) fn own_vdso() -> std::io::Result<Vec<u8>> {
     use std::io::{Error, ErrorKind};
     use std::os::unix::fs::FileExt;
     let base = crate::sys::vdso_base()

@@ -6,9 +6,11 @@
 //! Where the copy runs out first, [`splice`] continues from the kernel's frame-pointer chain.
 //! [`UnwindQuality`] says how many stacks were whole.
 
+mod cfi_scan;
 mod process;
 mod quality;
 mod sections;
+mod signal_frame;
 mod splice;
 mod sys;
 

@@ -4,6 +4,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use std::ops::Range;
+
 use framehop::{
     CacheNative, ExplicitModuleSectionInfo, FrameAddress, MayAllocateDuringUnwind, Module,
     UnwindRegsNative, Unwinder, UnwinderNative,
@@ -11,10 +13,12 @@ use framehop::{
 use procmap::{FileId, Mapping, ProcessTable};
 use rustc_hash::FxBuildHasher;
 use sampler::UserRegs;
-use tracing::debug;
+use tracing::{debug, trace};
 
+use crate::cfi_scan::in_sorted_ranges;
 use crate::quality::StackEnd;
 use crate::sections::{SectionData, UnwindSections};
+use crate::signal_frame;
 
 /// Frames beyond this depth are cut (and the stack counted truncated): guards against loops.
 pub const MAX_FRAMES: usize = 1024;
@@ -25,11 +29,65 @@ struct ProcessUnwinder {
     unwinder: NativeUnwinder,
     /// Start addresses of the modules added, to avoid adding one twice.
     modules: Vec<u64>,
+    /// Signal trampolines of the process's modules (process addresses).
+    trampolines: Vec<Range<u64>>,
+    /// For modules whose `.debug_frame` is read instead of `.eh_frame`: an unwinder over their
+    /// `.eh_frame`, used for the code ranges in `alternate_ranges` (process addresses, sorted).
+    alternate: NativeUnwinder,
+    alternate_ranges: Vec<Range<u64>>,
+}
+
+impl ProcessUnwinder {
+    fn new() -> ProcessUnwinder {
+        ProcessUnwinder {
+            unwinder: NativeUnwinder::new(),
+            modules: Vec::new(),
+            trampolines: Vec::new(),
+            alternate: NativeUnwinder::new(),
+            alternate_ranges: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, start: u64, parts: ModuleParts) {
+        if self.modules.contains(&start) {
+            return;
+        }
+        self.unwinder.add_module(parts.module);
+        self.modules.push(start);
+        self.trampolines.extend(parts.trampolines);
+        if let Some((module, ranges)) = parts.alternate {
+            self.alternate.add_module(module);
+            self.alternate_ranges.extend(ranges);
+            self.alternate_ranges.sort_by_key(|r| r.start);
+        }
+    }
+
+    fn is_trampoline(&self, address: u64) -> bool {
+        self.trampolines.iter().any(|r| r.contains(&address))
+    }
+
+    /// The unwinder holding the rules for `lookup`.
+    fn unwinder_for(&self, lookup: u64) -> &NativeUnwinder {
+        if !self.alternate_ranges.is_empty() && in_sorted_ranges(&self.alternate_ranges, lookup) {
+            &self.alternate
+        } else {
+            &self.unwinder
+        }
+    }
+}
+
+/// What one mapping adds to a process's unwinders.
+struct ModuleParts {
+    module: Module<SectionData>,
+    trampolines: Vec<Range<u64>>,
+    alternate: Option<(Module<SectionData>, Vec<Range<u64>>)>,
 }
 
 /// Unwinds user stacks of many processes, sharing parsed unwind sections between them.
 pub struct Unwinders {
     sections: HashMap<FileId, Option<Arc<UnwindSections>>, FxBuildHasher>,
+    /// The vDSO's sections (the kernel maps the same image into every process).
+    vdso: Option<Arc<UnwindSections>>,
     processes: HashMap<u32, ProcessUnwinder, FxBuildHasher>,
     cache: CacheNative<MayAllocateDuringUnwind>,
 }
@@ -45,20 +103,29 @@ impl Unwinders {
     pub fn new() -> Unwinders {
         Unwinders {
             sections: HashMap::default(),
+            vdso: None,
             processes: HashMap::default(),
             cache: CacheNative::new(),
+        }
+    }
+
+    /// The vDSO's ELF image (as read from this process's `AT_SYSINFO_EHDR`): its call-frame
+    /// information unwinds samples taken in it. Without it, such samples end as unknown
+    /// wherever the vDSO's frame pointer is not set up.
+    pub fn set_vdso_image(&mut self, image: &[u8]) {
+        match UnwindSections::from_image(image) {
+            Ok(s) if s.has_unwind_info() => self.vdso = Some(Arc::new(s)),
+            Ok(_) => debug!("the vDSO has no unwind sections"),
+            Err(err) => debug!(%err, "cannot read the vDSO's unwind sections"),
         }
     }
 
     /// A process mapped new code: add it if the process's unwinder exists already.
     pub fn on_mapping(&mut self, table: &ProcessTable, pid: u32, mapping: &Mapping) {
         if self.processes.contains_key(&pid) {
-            if let Some(module) = self.module(table, pid, mapping) {
+            if let Some(parts) = self.module(table, pid, mapping) {
                 let p = self.processes.get_mut(&pid).expect("checked above");
-                if !p.modules.contains(&mapping.start) {
-                    p.unwinder.add_module(module);
-                    p.modules.push(mapping.start);
-                }
+                p.add(mapping.start, parts);
             }
         }
     }
@@ -96,53 +163,117 @@ impl Unwinders {
                 stack[at..at + 8].try_into().map_err(|_| ())?,
             ))
         };
-        let mut frames = process.unwinder.iter_frames(
-            regs.ip,
-            native_regs(regs),
-            &mut self.cache,
-            &mut read_stack,
-        );
+        let mut uregs = native_regs(regs);
+        let mut address = FrameAddress::InstructionPointer(regs.ip);
+        out.push(regs.ip);
+        let end_at = |addr: u64| {
+            if addr >= copied_end {
+                StackEnd::Truncated
+            } else {
+                StackEnd::Unknown
+            }
+        };
         loop {
             if out.len() >= MAX_FRAMES {
                 return StackEnd::Truncated;
             }
-            match frames.next() {
-                Ok(Some(frame)) => out.push(frame_address(frame)),
-                Ok(None) => return StackEnd::Complete,
-                Err(framehop::Error::CouldNotReadStack(addr)) if addr >= copied_end => {
-                    return StackEnd::Truncated
+            if !process.trampolines.is_empty() && process.is_trampoline(address.address()) {
+                match signal_frame::interrupted_regs(uregs.sp(), &mut read_stack) {
+                    Ok(Some((ip, interrupted))) if ip != 0 => {
+                        // The trampoline was entered by a return, not a call, and the
+                        // interrupted instruction is exact: the resolver looks up every entry
+                        // but the first at entry - 1, so both are stored one byte on.
+                        if address.is_return_address() {
+                            if let Some(last) = out.last_mut() {
+                                *last = address.address().wrapping_add(1);
+                            }
+                        }
+                        out.push(ip.wrapping_add(1));
+                        uregs = interrupted;
+                        address = FrameAddress::InstructionPointer(ip);
+                        continue;
+                    }
+                    Ok(_) => return StackEnd::Unknown,
+                    Err(addr) => return end_at(addr),
                 }
-                Err(_) => return StackEnd::Unknown,
+            }
+            let unwinder = process.unwinder_for(address.address_for_lookup());
+            match unwinder.unwind_frame(address, &mut uregs, &mut self.cache, &mut read_stack) {
+                Ok(Some(return_address)) => match FrameAddress::from_return_address(return_address)
+                {
+                    Some(next) => {
+                        out.push(return_address);
+                        address = next;
+                    }
+                    None => return StackEnd::Unknown,
+                },
+                Ok(None) => return StackEnd::Complete,
+                Err(framehop::Error::CouldNotReadStack(addr)) => return end_at(addr),
+                Err(e) => {
+                    trace!(pid, ip = regs.ip, sp = regs.sp, at = address.address(), depth = out.len(), error = %e, "a frame that cannot be unwound ends the stack");
+                    return StackEnd::Unknown;
+                }
             }
         }
     }
 
     fn build(&mut self, table: &ProcessTable, pid: u32, time: u64) -> ProcessUnwinder {
-        let mut p = ProcessUnwinder {
-            unwinder: NativeUnwinder::new(),
-            modules: Vec::new(),
-        };
+        let mut p = ProcessUnwinder::new();
         let mappings: Vec<Mapping> = table.mappings_at(pid, time).copied().collect();
         for mapping in &mappings {
-            if let Some(module) = self.module(table, pid, mapping) {
-                p.unwinder.add_module(module);
-                p.modules.push(mapping.start);
+            if let Some(parts) = self.module(table, pid, mapping) {
+                p.add(mapping.start, parts);
             }
         }
         debug!(pid, modules = p.modules.len(), "built unwinder");
         p
     }
 
-    fn module(
-        &mut self,
-        table: &ProcessTable,
-        pid: u32,
-        mapping: &Mapping,
-    ) -> Option<Module<SectionData>> {
+    fn module(&mut self, table: &ProcessTable, pid: u32, mapping: &Mapping) -> Option<ModuleParts> {
         let file = table.files().get(mapping.file);
-        let sections = self
-            .sections
-            .entry(mapping.file)
+        let sections = if file.path == "[vdso]" {
+            self.vdso.clone()?
+        } else {
+            self.section_for(pid, mapping.file, file)?
+        };
+        let bias = sections.bias(mapping.start, mapping.pgoff)?;
+        let name = file.basename().to_string();
+        let avma = mapping.start..mapping.end;
+        let in_process = |r: &Range<u64>| r.start.wrapping_add(bias)..r.end.wrapping_add(bias);
+        let alternate =
+            (sections.prefer_debug_frame && !sections.eh_frame_ranges.is_empty()).then(|| {
+                let module = Module::new(
+                    name.clone(),
+                    avma.clone(),
+                    bias,
+                    section_info(&sections, CallFrameSection::EhFrame),
+                );
+                (
+                    module,
+                    sections.eh_frame_ranges.iter().map(in_process).collect(),
+                )
+            });
+        let primary = if sections.prefer_debug_frame {
+            CallFrameSection::DebugFrame
+        } else {
+            CallFrameSection::EhFrame
+        };
+        Some(ModuleParts {
+            module: Module::new(name, avma, bias, section_info(&sections, primary)),
+            trampolines: sections.signal_trampolines.iter().map(in_process).collect(),
+            alternate,
+        })
+    }
+
+    /// The unwind sections of a mapped file, loaded once per file.
+    fn section_for(
+        &mut self,
+        pid: u32,
+        id: FileId,
+        file: &procmap::MappedFile,
+    ) -> Option<Arc<UnwindSections>> {
+        self.sections
+            .entry(id)
             .or_insert_with(|| {
                 if file.is_pseudo() {
                     return None;
@@ -162,35 +293,59 @@ impl Unwinders {
                     }
                 }
             })
-            .clone()?;
-        let bias = sections.bias(mapping.start, mapping.pgoff)?;
-        let info = ExplicitModuleSectionInfo {
-            base_svma: 0,
-            text_svma: sections.text.as_ref().map(|s| s.svma.clone()),
-            text: sections.text.as_ref().map(|s| s.data.clone()),
-            eh_frame_svma: sections.eh_frame.as_ref().map(|s| s.svma.clone()),
-            eh_frame: sections.eh_frame.as_ref().map(|s| s.data.clone()),
-            eh_frame_hdr_svma: sections.eh_frame_hdr.as_ref().map(|s| s.svma.clone()),
-            eh_frame_hdr: sections.eh_frame_hdr.as_ref().map(|s| s.data.clone()),
-            debug_frame: sections.debug_frame.as_ref().map(|s| s.data.clone()),
-            stubs_svma: None,
-            stub_helper_svma: None,
-            got_svma: None,
-            unwind_info: None,
-            text_segment_svma: None,
-            text_segment: None,
-        };
-        Some(Module::new(
-            file.basename().to_string(),
-            mapping.start..mapping.end,
-            bias,
-            info,
-        ))
+            .clone()
     }
 }
 
-fn frame_address(frame: FrameAddress) -> u64 {
-    frame.address()
+/// Which call-frame section a framehop module reads (framehop reads `.debug_frame` only when
+/// it is given no `.eh_frame`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CallFrameSection {
+    EhFrame,
+    DebugFrame,
+}
+
+fn section_info(
+    sections: &UnwindSections,
+    which: CallFrameSection,
+) -> ExplicitModuleSectionInfo<SectionData> {
+    let eh = which == CallFrameSection::EhFrame;
+    ExplicitModuleSectionInfo {
+        base_svma: 0,
+        text_svma: sections.text.as_ref().map(|s| s.svma.clone()),
+        text: sections.text.as_ref().map(|s| s.data.clone()),
+        eh_frame_svma: sections
+            .eh_frame
+            .as_ref()
+            .filter(|_| eh)
+            .map(|s| s.svma.clone()),
+        eh_frame: sections
+            .eh_frame
+            .as_ref()
+            .filter(|_| eh)
+            .map(|s| s.data.clone()),
+        eh_frame_hdr_svma: sections
+            .eh_frame_hdr
+            .as_ref()
+            .filter(|_| eh)
+            .map(|s| s.svma.clone()),
+        eh_frame_hdr: sections
+            .eh_frame_hdr
+            .as_ref()
+            .filter(|_| eh)
+            .map(|s| s.data.clone()),
+        debug_frame: sections
+            .debug_frame
+            .as_ref()
+            .filter(|_| !eh)
+            .map(|s| s.data.clone()),
+        stubs_svma: None,
+        stub_helper_svma: None,
+        got_svma: None,
+        unwind_info: None,
+        text_segment_svma: None,
+        text_segment: None,
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSegment};
 
+use crate::cfi_scan;
 use crate::sys;
 
 /// A byte range of a mapped file: the data type handed to framehop.
@@ -61,16 +62,35 @@ pub struct UnwindSections {
     pub debug_frame: Option<Section>,
     /// PT_LOAD segments.
     pub segments: Vec<LoadSegment>,
+    /// Code ranges (file addresses) of signal trampolines, from `.eh_frame` FDEs whose CIE
+    /// has the `S` augmentation.
+    pub signal_trampolines: Vec<Range<u64>>,
+    /// True when `.debug_frame` describes code that `.eh_frame` does not (a binary built with
+    /// `-fno-asynchronous-unwind-tables -g`: its `.eh_frame` holds only the C runtime's start
+    /// files). The unwinder then reads `.debug_frame`, and `.eh_frame` only for
+    /// [`UnwindSections::eh_frame_ranges`].
+    pub prefer_debug_frame: bool,
+    /// When [`UnwindSections::prefer_debug_frame`]: the code ranges (file addresses, sorted)
+    /// that `.eh_frame` describes.
+    pub eh_frame_ranges: Vec<Range<u64>>,
 }
 
 impl UnwindSections {
     /// Read the sections of the ELF file at `path`.
     pub fn load(path: &Path) -> Result<UnwindSections, String> {
-        let map = Arc::new(
-            sys::map_file(path).map_err(|e| format!("cannot map {}: {e}", path.display()))?,
-        );
-        let file = object::File::parse(&map[..])
-            .map_err(|e| format!("cannot parse {}: {e}", path.display()))?;
+        let map = sys::map_file(path).map_err(|e| format!("cannot map {}: {e}", path.display()))?;
+        Self::parse(Arc::new(map), &path.display().to_string())
+    }
+
+    /// Read the sections of an ELF image held in memory (the vDSO, copied from this process).
+    pub fn from_image(image: &[u8]) -> Result<UnwindSections, String> {
+        let map = sys::copy_to_map(image).map_err(|e| format!("cannot copy the image: {e}"))?;
+        Self::parse(Arc::new(map), "the in-memory image")
+    }
+
+    fn parse(map: Arc<Mmap>, what: &str) -> Result<UnwindSections, String> {
+        let file =
+            object::File::parse(&map[..]).map_err(|e| format!("cannot parse {what}: {e}"))?;
         let base = map.as_ptr() as usize;
         let section = |name: &str| -> Option<Section> {
             let s = file.section_by_name(name)?;
@@ -117,12 +137,30 @@ impl UnwindSections {
             Some(eh_frame) => eh_frame_hdr_is_sound(hdr, eh_frame),
             None => false,
         });
+        let text = section(".text");
+        let debug_frame = section(".debug_frame");
+        let signal_trampolines = eh_frame
+            .as_ref()
+            .map(|eh| cfi_scan::signal_trampolines(eh, text.as_ref()))
+            .unwrap_or_default();
+        let mut eh_frame_ranges = Vec::new();
+        let mut prefer_debug_frame = false;
+        if let (Some(eh), Some(debug)) = (&eh_frame, &debug_frame) {
+            let ranges = cfi_scan::eh_frame_fde_ranges(eh, text.as_ref());
+            if cfi_scan::debug_frame_adds_code(debug, &ranges) {
+                prefer_debug_frame = true;
+                eh_frame_ranges = ranges;
+            }
+        }
         Ok(UnwindSections {
-            text: section(".text"),
+            text,
             eh_frame,
             eh_frame_hdr,
-            debug_frame: section(".debug_frame"),
+            debug_frame,
             segments,
+            signal_trampolines,
+            prefer_debug_frame,
+            eh_frame_ranges,
         })
     }
 
@@ -207,6 +245,9 @@ mod tests {
             eh_frame_hdr: None,
             debug_frame: None,
             segments,
+            signal_trampolines: Vec::new(),
+            prefer_debug_frame: false,
+            eh_frame_ranges: Vec::new(),
         }
     }
 

@@ -14,3 +14,11 @@ pub(crate) fn map_file(path: &Path) -> io::Result<Mmap> {
     // same exposure as the kernel's own mapping of it.
     unsafe { Mmap::map(&file) }
 }
+
+/// A read-only anonymous mapping holding a copy of `bytes` (so an in-memory image is held the
+/// same way as a mapped file).
+pub(crate) fn copy_to_map(bytes: &[u8]) -> io::Result<Mmap> {
+    let mut map = memmap2::MmapMut::map_anon(bytes.len().max(1))?;
+    map[..bytes.len()].copy_from_slice(bytes);
+    map.make_read_only()
+}
