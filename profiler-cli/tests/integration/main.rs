@@ -16,3 +16,4 @@ mod symbols;
 mod system;
 mod threads;
 mod unwind;
+mod unwind_edges;

@@ -35,7 +35,7 @@ const FP_FLAGS: &[&str] = &[
 ];
 
 /// No frame pointers; sibling calls off so that `mid` stays a frame of its own.
-const NO_FP_FLAGS: &[&str] = &[
+pub(crate) const NO_FP_FLAGS: &[&str] = &[
     "-O2",
     "-g",
     "-fomit-frame-pointer",
@@ -81,7 +81,7 @@ fn disassemble(bin: &Path, func: &str) -> String {
 }
 
 /// Asserts that `caller` in `bin` really calls `callee` (not inlined, not a tail jump).
-fn assert_calls(bin: &Path, caller: &str, callee: &str) {
+pub(crate) fn assert_calls(bin: &Path, caller: &str, callee: &str) {
     let body = disassemble(bin, caller);
     assert!(
         body.lines()
@@ -138,7 +138,7 @@ fn unwind_workloads() -> &'static UnwindWorkloads {
 
 /// `profctl record --freq FREQ --call-graph MODE [extra] --folded F -o S -- CMD ARGS`;
 /// returns the run (asserted successful), the folded stacks and the SVG's path.
-fn record(
+pub(crate) fn record(
     dir: &Path,
     mode: &str,
     extra: &[&str],
@@ -172,7 +172,7 @@ fn record(
 
 /// Samples of `comm` containing `frame`, and how many of those satisfy `good`; panics with
 /// the heaviest bad lines unless the share is at least `min`.
-fn assert_share_of(
+pub(crate) fn assert_share_of(
     stacks: &[Stack],
     comm: &str,
     frame: &str,
@@ -200,7 +200,7 @@ fn assert_share_of(
         .collect();
     assert!(
         share >= min,
-        "{what}: only {ok} of {total} samples containing {frame} ({:.1}%, want >= {:.0}%)\n\
+        "{what}: only {ok} of {total} samples containing {frame} ({:.1}%, want >= {:.1}%)\n\
          heaviest stacks that fail:\n{}",
         100.0 * share,
         100.0 * min,
@@ -230,12 +230,12 @@ fn share_of(stacks: &[Stack], comm: &str, frame: &str, good: impl Fn(&Stack) -> 
 /// `profctl: user stacks (MODE unwinding): X% whole (Y% unwound to the first frame, Z% spliced),
 /// T% truncated, U% unknown`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Quality {
-    whole: f64,
-    unwound: f64,
-    spliced: f64,
-    truncated: f64,
-    unknown: f64,
+pub(crate) struct Quality {
+    pub whole: f64,
+    pub unwound: f64,
+    pub spliced: f64,
+    pub truncated: f64,
+    pub unknown: f64,
 }
 
 fn parse_quality(stderr: &str) -> Option<(String, Quality)> {
@@ -275,7 +275,7 @@ fn parse_quality(stderr: &str) -> Option<(String, Quality)> {
     ))
 }
 
-fn quality(run: &Run, mode: &str) -> Quality {
+pub(crate) fn quality(run: &Run, mode: &str) -> Quality {
     let (m, q) = parse_quality(&run.stderr).unwrap_or_else(|| {
         panic!(
             "no well-formed 'profctl: user stacks (...)' line in the summary:\n{}",
