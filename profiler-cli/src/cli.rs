@@ -137,7 +137,8 @@ pub struct RecordArgs {
     pub lines: bool,
     /// Also search this directory for debug files (.build-id/xx/rest.debug, debuglink
     /// names); may be repeated. /usr/lib/debug is always searched, and debuginfod servers
-    /// when DEBUGINFOD_URLS is set.
+    /// when DEBUGINFOD_URLS is set. Debug files give names and lines, and .debug_frame for
+    /// binaries whose own unwind tables miss their code.
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
     /// Data pages per ring buffer (a power of two). Default: 128 with --call-graph fp; when

@@ -186,7 +186,7 @@ pub async fn record(
         started,
         last_progress: Duration::ZERO,
         format: sampler.info().format,
-        unwinders: (options.call_graph != CallGraph::Fp).then(unwinders_with_vdso),
+        unwinders: (options.call_graph != CallGraph::Fp).then(|| unwinders(options)),
         splice: options.call_graph == CallGraph::Auto,
         unwound: Vec::with_capacity(unwind::MAX_FRAMES),
         fp_user: Vec::with_capacity(256),
@@ -268,8 +268,10 @@ async fn sleep_or_forever(duration: Option<Duration>) {
 }
 
 /// DWARF unwinders that know the vDSO's call-frame information (read from this process's own
-/// vDSO: the kernel maps the same image into every process).
-fn unwinders_with_vdso() -> Unwinders {
+/// vDSO: the kernel maps the same image into every process) and find separate debug files the
+/// way symbols are found: build-id and debuglink in the system and `--debug-dir` directories,
+/// and debuginfod's cache (no download on the sampling path).
+fn unwinders(options: &RecordOptions) -> Unwinders {
     let mut unwinders = Unwinders::new();
     match crate::user_symbols::own_vdso() {
         Ok(image) => unwinders.set_vdso_image(&image),
@@ -277,5 +279,20 @@ fn unwinders_with_vdso() -> Unwinders {
             tracing::debug!(%err, "cannot read the vDSO image; its frames unwind by frame pointer only")
         }
     }
+    let search = options
+        .preload_symbols
+        .clone()
+        .unwrap_or_else(symbolize::DebugSearch::system);
+    let debuginfod = debuginfod::DebuginfodConfig::from_env().map(debuginfod::Client::new);
+    unwinders.set_debug_file_finder(Box::new(move |binary: &std::path::Path| {
+        let symbolizer = symbolize::FileSymbolizer::open(binary, None, &search).ok()?;
+        if let Some(found) = symbolizer.debug_file() {
+            return Some(found.to_path_buf());
+        }
+        let build_id = symbolizer.elf().build_id()?;
+        debuginfod
+            .as_ref()?
+            .cached(build_id, debuginfod::Artifact::DebugInfo)
+    }));
     unwinders
 }

@@ -587,6 +587,13 @@ impl FileSymbolizer {
         }
     }
 
+    /// The separate debug file the DWARF comes from (found by build-id, debuglink, an extra
+    /// directory or debuginfod); None when the DWARF is the binary's own, or there is none.
+    pub fn debug_file(&self) -> Option<&Path> {
+        let name = &self.dwarf.as_ref()?.borrow_owner().main.name;
+        (name != self.elf.name()).then(|| Path::new(name.as_str()))
+    }
+
     /// Which sources were found, in search order: `binary`,
     /// `build-id dir PATH`, `debuglink PATH`, `minidebuginfo`,
     /// `extra dir PATH`.

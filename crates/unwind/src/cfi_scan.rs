@@ -136,3 +136,15 @@ pub(crate) fn in_sorted_ranges(ranges: &[Range<u64>], address: u64) -> bool {
     let i = ranges.partition_point(|r| r.start <= address);
     i > 0 && ranges[i - 1].contains(&address)
 }
+
+/// The FDE count an `.eh_frame_hdr` states, when encoded the way GNU ld and lld write it
+/// (version 1, a 4-byte `eh_frame_ptr`, a `udata4` count); None otherwise.
+pub(crate) fn eh_frame_hdr_fde_count(hdr: &Section) -> Option<u32> {
+    let data: &[u8] = &hdr.data;
+    let (version, ptr_enc, count_enc) = (*data.first()?, *data.get(1)?, *data.get(2)?);
+    // eh_frame_ptr: any 4-byte encoding (low nibble udata4 = 3 or sdata4 = 0xb).
+    if version != 1 || !matches!(ptr_enc & 0x0f, 0x03 | 0x0b) || count_enc != 0x03 {
+        return None;
+    }
+    Some(u32::from_le_bytes(data.get(8..12)?.try_into().ok()?))
+}

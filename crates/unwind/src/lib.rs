@@ -14,7 +14,7 @@ mod signal_frame;
 mod splice;
 mod sys;
 
-pub use process::{Unwinders, MAX_FRAMES};
+pub use process::{DebugFileFinder, Unwinders, MAX_FRAMES};
 pub use quality::{EndCounts, StackEnd, UnwindQuality};
 pub use sections::{LoadSegment, Section, SectionData, UnwindSections};
 pub use splice::splice;

@@ -1,7 +1,7 @@
 //! One framehop unwinder per process, kept in step with the process's mappings.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use std::ops::Range;
@@ -24,6 +24,9 @@ use crate::signal_frame;
 pub const MAX_FRAMES: usize = 1024;
 
 type NativeUnwinder = UnwinderNative<SectionData, MayAllocateDuringUnwind>;
+
+/// Given a binary's path (as this process can open it), the path of its separate debug file.
+pub type DebugFileFinder = Box<dyn Fn(&Path) -> Option<PathBuf> + Send + Sync>;
 
 struct ProcessUnwinder {
     unwinder: NativeUnwinder,
@@ -88,6 +91,9 @@ pub struct Unwinders {
     sections: HashMap<FileId, Option<Arc<UnwindSections>>, FxBuildHasher>,
     /// The vDSO's sections (the kernel maps the same image into every process).
     vdso: Option<Arc<UnwindSections>>,
+    /// Finds the separate debug file of a binary, for binaries whose call-frame information
+    /// is there (see [`Unwinders::set_debug_file_finder`]).
+    debug_files: Option<DebugFileFinder>,
     processes: HashMap<u32, ProcessUnwinder, FxBuildHasher>,
     cache: CacheNative<MayAllocateDuringUnwind>,
 }
@@ -104,6 +110,7 @@ impl Unwinders {
         Unwinders {
             sections: HashMap::default(),
             vdso: None,
+            debug_files: None,
             processes: HashMap::default(),
             cache: CacheNative::new(),
         }
@@ -118,6 +125,13 @@ impl Unwinders {
             Ok(_) => debug!("the vDSO has no unwind sections"),
             Err(err) => debug!(%err, "cannot read the vDSO's unwind sections"),
         }
+    }
+
+    /// How to find a binary's separate debug file (by build-id, debuglink, debug directories:
+    /// as symbols are found). Asked only for binaries whose own call-frame information misses
+    /// most of their code; their `.debug_frame` is then read from the debug file.
+    pub fn set_debug_file_finder(&mut self, finder: DebugFileFinder) {
+        self.debug_files = Some(finder);
     }
 
     /// A process mapped new code: add it if the process's unwinder exists already.
@@ -285,8 +299,12 @@ impl Unwinders {
                     PathBuf::from(&file.path)
                 };
                 match UnwindSections::load(&path) {
-                    Ok(s) if s.has_unwind_info() => Some(Arc::new(s)),
-                    Ok(_) => None,
+                    Ok(mut s) => {
+                        if s.may_lack_call_frame_info() {
+                            add_separate_debug_frame(&mut s, &path, self.debug_files.as_ref());
+                        }
+                        s.has_unwind_info().then(|| Arc::new(s))
+                    }
                     Err(err) => {
                         debug!(%err, "no unwind sections");
                         None
@@ -294,6 +312,28 @@ impl Unwinders {
                 }
             })
             .clone()
+    }
+}
+
+/// Read `.debug_frame` from the separate debug file of the binary at `path`, if `finder` finds
+/// one.
+fn add_separate_debug_frame(
+    sections: &mut UnwindSections,
+    path: &Path,
+    finder: Option<&DebugFileFinder>,
+) {
+    let Some(debug_file) = finder.and_then(|find| find(path)) else {
+        debug!(binary = %path.display(), "little call-frame information and no debug file");
+        return;
+    };
+    match sections.add_debug_frame_from(&debug_file) {
+        Ok(true) => {
+            debug!(binary = %path.display(), debug_file = %debug_file.display(), ".debug_frame from the debug file")
+        }
+        Ok(false) => {
+            debug!(binary = %path.display(), debug_file = %debug_file.display(), "the debug file has no .debug_frame")
+        }
+        Err(err) => debug!(%err, "cannot read the debug file's .debug_frame"),
     }
 }
 

@@ -11,6 +11,9 @@ use object::{Object, ObjectSection, ObjectSegment};
 use crate::cfi_scan;
 use crate::sys;
 
+/// Largest compressed `.debug_frame` that is decompressed (corrupt sizes are refused).
+const MAX_DECOMPRESSED: u64 = 64 << 20;
+
 /// A byte range of a mapped file: the data type handed to framehop.
 #[derive(Clone)]
 pub struct SectionData {
@@ -94,12 +97,26 @@ impl UnwindSections {
         let base = map.as_ptr() as usize;
         let section = |name: &str| -> Option<Section> {
             let s = file.section_by_name(name)?;
-            // Compressed sections (.debug_frame can be) are left out rather than copied.
             if !matches!(
                 s.compressed_file_range().ok()?.format,
                 object::CompressionFormat::None
             ) {
-                return None;
+                // Only `.debug_frame` is read compressed (debug files often are): decompressed
+                // once into a mapping of its own.
+                if name != ".debug_frame"
+                    || s.compressed_data().ok()?.uncompressed_size > MAX_DECOMPRESSED
+                {
+                    return None;
+                }
+                let bytes = s.uncompressed_data().ok()?;
+                let own = Arc::new(sys::copy_to_map(&bytes).ok()?);
+                return Some(Section {
+                    svma: s.address()..s.address().saturating_add(s.size()),
+                    data: SectionData {
+                        range: 0..bytes.len(),
+                        map: own,
+                    },
+                });
             }
             let bytes = s.data().ok()?;
             if bytes.is_empty() {
@@ -107,7 +124,7 @@ impl UnwindSections {
             }
             let start = bytes.as_ptr() as usize - base;
             Some(Section {
-                svma: s.address()..s.address() + s.size(),
+                svma: s.address()..s.address().saturating_add(s.size()),
                 data: SectionData {
                     map: map.clone(),
                     range: start..start + bytes.len(),
@@ -143,25 +160,74 @@ impl UnwindSections {
             .as_ref()
             .map(|eh| cfi_scan::signal_trampolines(eh, text.as_ref()))
             .unwrap_or_default();
-        let mut eh_frame_ranges = Vec::new();
-        let mut prefer_debug_frame = false;
-        if let (Some(eh), Some(debug)) = (&eh_frame, &debug_frame) {
-            let ranges = cfi_scan::eh_frame_fde_ranges(eh, text.as_ref());
-            if cfi_scan::debug_frame_adds_code(debug, &ranges) {
-                prefer_debug_frame = true;
-                eh_frame_ranges = ranges;
-            }
-        }
-        Ok(UnwindSections {
+        let mut sections = UnwindSections {
             text,
             eh_frame,
             eh_frame_hdr,
             debug_frame,
             segments,
             signal_trampolines,
-            prefer_debug_frame,
-            eh_frame_ranges,
-        })
+            prefer_debug_frame: false,
+            eh_frame_ranges: Vec::new(),
+        };
+        sections.choose_call_frame_section();
+        Ok(sections)
+    }
+
+    /// Decide whether `.debug_frame` is read instead of `.eh_frame` (see
+    /// [`UnwindSections::prefer_debug_frame`]).
+    fn choose_call_frame_section(&mut self) {
+        self.prefer_debug_frame = false;
+        self.eh_frame_ranges = Vec::new();
+        if let (Some(eh), Some(debug)) = (&self.eh_frame, &self.debug_frame) {
+            let ranges = cfi_scan::eh_frame_fde_ranges(eh, self.text.as_ref());
+            if cfi_scan::debug_frame_adds_code(debug, &ranges) {
+                self.prefer_debug_frame = true;
+                self.eh_frame_ranges = ranges;
+            }
+        }
+    }
+
+    /// Whether the binary's own call-frame information may miss most of its code: it has no
+    /// `.debug_frame`, and no `.eh_frame` or a short one that describes less than half of
+    /// `.text` (a stripped `-fno-asynchronous-unwind-tables` build, whose `.debug_frame` went to
+    /// a separate debug file). Tiny programs can pass too (the C runtime's helpers in `.text`
+    /// have no entries): the only cost is a search for a debug file.
+    pub fn may_lack_call_frame_info(&self) -> bool {
+        if self.debug_frame.is_some() {
+            return false;
+        }
+        let Some(text) = &self.text else {
+            return false;
+        };
+        let Some(eh) = &self.eh_frame else {
+            return true;
+        };
+        // Many FDEs: the code is described (the header says how many without a parse).
+        if self
+            .eh_frame_hdr
+            .as_ref()
+            .and_then(cfi_scan::eh_frame_hdr_fde_count)
+            .is_some_and(|n| n > 64)
+        {
+            return false;
+        }
+        // Saturating: corrupt FDEs may claim any length.
+        let covered = cfi_scan::eh_frame_fde_ranges(eh, Some(text))
+            .iter()
+            .fold(0u64, |sum, r| sum.saturating_add(r.end - r.start));
+        covered < text.svma.end.saturating_sub(text.svma.start) / 2
+    }
+
+    /// Take `.debug_frame` from a separate debug file of this binary (its `.eh_frame` is kept
+    /// for the code it describes). False: the debug file has no `.debug_frame`.
+    pub fn add_debug_frame_from(&mut self, debug_file: &Path) -> Result<bool, String> {
+        let Some(debug_frame) = UnwindSections::load(debug_file)?.debug_frame else {
+            return Ok(false);
+        };
+        self.debug_frame = Some(debug_frame);
+        self.choose_call_frame_section();
+        Ok(true)
     }
 
     /// The load bias of a mapping of this file at `start` with file offset `pgoff`: the value

@@ -70,7 +70,7 @@ fn cc(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
 }
 
 #[test]
-fn debug_frame_is_preferred_only_when_it_describes_more_code() {
+fn debug_frame_is_used_where_eh_frame_does_not_describe_the_code() {
     let dir = std::env::temp_dir().join(format!("unwind-cfs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("create scratch dir");
 
@@ -108,5 +108,41 @@ fn debug_frame_is_preferred_only_when_it_describes_more_code() {
             ".debug_frame describes the program's code and must be preferred"
         );
     }
+
+    // Stripped, the .debug_frame goes to the debug file: the binary lacks call-frame
+    // information until it is read from there.
+    let debug_file = dir.join("debug_only.debug");
+    let stripped = dir.join("stripped");
+    objcopy(&["--only-keep-debug", path(&debug_only), path(&debug_file)]);
+    objcopy(&["--strip-debug", path(&debug_only), path(&stripped)]);
+    let mut s = UnwindSections::load(&stripped).expect("load");
+    assert!(s.debug_frame.is_none());
+    assert!(
+        s.may_lack_call_frame_info(),
+        "stripped -fno-asynchronous-unwind-tables build"
+    );
+    assert!(s
+        .add_debug_frame_from(&debug_file)
+        .expect("read the debug file"));
+    assert!(s.debug_frame.is_some() && !s.may_lack_call_frame_info());
+    if s.eh_frame.is_some() {
+        assert!(s.prefer_debug_frame);
+    }
+    // libc describes its code in .eh_frame (no search for a debug file).
+    assert!(!UnwindSections::load(&own_libc())
+        .unwrap()
+        .may_lack_call_frame_info());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+fn objcopy(args: &[&str]) {
+    let status = Command::new("objcopy")
+        .args(args)
+        .status()
+        .expect("run objcopy");
+    assert!(status.success(), "objcopy {args:?} failed");
 }

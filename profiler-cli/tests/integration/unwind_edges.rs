@@ -7,7 +7,9 @@
 //! - the vDSO (`clock_gettime`): unwound with the vDSO's own call-frame information;
 //! - a PLT stub: samples in it still reach main;
 //! - a binary whose code is described only in `.debug_frame` (built with
-//!   `-fno-asynchronous-unwind-tables`; its `.eh_frame` holds only the C runtime's start files).
+//!   `-fno-asynchronous-unwind-tables`; its `.eh_frame` holds only the C runtime's start files),
+//!   and the same binary stripped, its `.debug_frame` in a separate debug file found by
+//!   debuglink or by build-id under `--debug-dir`.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -230,6 +232,109 @@ fn debug_frame_only_code_unwinds() {
         "hot_b",
         0.95,
         "--call-graph dwarf, call-frame information in .debug_frame only: main;work;mid;hot_b",
+        |s| s.has_path(&["main", "work", "mid", "hot_b"]) && s.has("_start"),
+    );
+}
+
+/// `objcopy`, panicking with its output on failure.
+fn objcopy(args: &[&OsStr]) {
+    let out = Command::new("objcopy")
+        .args(args)
+        .output()
+        .expect("run objcopy (binutils)");
+    assert!(
+        out.status.success(),
+        "objcopy {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The GNU build-id of `bin`, in hex (readelf -n).
+fn build_id(bin: &Path) -> String {
+    let out = Command::new("readelf")
+        .arg("-n")
+        .arg(bin)
+        .output()
+        .expect("run readelf (binutils)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap_or_else(|| panic!("{} has no build-id:\n{text}", bin.display()))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn debug_frame_in_a_separate_debug_file_is_found() {
+    let _guard = sampling_lock();
+    let w = edge_workloads();
+    let dir = scratch();
+    // Split the .debug_frame-only build: a stripped binary with a debuglink, and its debug file.
+    let debug = dir.path().join("split_dbgframe.debug");
+    let stripped = dir.path().join("split_stripped");
+    objcopy(&[
+        "--only-keep-debug".as_ref(),
+        w.split_debug_frame.as_os_str(),
+        debug.as_os_str(),
+    ]);
+    objcopy(&[
+        "--strip-debug".as_ref(),
+        "--add-gnu-debuglink".as_ref(),
+        debug.as_os_str(),
+        w.split_debug_frame.as_os_str(),
+        stripped.as_os_str(),
+    ]);
+    let sections = Command::new("readelf")
+        .arg("-S")
+        .arg(&stripped)
+        .output()
+        .expect("run readelf");
+    assert!(
+        !String::from_utf8_lossy(&sections.stdout).contains(".debug_frame"),
+        "the stripped binary still has .debug_frame"
+    );
+
+    // 1. By debuglink: the debug file sits next to the binary.
+    let measured = dir.path().join("measured.txt");
+    let (_run, stacks, _) = record(
+        dir.path(),
+        "dwarf",
+        &[],
+        &stripped,
+        &["2.0".as_ref(), measured.as_os_str()],
+    );
+    assert_share_of(
+        &stacks,
+        "split_stripped",
+        "hot_b",
+        0.95,
+        "--call-graph dwarf, .debug_frame in a debuglink file: main;work;mid;hot_b",
+        |s| s.has_path(&["main", "work", "mid", "hot_b"]) && s.has("_start"),
+    );
+
+    // 2. By build-id under --debug-dir: the debuglink target is gone.
+    let id = build_id(&stripped);
+    let debug_dir = dir.path().join("debug");
+    let by_id = debug_dir
+        .join(".build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]));
+    fs::create_dir_all(by_id.parent().unwrap()).expect("create build-id dir");
+    fs::rename(&debug, &by_id).expect("move the debug file under .build-id");
+    let debug_dir_arg = debug_dir.display().to_string();
+    let (_run, stacks, _) = record(
+        dir.path(),
+        "dwarf",
+        &["--debug-dir", &debug_dir_arg],
+        &stripped,
+        &["2.0".as_ref(), measured.as_os_str()],
+    );
+    assert_share_of(
+        &stacks,
+        "split_stripped",
+        "hot_b",
+        0.95,
+        "--call-graph dwarf, .debug_frame in --debug-dir/.build-id: main;work;mid;hot_b",
         |s| s.has_path(&["main", "work", "mid", "hot_b"]) && s.has("_start"),
     );
 }
