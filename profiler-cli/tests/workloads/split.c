@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline, noclone))
@@ -148,7 +149,18 @@ static void write_results(void)
 
     FILE *f = stdout;
     char tmp[4096];
-    if (out_path) {
+    /* Written beside and renamed over OUTFILE, so readers never see half a file; but never
+     * renamed over something that is not a regular file (split 5 /dev/null would replace the
+     * device with a file). */
+    struct stat st;
+    int atomic = out_path && (stat(out_path, &st) != 0 || S_ISREG(st.st_mode));
+    if (out_path && !atomic) {
+        f = fopen(out_path, "w");
+        if (!f) {
+            perror("fopen");
+            exit(2);
+        }
+    } else if (out_path) {
         snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
         f = fopen(tmp, "w");
         if (!f) {
@@ -159,7 +171,8 @@ static void write_results(void)
     fprintf(f, "hot_a %lld\nhot_b %lld\nhot_c %lld\n", ns[0], ns[1], ns[2]);
     if (out_path) {
         fclose(f);
-        rename(tmp, out_path);
+        if (atomic)
+            rename(tmp, out_path);
     } else {
         fflush(f);
     }
