@@ -69,14 +69,28 @@ pub(crate) fn without_version(name: &str) -> &str {
     }
 }
 
-/// The name to show for a symbol-table name: version suffix dropped, then demangled.
+/// The name to show for a symbol-table name: version suffix dropped, then demangled. A PLT
+/// stub keeps its `@plt` suffix (`_ZN3foo3barEv@plt` → `foo::bar()@plt`): it is not the
+/// function itself.
 pub fn function_name(raw: &str) -> Cow<'_, str> {
-    demangle(without_version(raw))
+    match raw.strip_suffix("@plt") {
+        Some(target) if !target.is_empty() => {
+            Cow::Owned(format!("{}@plt", demangle(without_version(target))))
+        }
+        _ => demangle(without_version(raw)),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::demangle;
+
+    #[test]
+    fn plt_stubs_keep_their_suffix() {
+        assert_eq!(super::function_name("memcpy@plt"), "memcpy@plt");
+        assert_eq!(super::function_name("memcpy@GLIBC_2.14"), "memcpy");
+        assert_eq!(super::function_name("_ZN3foo3barEv@plt"), "foo::bar()@plt");
+    }
 
     #[test]
     fn rust_legacy_drops_hash() {

@@ -239,7 +239,7 @@ enum Symbols<'a> {
 }
 
 /// First bytes of a cached symbol table file.
-const SYMTAB_MAGIC: &[u8; 8] = b"PCSYMT01";
+const SYMTAB_MAGIC: &[u8; 8] = b"PCSYMT02";
 /// Tables with fewer symbols are parsed every time (well under a millisecond).
 const MIN_CACHED_SYMBOLS: usize = 2000;
 /// Cached symbol tables kept: the least recently written go first.
@@ -382,7 +382,11 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
             }
         }
     }
-    let table = if funcs.len() > 0 { funcs } else { text }.build();
+    let mut table = if funcs.len() > 0 { funcs } else { text };
+    if !matches!(symbols, Symbols::None) && header.e_machine(endian) == elf::EM_X86_64 {
+        add_plt_symbols::<Elf>(endian, data, &sections, &mut table);
+    }
+    let table = table.build();
     if !matches!(symbols, Symbols::None) {
         tracing::debug!(file = name, symbols = table.len(), "parsed ELF symbols");
     }
@@ -425,6 +429,72 @@ fn find_build_id<'data, Elf: FileHeader<Endian = Endianness>>(
         }
     }
     Ok(None)
+}
+
+/// Name the x86-64 PLT stubs `function@plt`, as objdump and perf do: the `n`th relocation of
+/// `.rela.plt` belongs to the `n`th 16-byte stub of `.plt.sec` (when the binary has one,
+/// built with IBT) or else to the `n + 1`th stub of `.plt` (its first stub calls the dynamic
+/// linker). Stubs of `R_X86_64_IRELATIVE` relocations have no name and stay unnamed.
+fn add_plt_symbols<'data, Elf: FileHeader<Endian = Endianness>>(
+    endian: Endianness,
+    data: &'data [u8],
+    sections: &object::read::elf::SectionTable<'data, Elf, &'data [u8]>,
+    table: &mut TableBuilder,
+) {
+    const STUB: u64 = 16;
+    let Some((_, rela_plt)) = sections.section_by_name(endian, b".rela.plt") else {
+        return;
+    };
+    let Ok(Some((relocations, symtab_index))) = rela_plt.rela(endian, data) else {
+        return;
+    };
+    let Ok(symtab) = sections.symbol_table_by_index(endian, data, symtab_index) else {
+        return;
+    };
+    let stubs = match sections.section_by_name(endian, b".plt.sec") {
+        Some((_, sec)) => (sec, 0),
+        None => match sections.section_by_name(endian, b".plt") {
+            Some((_, plt)) => (plt, 1),
+            None => return,
+        },
+    };
+    let (section, first) = stubs;
+    let start: u64 = section.sh_addr(endian).into();
+    let size: u64 = section.sh_size(endian).into();
+    let end = start.saturating_add(size);
+    for (i, rela) in relocations.iter().enumerate() {
+        use object::read::elf::Rela;
+        if rela.r_type(endian, false) != elf::R_X86_64_JUMP_SLOT {
+            continue;
+        }
+        let Some(stub) = (i as u64)
+            .checked_add(first)
+            .and_then(|n| n.checked_mul(STUB))
+            .and_then(|off| start.checked_add(off))
+            .filter(|&a| a.saturating_add(STUB) <= end)
+        else {
+            continue;
+        };
+        let Ok(sym) = symtab.symbol(object::SymbolIndex(rela.r_sym(endian, false) as usize)) else {
+            continue;
+        };
+        let Ok(name) = symtab.symbol_name(endian, sym) else {
+            continue;
+        };
+        if name.is_empty() {
+            continue;
+        }
+        let cand = Candidate {
+            start: stub,
+            size: STUB,
+            limit: end,
+            binding: Binding::Local,
+            tag: 0,
+        };
+        if !table.push(cand, &format!("{}@plt", String::from_utf8_lossy(name))) {
+            return;
+        }
+    }
 }
 
 #[cfg(test)]

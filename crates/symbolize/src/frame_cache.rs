@@ -17,7 +17,7 @@ use crate::symbolizer::ResolvedFrame;
 use crate::table::{Bytes, Reader};
 
 /// First bytes of a frames file.
-const MAGIC: &[u8; 8] = b"PCFRM002";
+const MAGIC: &[u8; 8] = b"PCFRM003";
 /// Most entries kept per build-id: beyond, the file is not grown.
 const MAX_ENTRIES_PER_FILE: usize = 1 << 20;
 
