@@ -111,6 +111,12 @@ pub struct RecordArgs {
     /// or until the command exits.
     #[arg(short, long, value_name = "SECS", value_parser = parse_seconds)]
     pub duration: Option<std::time::Duration>,
+    /// Close a time window every SECS seconds and name it while recording goes on, printing
+    /// a line per window (samples, hottest functions, and what profctl holds: processes,
+    /// files, open descriptors, memory). The outputs hold every window. Without it, the
+    /// whole recording is one window, named when it ends.
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub window: Option<std::time::Duration>,
     /// Write the SVG flamegraph here.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -161,7 +167,7 @@ fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
             "duration must be a positive number of seconds, got {text}"
         ));
     }
-    Ok(std::time::Duration::from_secs_f64(secs))
+    std::time::Duration::try_from_secs_f64(secs).map_err(|_| format!("{text} seconds is too long"))
 }
 
 impl RecordArgs {
@@ -185,6 +191,7 @@ impl RecordArgs {
         RecordOptions {
             frequency: self.frequency,
             duration: self.duration,
+            window: self.window,
             include_kernel: !self.no_kernel,
             ring_pages: self.ring_pages.unwrap_or(match self.call_graph {
                 CallGraphArg::Fp => sampler::defaults::RING_PAGES,

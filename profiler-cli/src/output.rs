@@ -77,9 +77,34 @@ pub fn write_atomically(
     result
 }
 
+/// `text` with control characters (terminal escapes among them) shown as `\u{..}` escapes,
+/// for printing names that other users chose (file and thread names) to a terminal.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.chars().any(char::is_control) {
+        text.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+            .into()
+    } else {
+        text.into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(printable("main"), "main");
+        assert_eq!(printable("a\x1b]0;x\x07b"), "a\\u{1b}]0;x\\u{7}b");
+    }
 
     #[test]
     fn failed_write_leaves_no_file() {

@@ -60,6 +60,17 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
         ));
         bar.tick();
     };
+    // Windows are named on a thread of their own as they close, so that draining never waits
+    // for symbolization.
+    let symbolizer =
+        recorder::Symbolizer::new(args.resolve_options(), options.frame_cache_dir.clone());
+    let feed = symbolizer.feed();
+    let (windows, closed) = std::sync::mpsc::channel::<recorder::ClosedWindow>();
+    let streaming = options.window.is_some() && !quiet;
+    let naming = std::thread::Builder::new()
+        .name("symbolize".into())
+        .spawn(move || name_windows(symbolizer, closed, streaming))
+        .context("starting the symbolizer thread")?;
     let recording = runtime.block_on(async {
         let stop = async {
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -68,17 +79,23 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
             }
         };
-        recorder::record(&options, stop, &mut progress).await
+        let mut on_window = |w: recorder::ClosedWindow| {
+            let _ = windows.send(w);
+        };
+        recorder::record(&options, Some(&feed), stop, &mut progress, &mut on_window).await
     });
+    drop(windows);
     bar.finish_and_clear();
-    let mut recording = recording.context("recording failed")?;
+    let post_started = std::time::Instant::now();
+    let named = naming.join();
+    let recording = recording.context("recording failed")?;
+    let (profile, resolve_stats) =
+        named.map_err(|_| anyhow::anyhow!("the symbolizer thread panicked"))?;
     for note in &recording.notes {
         if !quiet {
             eprintln!("profctl: note: {note}");
         }
     }
-    let post_started = std::time::Instant::now();
-    let (profile, resolve_stats) = recorder::resolve(&mut recording, &args.resolve_options());
     let cpu_at_resolved = recorder::ProcessUsage::now().cpu();
     let stacks_quality = stack_quality(&resolve_stats);
     let mut written = Vec::new();
@@ -128,6 +145,73 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Name every window as it arrives and merge them; with `report`, print a line per window.
+fn name_windows(
+    mut symbolizer: recorder::Symbolizer,
+    windows: std::sync::mpsc::Receiver<recorder::ClosedWindow>,
+    report: bool,
+) -> (profile::Profile, ResolveStats) {
+    let mut total = profile::Profile::new();
+    let mut stats = ResolveStats::default();
+    let mut first_start = None;
+    for closed in windows {
+        let (profile, window_stats) = symbolizer.symbolize(&closed.window);
+        if report {
+            let start = *first_start.get_or_insert(closed.window.start);
+            eprintln!("{}", window_line(&closed, &profile, start));
+        }
+        if total.total() == 0 {
+            total = profile;
+        } else {
+            total.merge(&profile);
+        }
+        stats.merge(&window_stats);
+    }
+    symbolizer.save_caches();
+    (total, stats)
+}
+
+/// One line about a closed window: its time, samples, hottest functions, and the recording's
+/// state then (for watching a long recording's memory and bounds).
+fn window_line(
+    closed: &recorder::ClosedWindow,
+    profile: &profile::Profile,
+    first_start: u64,
+) -> String {
+    let w = &closed.window;
+    let t = &closed.tracked;
+    let secs = |ns: u64| ns.saturating_sub(first_start) as f64 / 1e9;
+    let total = profile.total().max(1) as f64;
+    let hottest: Vec<String> = profile
+        .hottest(3)
+        .into_iter()
+        .map(|(name, n)| {
+            format!(
+                "{} {:.0}%",
+                crate::output::printable(name),
+                100.0 * n as f64 / total
+            )
+        })
+        .collect();
+    let usage = recorder::ProcessUsage::now();
+    format!(
+        "profctl: window {:.1}-{:.1} s: {} samples, {} stacks; hottest: {}; tracking {} processes, {} files, {} pinned, {} unwinders, {} unwind sections; {} open fds, {:.1} MB resident, {:.1} ms CPU",
+        secs(w.start),
+        secs(w.end),
+        profile.total(),
+        w.stacks.len(),
+        if hottest.is_empty() { "-".to_string() } else { hottest.join(", ") },
+        t.processes,
+        t.files,
+        t.pinned,
+        t.unwinder_processes,
+        t.unwind_sections,
+        recorder::open_fds().unwrap_or(0),
+        recorder::resident_bytes().unwrap_or(0) as f64 / 1e6,
+        usage.cpu().as_secs_f64() * 1e3,
+    )
 }
 
 fn title(args: &RecordArgs) -> String {

@@ -1,17 +1,24 @@
 //! Stack aggregation and output.
 //!
-//! [`RawStacks`] counts raw callchains on the per-sample path (one hash lookup, no allocation
-//! for a stack seen before); [`Profile`] holds symbolized stacks and writes folded stacks and
-//! SVG flamegraphs.
+//! [`Stack`] is a sampled stack as a type; [`RawStacks`] counts them on the per-sample path
+//! (one hash lookup, no allocation for a stack seen before); a [`NormalizedWindow`] is a closed
+//! time window in a self-contained form that can be symbolized anywhere; [`Profile`] holds
+//! symbolized stacks and writes folded stacks and SVG flamegraphs.
 
 mod folded;
+mod normalized;
 mod profile;
+mod quality;
 mod raw_stacks;
+mod stack;
 mod svg;
 
 pub use folded::{parse_folded_line, sanitize_frame};
+pub use normalized::{Frame, NormalizedStack, NormalizedWindow, ThreadLabels, WindowFile};
 pub use profile::{FrameId, Profile};
+pub use quality::{EndCounts, UnwindQuality};
 pub use raw_stacks::{RawStack, RawStackStats, RawStacks};
+pub use stack::{call_site, Stack, StackEnd};
 pub use svg::SvgOptions;
 
 /// Errors writing a profile.

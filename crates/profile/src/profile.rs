@@ -55,6 +55,34 @@ impl Profile {
         }
     }
 
+    /// Add every stack of `other` to this profile.
+    pub fn merge(&mut self, other: &Profile) {
+        let mut stack = Vec::new();
+        for (frames, count) in other.stacks() {
+            stack.clear();
+            stack.extend(frames.iter().map(|&id| self.intern(other.name(id))));
+            self.add(&stack, count);
+        }
+    }
+
+    /// The names and counts of the `n` frames with the most samples of their own (leaf
+    /// frames), most first.
+    pub fn hottest(&self, n: usize) -> Vec<(&str, u64)> {
+        let mut self_counts: HashMap<FrameId, u64, FxBuildHasher> = HashMap::default();
+        for (stack, &count) in &self.stacks {
+            if let Some(&leaf) = stack.last() {
+                *self_counts.entry(leaf).or_default() += count;
+            }
+        }
+        let mut v: Vec<(&str, u64)> = self_counts
+            .into_iter()
+            .map(|(id, count)| (self.name(id), count))
+            .collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        v.truncate(n);
+        v
+    }
+
     /// Samples in the profile.
     pub fn total(&self) -> u64 {
         self.total
@@ -129,6 +157,18 @@ mod tests {
         p.add(&[comm, main, b], 1);
         p.add(&[comm, main, a], 2);
         p
+    }
+
+    #[test]
+    fn merging_profiles_adds_counts_by_name() {
+        let mut a = sample_profile();
+        let mut b = Profile::new();
+        let (x, main, a_frame) = (b.intern("app"), b.intern("main"), b.intern("a"));
+        b.add(&[x, main, a_frame], 4);
+        a.merge(&b);
+        assert_eq!(a.total(), 10);
+        assert_eq!(a.folded_lines(), vec!["app;main;a 9", "app;main;b:c 1"]);
+        assert_eq!(a.hottest(1), vec![("a", 9)]);
     }
 
     #[test]

@@ -4,8 +4,11 @@ use std::collections::HashMap;
 
 use rustc_hash::FxBuildHasher;
 
-/// Words before the callchain in a key: pid and tid packed into one.
-const HEADER_WORDS: usize = 1;
+use crate::stack::{Stack, StackEnd};
+
+/// Words before the frames in a key: pid and tid packed into one, then the kernel part's
+/// length and the user part's end.
+const HEADER_WORDS: usize = 2;
 
 /// What is known about one distinct raw stack.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -18,23 +21,38 @@ pub struct RawStackStats {
     pub first_time: u64,
 }
 
-/// A distinct stack as sampled: thread plus raw callchain (leaf first, with context markers).
+/// A distinct stack as sampled: thread plus stack.
 #[derive(Clone, Copy, Debug)]
 pub struct RawStack<'a> {
     /// Process id.
     pub pid: u32,
     /// Thread id.
     pub tid: u32,
-    /// Callchain entries, leaf first.
-    pub callchain: &'a [u64],
+    /// The frames.
+    pub stack: Stack<'a>,
 }
 
-/// Sample counts per distinct (thread, callchain).
+/// Sample counts per distinct (thread, stack).
 #[derive(Debug, Default)]
 pub struct RawStacks {
     map: HashMap<Box<[u64]>, RawStackStats, FxBuildHasher>,
     scratch: Vec<u64>,
     samples: u64,
+}
+
+fn decode(key: &[u64]) -> RawStack<'_> {
+    let packed = key[0];
+    let kernel_len = (key[1] as u32 as usize).min(key.len() - HEADER_WORDS);
+    let frames = &key[HEADER_WORDS..];
+    RawStack {
+        pid: (packed >> 32) as u32,
+        tid: packed as u32,
+        stack: Stack {
+            kernel: &frames[..kernel_len],
+            user: &frames[kernel_len..],
+            user_end: StackEnd::from_code((key[1] >> 32) as u8),
+        },
+    }
 }
 
 impl RawStacks {
@@ -43,20 +61,16 @@ impl RawStacks {
         RawStacks::default()
     }
 
-    /// Count one sample. Allocates only for a stack not seen before; returns true for such a
-    /// new stack (see [`RawStacks::last_callchain`]).
-    pub fn add(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        time: u64,
-        period: u64,
-        callchain: impl Iterator<Item = u64>,
-    ) -> bool {
+    /// Count one sample of `stack` in thread `tid` of `pid`. Allocates only for a stack not
+    /// seen before; returns true for such a new stack (see [`RawStacks::last`]).
+    pub fn add(&mut self, pid: u32, tid: u32, time: u64, period: u64, stack: &Stack<'_>) -> bool {
         self.samples += 1;
         self.scratch.clear();
         self.scratch.push((pid as u64) << 32 | tid as u64);
-        self.scratch.extend(callchain);
+        self.scratch
+            .push(stack.kernel.len() as u64 | u64::from(stack.user_end.code()) << 32);
+        self.scratch.extend_from_slice(stack.kernel);
+        self.scratch.extend_from_slice(stack.user);
         if let Some(stats) = self.map.get_mut(&self.scratch[..]) {
             stats.count += 1;
             stats.period += period;
@@ -74,24 +88,14 @@ impl RawStacks {
         true
     }
 
-    /// The callchain of the sample [`RawStacks::add`] counted last.
-    pub fn last_callchain(&self) -> &[u64] {
-        self.scratch.get(HEADER_WORDS..).unwrap_or(&[])
+    /// The stack [`RawStacks::add`] counted last.
+    pub fn last(&self) -> Option<RawStack<'_>> {
+        (self.scratch.len() >= HEADER_WORDS).then(|| decode(&self.scratch))
     }
 
     /// Every distinct stack with its counts.
     pub fn iter(&self) -> impl Iterator<Item = (RawStack<'_>, &RawStackStats)> {
-        self.map.iter().map(|(key, stats)| {
-            let packed = key[0];
-            (
-                RawStack {
-                    pid: (packed >> 32) as u32,
-                    tid: packed as u32,
-                    callchain: &key[HEADER_WORDS..],
-                },
-                stats,
-            )
-        })
+        self.map.iter().map(|(key, stats)| (decode(key), stats))
     }
 
     /// Samples counted.
@@ -109,6 +113,16 @@ impl RawStacks {
         self.map.is_empty()
     }
 
+    /// Bytes held by the distinct stacks (keys and counts), for memory accounting.
+    pub fn heap_bytes(&self) -> usize {
+        let per_entry = std::mem::size_of::<Box<[u64]>>() + std::mem::size_of::<RawStackStats>();
+        self.map
+            .keys()
+            .map(|k| k.len() * 8 + per_entry)
+            .sum::<usize>()
+            + self.scratch.capacity() * 8
+    }
+
     /// Forget everything (after a flush).
     pub fn clear(&mut self) {
         self.map.clear();
@@ -120,23 +134,46 @@ impl RawStacks {
 mod tests {
     use super::*;
 
+    fn stack<'a>(kernel: &'a [u64], user: &'a [u64], user_end: StackEnd) -> Stack<'a> {
+        Stack {
+            kernel,
+            user,
+            user_end,
+        }
+    }
+
     #[test]
     fn counts_identical_stacks_once() {
         let mut r = RawStacks::new();
-        assert!(r.add(1, 2, 50, 10, [3u64, 4, 5].into_iter()));
-        assert_eq!(r.last_callchain(), &[3, 4, 5]);
-        assert!(!r.add(1, 2, 40, 10, [3u64, 4, 5].into_iter()));
-        r.add(1, 3, 60, 10, [3u64, 4, 5].into_iter());
-        r.add(1, 2, 60, 10, [3u64, 4].into_iter());
+        let s = stack(&[], &[3, 4, 5], StackEnd::Complete);
+        assert!(r.add(1, 2, 50, 10, &s));
+        assert_eq!(r.last().unwrap().stack, s);
+        assert!(!r.add(1, 2, 40, 10, &s));
+        r.add(1, 3, 60, 10, &s);
+        r.add(1, 2, 60, 10, &stack(&[], &[3, 4], StackEnd::Complete));
         assert_eq!(r.len(), 3);
         assert_eq!(r.samples(), 4);
-        let (stack, stats) = r
+        let (raw, stats) = r
             .iter()
-            .find(|(s, _)| s.tid == 2 && s.callchain.len() == 3)
+            .find(|(s, _)| s.tid == 2 && s.stack.user.len() == 3)
             .unwrap();
         assert_eq!(
-            (stack.pid, stats.count, stats.period, stats.first_time),
+            (raw.pid, stats.count, stats.period, stats.first_time),
             (1, 2, 20, 40)
         );
+    }
+
+    #[test]
+    fn parts_and_ends_are_kept_apart() {
+        let mut r = RawStacks::new();
+        // The same addresses split differently, or ending differently, are different stacks.
+        r.add(1, 1, 0, 1, &stack(&[7], &[8, 9], StackEnd::Truncated));
+        r.add(1, 1, 0, 1, &stack(&[7, 8], &[9], StackEnd::Truncated));
+        r.add(1, 1, 0, 1, &stack(&[7], &[8, 9], StackEnd::Spliced));
+        assert_eq!(r.len(), 3);
+        let found: Vec<Stack<'_>> = r.iter().map(|(s, _)| s.stack).collect();
+        assert!(found.contains(&stack(&[7], &[8, 9], StackEnd::Truncated)));
+        assert!(found.contains(&stack(&[7, 8], &[9], StackEnd::Truncated)));
+        assert!(found.contains(&stack(&[7], &[8, 9], StackEnd::Spliced)));
     }
 }

@@ -1,11 +1,13 @@
-//! One recording, end to end: open the sampling events, follow the processes, count raw stacks,
-//! then symbolize them into a [`profile::Profile`].
+//! Recording, end to end: open the sampling events, follow the processes, count each sample's
+//! stack in the time window of its timestamp, hand each closed window on normalized
+//! ([`profile::NormalizedWindow`]), and name its frames with a long-lived [`Symbolizer`].
 //!
 //! `profctl record` (embedded mode) drives this directly; the daemon reuses the same pieces.
 
 mod error;
 mod jit_map;
 mod launch;
+mod normalize;
 mod options;
 mod pinned;
 mod preload;
@@ -15,13 +17,14 @@ mod sink;
 mod sys;
 mod usage;
 mod user_symbols;
+mod windows;
 
 pub use error::RecordError;
 pub use options::{defaults, CallGraph, RecordOptions, RecordTarget};
 pub use pinned::PinnedFiles;
-pub use recording::{record, CpuMarks, Progress, Recording, RecordingStats};
-pub use resolve::{resolve, ResolveStats};
-pub use usage::ProcessUsage;
+pub use recording::{record, ClosedWindow, CpuMarks, Progress, Recording, RecordingStats, Tracked};
+pub use resolve::{ResolveStats, SymbolFeed, Symbolizer};
+pub use usage::{open_fds, resident_bytes, ProcessUsage};
 pub use user_symbols::{ResolveOptions, UserSymbolStats};
 
 /// profctl's cache directory: `$XDG_CACHE_HOME/profctl`, else `~/.cache/profctl` (kernel

@@ -153,6 +153,9 @@ pub struct RecordOptions {
     pub preload_symbols: Option<symbolize::DebugSearch>,
     /// Where frames are kept between runs, per build-id (None: not kept).
     pub frame_cache_dir: Option<std::path::PathBuf>,
+    /// Close a time window of samples every this long (None: one window, the whole
+    /// recording).
+    pub window: Option<Duration>,
 }
 
 impl RecordOptions {
@@ -170,6 +173,7 @@ impl RecordOptions {
             stack_bytes: defaults::STACK_BYTES,
             preload_symbols: Some(symbolize::DebugSearch::system()),
             frame_cache_dir: crate::frame_cache_dir(),
+            window: None,
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 
 use procmap::{FileId, Mapping};
 use rustc_hash::FxBuildHasher;
@@ -14,7 +15,7 @@ use crate::user_symbols::live_path;
 /// the process exited, from inside its mount namespace, or after being deleted.
 #[derive(Debug, Default)]
 pub struct PinnedFiles {
-    files: HashMap<FileId, File, FxBuildHasher>,
+    files: HashMap<FileId, Arc<File>, FxBuildHasher>,
     /// Files that could not be opened yet, with the number of attempts: a process that exited
     /// before its mapping was read must not stop the next process mapping the same file from
     /// being pinned.
@@ -51,7 +52,7 @@ impl PinnedFiles {
         match live_path(pid, mapping, path).and_then(|p| File::open(p).ok()) {
             Some(file) => {
                 self.failed.remove(&mapping.file);
-                self.files.insert(mapping.file, file);
+                self.files.insert(mapping.file, Arc::new(file));
             }
             None => {
                 tracing::debug!(pid, path, attempts, "could not pin the binary");
@@ -64,6 +65,11 @@ impl PinnedFiles {
     pub fn path(&self, file: FileId) -> Option<std::path::PathBuf> {
         let fd = self.files.get(&file)?.as_raw_fd();
         Some(format!("/proc/self/fd/{fd}").into())
+    }
+
+    /// The open file, shared: a holder keeps it open after it is unpinned.
+    pub fn handle(&self, file: FileId) -> Option<Arc<File>> {
+        self.files.get(&file).cloned()
     }
 
     /// Files held open.

@@ -7,12 +7,11 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use procmap::{FileId, ProcessTable};
 use rustc_hash::FxBuildHasher;
-use sampler::context;
 use symbolize::{DebugSearch, FileOffset, FileSymbolizer, FrameCache};
 use tracing::debug;
 
@@ -33,18 +32,18 @@ struct Job {
 /// The background opener.
 pub(crate) struct Preloader {
     jobs: Option<mpsc::Sender<Job>>,
-    worker: Option<JoinHandle<Preloaded>>,
+    worker: Option<JoinHandle<()>>,
     queued: HashSet<FileId, FxBuildHasher>,
 }
 
 impl Preloader {
-    /// Start the thread; `search` is where debug files are looked for.
-    pub(crate) fn start(search: DebugSearch) -> Preloader {
+    /// Start the thread, which puts what it opens into `done`; `search` is where debug files
+    /// are looked for.
+    pub(crate) fn start(search: DebugSearch, done: Arc<Mutex<Preloaded>>) -> Preloader {
         let (tx, rx) = mpsc::channel::<Job>();
         let worker = std::thread::Builder::new()
             .name("symbol-preload".into())
             .spawn(move || {
-                let mut done = Preloaded::default();
                 let mut frames = Vec::new();
                 for job in rx {
                     let opened = FileSymbolizer::open_as(
@@ -62,9 +61,10 @@ impl Preloader {
                         }
                     }
                     debug!(path = %job.path.display(), ok = opened.is_some(), "preloaded symbols");
-                    done.insert(job.file, opened);
+                    done.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(job.file, opened);
                 }
-                done
             })
             .ok();
         Preloader {
@@ -74,7 +74,7 @@ impl Preloader {
         }
     }
 
-    /// A new distinct stack: queue the files its user frames are in.
+    /// A new distinct stack: queue the files its user frames (code addresses) are in.
     pub(crate) fn new_stack(
         &mut self,
         processes: &ProcessTable,
@@ -82,27 +82,10 @@ impl Preloader {
         frame_cache: &mut FrameCache,
         pid: u32,
         time: u64,
-        chain: &[u64],
+        user: &[u64],
     ) {
         let Some(jobs) = &self.jobs else { return };
-        let mut in_user = false;
-        let mut first = true;
-        for &entry in chain {
-            if context::is_marker(entry) {
-                in_user = entry == context::USER;
-                continue;
-            }
-            // As `resolve` looks them up: every entry but the sampled instruction is a return
-            // address, named at the call (address − 1).
-            let entry = if first {
-                entry
-            } else {
-                entry.saturating_sub(1)
-            };
-            first = false;
-            if !in_user {
-                continue;
-            }
+        for &entry in user {
             let Some(mapping) = processes.find_mapping(pid, entry, time) else {
                 continue;
             };
@@ -142,12 +125,11 @@ impl Preloader {
         }
     }
 
-    /// Stop taking work, wait for what is queued, and hand over the results.
-    pub(crate) fn finish(mut self) -> Preloaded {
+    /// Stop taking work and wait for what is queued.
+    pub(crate) fn finish(mut self) {
         drop(self.jobs.take());
-        self.worker
-            .take()
-            .and_then(|w| w.join().ok())
-            .unwrap_or_default()
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
     }
 }

@@ -4,17 +4,19 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use procmap::ProcessTable;
-use profile::RawStacks;
+use profile::NormalizedWindow;
 use sampler::{drain_until, EventKind, Sampler, SamplerConfig, StackCapture, Target};
 use tracing::{debug, info, warn};
-use unwind::Unwinders;
+use unwind::{StackBuilder, Unwinders};
 
 use crate::error::RecordError;
 use crate::launch::Launched;
 use crate::options::{CallGraph, RecordOptions, RecordTarget};
 use crate::pinned::PinnedFiles;
 use crate::preload::Preloader;
+use crate::resolve::SymbolFeed;
 use crate::sink::Collector;
+use crate::windows::Windows;
 
 /// A live view of a running recording, for progress displays.
 #[derive(Clone, Copy, Debug)]
@@ -42,14 +44,41 @@ pub struct RecordingStats {
     pub malformed_batches: u64,
     /// Times the ring buffers were drained (wake-ups by watermark, side-band record or tick).
     pub drain_rounds: u64,
+    /// Windows closed.
+    pub windows: u64,
+    /// Samples read after their window had closed (counted in the oldest open window).
+    pub late_samples: u64,
 }
 
-/// The raw result of a recording, before symbolization.
+/// A window as it closes: its stacks, normalized, and what the recording tracked then.
+pub struct ClosedWindow {
+    /// The window's stacks.
+    pub window: NormalizedWindow,
+    /// Sizes of the recording's state when the window closed.
+    pub tracked: Tracked,
+}
+
+/// Sizes of what a recording holds, for bounds and status.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tracked {
+    /// Processes in the process model.
+    pub processes: usize,
+    /// Distinct mapped files in the process model.
+    pub files: usize,
+    /// Binaries held open.
+    pub pinned: usize,
+    /// Processes with a DWARF unwinder.
+    pub unwinder_processes: usize,
+    /// Binaries whose unwind sections are held.
+    pub unwind_sections: usize,
+    /// Distinct stacks in windows still open.
+    pub open_stacks: usize,
+    /// Bytes of those stacks.
+    pub open_stack_bytes: usize,
+}
+
+/// What a recording did; its samples went to the window callback.
 pub struct Recording {
-    /// Sample counts per distinct thread and callchain.
-    pub stacks: RawStacks,
-    /// Processes, threads and mappings seen.
-    pub processes: ProcessTable,
     /// Counters.
     pub stats: RecordingStats,
     /// The event sampled on.
@@ -58,8 +87,6 @@ pub struct Recording {
     pub frequency: u64,
     /// Whether kernel frames were collected.
     pub kernel_included: bool,
-    /// Kernel symbols, read from /proc/kallsyms in the background while recording.
-    pub kernel_symbols: Option<std::thread::JoinHandle<Option<symbolize::KernelSymbols>>>,
     /// How long sampling ran.
     pub duration: Duration,
     /// Things the user should know (event fallback, frequency cap, kernel excluded).
@@ -68,12 +95,6 @@ pub struct Recording {
     pub command_status: Option<std::process::ExitStatus>,
     /// How user stacks were walked.
     pub call_graph: CallGraph,
-    /// Binaries held open since their mapping was seen.
-    pub pinned: PinnedFiles,
-    /// Symbolizers being opened in the background (joined by `resolve`).
-    pub(crate) preloader: Option<Preloader>,
-    /// Frames of earlier runs; `resolve` adds this run's and saves it.
-    pub(crate) frame_cache: symbolize::FrameCache,
     /// This process's CPU time when the events were enabled and when sampling ended.
     pub cpu_marks: CpuMarks,
 }
@@ -91,11 +112,18 @@ pub struct CpuMarks {
 }
 
 /// Record until `stop` resolves, the duration elapses, or the profiled command exits.
-/// `progress` is called after every drain round.
+///
+/// Samples are counted in time windows of `options.window` (one window for the whole
+/// recording when None); each window is handed to `on_window`, normalized, as soon as it has
+/// closed (the last ones when the recording ends). `feed`, from the [`crate::Symbolizer`]
+/// that will name the windows, receives symbolizers opened ahead while recording and the
+/// kernel symbols. `progress` is called after drain rounds, at most every 100 ms.
 pub async fn record(
     options: &RecordOptions,
+    feed: Option<&SymbolFeed>,
     stop: impl Future<Output = ()>,
     progress: &mut dyn FnMut(Progress),
+    on_window: &mut dyn FnMut(ClosedWindow),
 ) -> Result<Recording, RecordError> {
     let mut launched = match &options.target {
         RecordTarget::Command(argv) => Some(Launched::spawn(argv)?),
@@ -146,16 +174,9 @@ pub async fn record(
     let events_enabled = crate::ProcessUsage::now().cpu();
     let drain_thread_started = crate::ProcessUsage::this_thread().cpu();
     // Reading kallsyms takes tens of milliseconds of kernel time: do it while sampling.
-    let kernel_symbols = sampler
-        .info()
-        .kernel_included
-        .then(|| {
-            std::thread::Builder::new()
-                .name("kallsyms".into())
-                .spawn(crate::resolve::load_kernel_symbols)
-                .ok()
-        })
-        .flatten();
+    if let (true, Some(feed)) = (sampler.info().kernel_included, feed) {
+        feed.load_kernel_symbols();
+    }
     let mut processes = ProcessTable::new();
     // Processes alive before the events were enabled: read their state now, so nothing falls
     // into a gap (records from now on are in the ring buffers).
@@ -178,20 +199,33 @@ pub async fn record(
         child.release()?;
     }
 
+    let stacks = match options.call_graph {
+        CallGraph::Fp => StackBuilder::frame_pointers(),
+        CallGraph::Dwarf => StackBuilder::dwarf(unwinders(options), false),
+        CallGraph::Auto => StackBuilder::dwarf(unwinders(options), true),
+    };
+    let window_ns = options
+        .window
+        .map(|w| w.as_nanos().min(u64::MAX as u128) as u64);
     let mut collector = Collector {
-        stacks: RawStacks::new(),
+        windows: Windows::new(window_ns, crate::sys::monotonic_ns()),
         processes,
         stats: RecordingStats::default(),
         progress,
+        on_window,
+        // A ring is read at least every drain interval; records are late by at most that
+        // (plus the time to drain every ring once).
+        close_grace: (options.drain_interval * 2 + Duration::from_millis(100)).as_nanos() as u64,
         started,
         last_progress: Duration::ZERO,
         format: sampler.info().format,
-        unwinders: (options.call_graph != CallGraph::Fp).then(|| unwinders(options)),
-        splice: options.call_graph == CallGraph::Auto,
-        unwound: Vec::with_capacity(unwind::MAX_FRAMES),
-        fp_user: Vec::with_capacity(256),
-        chain: Vec::with_capacity(unwind::MAX_FRAMES + 256),
-        preloader: options.preload_symbols.clone().map(Preloader::start),
+        stacks,
+        preloader: match (&options.preload_symbols, feed) {
+            (Some(search), Some(feed)) => {
+                Some(Preloader::start(search.clone(), feed.preloaded.clone()))
+            }
+            _ => None,
+        },
         frame_cache: symbolize::FrameCache::new(options.frame_cache_dir.clone()),
         pinned: PinnedFiles::new(
             (crate::sys::raise_open_file_limit() as usize).saturating_sub(256),
@@ -240,22 +274,20 @@ pub async fn record(
             .cpu()
             .saturating_sub(drain_thread_started),
     };
-    debug!(unique_stacks = collector.stacks.len(), "recording finished");
+    collector.close_all();
+    if let Some(preloader) = collector.preloader.take() {
+        preloader.finish();
+    }
+    debug!(windows = collector.stats.windows, "recording finished");
     Ok(Recording {
-        stacks: collector.stacks,
-        processes: collector.processes,
         stats: collector.stats,
         event: info.event,
         frequency: info.frequency,
         kernel_included: info.kernel_included,
-        kernel_symbols,
         duration: elapsed,
         notes: info.notes,
         command_status,
         call_graph: options.call_graph,
-        pinned: collector.pinned,
-        preloader: collector.preloader,
-        frame_cache: collector.frame_cache,
         cpu_marks,
     })
 }

@@ -1,47 +1,33 @@
-//! The per-record path: decode, unwind, count samples, feed side-band records to the process
-//! model (and the unwinders, which follow it).
+//! The per-record path: decode, build each sample's stack, count it in its time window; feed
+//! side-band records to the process model (and to the unwinders and pinned files, which follow
+//! it); close windows whose time has passed.
 
 use procmap::{MappedFile, ProcessTable};
-use profile::RawStacks;
-use sampler::{context, decode_with, RawRecord, Record, RecordSink, Sample, SampleFormat, Sampler};
-use unwind::{splice, StackEnd, Unwinders};
+use sampler::{decode_with, RawRecord, Record, RecordSink, Sample, SampleFormat, Sampler};
+use symbolize::FrameCache;
+use unwind::StackBuilder;
 
+use crate::normalize::normalize;
 use crate::pinned::PinnedFiles;
 use crate::preload::Preloader;
-use crate::recording::{Progress, RecordingStats};
-use symbolize::FrameCache;
-
-/// Markers this crate puts at the outer end of an unwound user chain (beside the kernel's
-/// PERF_CONTEXT_* values, which they do not collide with).
-pub(crate) mod end_marker {
-    /// The copy ran out: nothing known beyond (shown as a `[truncated]` frame).
-    pub const TRUNCATED: u64 = sampler::context::TRUNCATED;
-    /// Unwinding stopped at an address it could not unwind.
-    pub const UNKNOWN: u64 = sampler::context::TRUNCATED + 1;
-    /// Whole, thanks to the frame-pointer chain.
-    pub const SPLICED: u64 = sampler::context::TRUNCATED + 2;
-    /// Whole: reached the thread's first frame.
-    pub const COMPLETE: u64 = sampler::context::TRUNCATED + 3;
-}
+use crate::recording::{ClosedWindow, Progress, RecordingStats, Tracked};
+use crate::windows::Windows;
 
 /// Everything the drain loop fills.
 pub(crate) struct Collector<'p> {
-    pub stacks: RawStacks,
+    pub windows: Windows,
     pub processes: ProcessTable,
     pub stats: RecordingStats,
     pub progress: &'p mut dyn FnMut(Progress),
+    /// Receives each window as it closes, normalized.
+    pub on_window: &'p mut dyn FnMut(ClosedWindow),
+    /// How long after its end a window is closed (records of all CPUs have been read by then).
+    pub close_grace: u64,
     pub started: std::time::Instant,
     /// When progress was last reported (since `started`).
     pub last_progress: std::time::Duration,
     pub format: SampleFormat,
-    /// Present when user stacks are unwound with DWARF.
-    pub unwinders: Option<Unwinders>,
-    /// Splice with the kernel's frame-pointer chain where the copy runs out.
-    pub splice: bool,
-    /// Scratch: unwound user frames, the kernel's user frames, and the assembled chain.
-    pub unwound: Vec<u64>,
-    pub fp_user: Vec<u64>,
-    pub chain: Vec<u64>,
+    pub stacks: StackBuilder,
     /// Mapped binaries opened as soon as their mapping was seen (see [`PinnedFiles`]).
     pub pinned: PinnedFiles,
     /// Opens symbolizers in the background for binaries that new stacks pass through.
@@ -53,67 +39,10 @@ pub(crate) struct Collector<'p> {
 impl Collector<'_> {
     fn sample(&mut self, s: &Sample<'_>) {
         self.stats.samples += 1;
-        let (Some(unwinders), Some(regs)) = (self.unwinders.as_mut(), s.user_regs.as_ref()) else {
-            // Frame-pointer mode, or no user context (a kernel thread): the kernel's chain.
-            if s.callchain.is_empty() {
-                let marker = if s.in_kernel {
-                    context::KERNEL
-                } else {
-                    context::USER
-                };
-                let new =
-                    self.stacks
-                        .add(s.pid, s.tid, s.time, s.period, [marker, s.ip].into_iter());
-                self.after_add(new, s);
-            } else {
-                let new = self
-                    .stacks
-                    .add(s.pid, s.tid, s.time, s.period, s.callchain.iter());
-                self.after_add(new, s);
-            }
-            return;
-        };
-        let mut end = unwinders.unwind(
-            &self.processes,
-            s.pid,
-            s.time,
-            regs,
-            s.user_stack,
-            &mut self.unwound,
-        );
-        // Keep the kernel part of the kernel's chain; its user part (frame pointers) is only
-        // used to continue where the copied stack ran out.
-        self.chain.clear();
-        let mut entries = s.callchain.iter();
-        for entry in entries.by_ref() {
-            if entry == context::USER {
-                break;
-            }
-            self.chain.push(entry);
-        }
-        if end == StackEnd::Truncated && self.splice {
-            self.fp_user.clear();
-            self.fp_user.extend(entries);
-            if splice(&mut self.unwound, &self.fp_user) {
-                end = StackEnd::Spliced;
-            }
-        }
-        self.chain.push(context::USER);
-        self.chain.extend_from_slice(&self.unwound);
-        self.chain.push(match end {
-            StackEnd::Complete => end_marker::COMPLETE,
-            StackEnd::Spliced => end_marker::SPLICED,
-            StackEnd::Truncated => end_marker::TRUNCATED,
-            StackEnd::Unknown | StackEnd::NoUserStack => end_marker::UNKNOWN,
-        });
-        let new = self
-            .stacks
-            .add(s.pid, s.tid, s.time, s.period, self.chain.iter().copied());
-        self.after_add(new, s);
-    }
-
-    /// A stack not seen before: have its binaries' symbols opened in the background.
-    fn after_add(&mut self, new: bool, s: &Sample<'_>) {
+        let stack = self.stacks.build(&self.processes, s);
+        let new = self.windows.add(s.pid, s.tid, s.time, s.period, &stack);
+        // A stack not seen before in its window: have its binaries' symbols opened in the
+        // background.
         if let (true, Some(preloader)) = (new, self.preloader.as_mut()) {
             preloader.new_stack(
                 &self.processes,
@@ -121,8 +50,67 @@ impl Collector<'_> {
                 &mut self.frame_cache,
                 s.pid,
                 s.time,
-                self.stacks.last_callchain(),
+                stack.user,
             );
+        }
+    }
+
+    /// Normalize `window` and hand it on.
+    fn close(&mut self, window: crate::windows::OpenWindow) {
+        let normalized = normalize(
+            &window.stacks,
+            window.start,
+            window.end,
+            &self.processes,
+            &self.pinned,
+        );
+        self.stats.windows += 1;
+        let tracked = self.tracked();
+        (self.on_window)(ClosedWindow {
+            window: normalized,
+            tracked,
+        });
+    }
+
+    /// Sizes of what the recording holds now.
+    fn tracked(&self) -> Tracked {
+        let (unwinder_processes, unwind_sections) =
+            self.stacks.unwinders().map_or((0, 0), |u| u.sizes());
+        let (open_stacks, open_stack_bytes) = self.windows.held();
+        Tracked {
+            processes: self.processes.process_count(),
+            files: self.processes.files().len(),
+            pinned: self.pinned.len(),
+            unwinder_processes,
+            unwind_sections,
+            open_stacks,
+            open_stack_bytes,
+        }
+    }
+
+    /// Close every window that has ended; then forget what no open window can need.
+    fn close_due(&mut self) {
+        let now = crate::sys::monotonic_ns();
+        let mut closed = false;
+        while let Some(window) = self.windows.pop_closed(now, self.close_grace) {
+            self.close(window);
+            closed = true;
+        }
+        if closed {
+            self.forget_before(self.windows.oldest_open_start());
+        }
+    }
+
+    /// Forget processes, mappings and files that ended before `time`.
+    fn forget_before(&mut self, time: u64) {
+        self.processes.remove_exited(time);
+    }
+
+    /// Close every window still open (at the end of the session).
+    pub(crate) fn close_all(&mut self) {
+        let open: Vec<_> = self.windows.drain_all().collect();
+        for window in open {
+            self.close(window);
         }
     }
 }
@@ -147,7 +135,7 @@ impl RecordSink for Collector<'_> {
                     .add_mapping(m.pid, m.id.time, m.addr, m.len, m.pgoff, file);
                 self.pinned
                     .pin(m.pid, &mapping, &String::from_utf8_lossy(m.filename));
-                if let Some(unwinders) = self.unwinders.as_mut() {
+                if let Some(unwinders) = self.stacks.unwinders_mut() {
                     unwinders.on_mapping(&self.processes, m.pid, &mapping);
                 }
             }
@@ -161,7 +149,7 @@ impl RecordSink for Collector<'_> {
                 self.processes
                     .set_comm(pid, tid, id.time, &String::from_utf8_lossy(comm), exec);
                 if exec {
-                    if let Some(unwinders) = self.unwinders.as_mut() {
+                    if let Some(unwinders) = self.stacks.unwinders_mut() {
                         unwinders.forget(pid);
                     }
                 }
@@ -176,7 +164,7 @@ impl RecordSink for Collector<'_> {
             Record::Exit { pid, tid, time, .. } => {
                 self.processes.exit(pid, tid, time);
                 if pid == tid {
-                    if let Some(unwinders) = self.unwinders.as_mut() {
+                    if let Some(unwinders) = self.stacks.unwinders_mut() {
                         unwinders.forget(pid);
                     }
                 }
@@ -192,6 +180,8 @@ impl RecordSink for Collector<'_> {
         self.stats.drain_rounds += 1;
         let ring = sampler.ring_stats();
         self.stats.malformed_batches = ring.malformed;
+        self.stats.late_samples = self.windows.late;
+        self.close_due();
         // Progress at most every 100 ms (drain rounds can be far more frequent).
         let now = self.started.elapsed();
         if now < self.last_progress + std::time::Duration::from_millis(100)

@@ -185,3 +185,16 @@ pub(crate) fn vdso_base() -> Option<u64> {
     let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
     (base != 0).then_some(base)
 }
+
+/// CLOCK_MONOTONIC now, in ns: the clock samples are stamped with.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `ts`, which outlives the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}

@@ -52,6 +52,25 @@ impl ProcessUsage {
     }
 }
 
+/// This process's resident memory in bytes (`VmRSS`), when /proc tells.
+pub fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// File descriptors this process has open.
+pub fn open_fds() -> Option<usize> {
+    Some(std::fs::read_dir("/proc/self/fd").ok()?.count())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,14 +7,16 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use procmap::{FileId, MappedFile, Mapping, ProcessTable};
-use profile::{FrameId, Profile};
+use std::os::fd::AsRawFd;
+use std::sync::Mutex;
+
+use procmap::{FileId, Mapping};
+use profile::{Frame, FrameId, NormalizedWindow, Profile, WindowFile};
 use rustc_hash::FxBuildHasher;
 use symbolize::{DebugSearch, ElfFile, FileOffset, FileSymbolizer, FrameCache, ResolvedFrame};
 use tracing::{debug, warn};
 
 use crate::jit_map::JitMap;
-use crate::pinned::PinnedFiles;
 use crate::preload::Preloaded;
 
 /// How user frames are named.
@@ -62,7 +64,37 @@ pub struct UserSymbolStats {
     pub frame_cache_hits: u64,
 }
 
-/// A run of frames in the arena, outermost first.
+impl UserSymbolStats {
+    /// Add the counts of `other`.
+    pub fn merge(&mut self, other: &UserSymbolStats) {
+        self.files += other.files;
+        self.cache_hits += other.cache_hits;
+        self.cache_misses += other.cache_misses;
+        self.cache_resets += other.cache_resets;
+        self.debuginfod_fetched += other.debuginfod_fetched;
+        self.debuginfod_failures
+            .extend(other.debuginfod_failures.iter().cloned());
+        self.jit_frames += other.jit_frames;
+        self.frame_cache_hits += other.frame_cache_hits;
+    }
+
+    /// What was counted since `before` (a snapshot of the same counters).
+    pub(crate) fn since(&self, before: &UserSymbolStats) -> UserSymbolStats {
+        UserSymbolStats {
+            files: self.files - before.files,
+            cache_hits: self.cache_hits - before.cache_hits,
+            cache_misses: self.cache_misses - before.cache_misses,
+            cache_resets: self.cache_resets - before.cache_resets,
+            debuginfod_fetched: self.debuginfod_fetched - before.debuginfod_fetched,
+            debuginfod_failures: self.debuginfod_failures[before.debuginfod_failures.len()..]
+                .to_vec(),
+            jit_frames: self.jit_frames - before.jit_frames,
+            frame_cache_hits: self.frame_cache_hits - before.frame_cache_hits,
+        }
+    }
+}
+
+/// A run of names in the arena, outermost first.
 #[derive(Clone, Copy)]
 struct Span {
     start: u32,
@@ -70,33 +102,32 @@ struct Span {
     named: bool,
 }
 
-pub(crate) struct UserSymbols<'a> {
-    pinned: &'a PinnedFiles,
-    /// Frames of earlier runs, by build-id and offset (saved at the end).
-    pub frame_cache: &'a mut FrameCache,
-    /// Symbolizers opened while recording.
-    preloaded: Preloaded,
+/// Names user frames; lives as long as the symbolizer that owns it, across windows.
+pub(crate) struct UserSymbols {
+    /// Frames of earlier runs, by build-id and offset (saved by [`UserSymbols::save`]).
+    pub frame_cache: FrameCache,
+    /// Symbolizers opened ahead by the preloader, taken from here on first use.
+    preloaded: Arc<Mutex<Preloaded>>,
     options: ResolveOptions,
     files: HashMap<FileId, Option<Arc<FileSymbolizer>>, FxBuildHasher>,
     vdso: Option<Option<Arc<ElfFile>>>,
     jit: HashMap<u32, Option<JitMap>, FxBuildHasher>,
+    /// Names by (file, offset), independent of any one profile.
     cache: HashMap<(FileId, u64), Span, FxBuildHasher>,
-    arena: Vec<FrameId>,
+    arena: Vec<Box<str>>,
     scratch: Vec<ResolvedFrame>,
     debuginfod: Option<debuginfod::Client>,
     pub stats: UserSymbolStats,
 }
 
-impl<'a> UserSymbols<'a> {
+impl UserSymbols {
     pub(crate) fn new(
         options: ResolveOptions,
-        pinned: &'a PinnedFiles,
-        preloaded: Preloaded,
-        frame_cache: &'a mut FrameCache,
-    ) -> UserSymbols<'a> {
+        preloaded: Arc<Mutex<Preloaded>>,
+        frame_cache: FrameCache,
+    ) -> UserSymbols {
         let debuginfod = options.debuginfod.clone().map(debuginfod::Client::new);
         UserSymbols {
-            pinned,
             frame_cache,
             preloaded,
             options,
@@ -111,33 +142,37 @@ impl<'a> UserSymbols<'a> {
         }
     }
 
-    /// Push the frames of `addr` in `pid` at `time` onto `out`, innermost first (the order of
-    /// a leaf-first stack). Returns whether they are real names.
+    /// Push the frames of user `frame` of a stack of `pid` in `window` onto `out`, innermost
+    /// first (the order of a leaf-first stack). Returns whether they are real names.
     pub(crate) fn push_frames(
         &mut self,
         profile: &mut Profile,
-        processes: &ProcessTable,
+        window: &NormalizedWindow,
         pid: u32,
-        addr: u64,
-        time: u64,
+        frame: Frame,
         out: &mut Vec<FrameId>,
     ) -> bool {
-        let mapping = processes.find_mapping(pid, addr, time).copied();
-        let anonymous = mapping.is_none_or(|m| processes.files().get(m.file).is_pseudo());
-        if anonymous {
-            if let Some(name) = self.jit_lookup(pid, addr) {
-                self.stats.jit_frames += 1;
-                out.push(profile.intern(&name));
-                return true;
+        let (file, offset) = match frame {
+            Frame::File { file, offset } => (&window.files[file as usize], offset),
+            Frame::Anonymous(addr) | Frame::Unmapped(addr) => {
+                if let Some(name) = self.jit_lookup(pid, addr) {
+                    self.stats.jit_frames += 1;
+                    out.push(profile.intern(&name));
+                    return true;
+                }
+                out.push(profile.intern(match frame {
+                    Frame::Anonymous(_) => "[anonymous]",
+                    _ => "[unknown]",
+                }));
+                return false;
             }
-        }
-        let Some(mapping) = mapping else {
-            tracing::trace!(pid, addr = format_args!("{addr:#x}"), time, "no mapping");
-            out.push(profile.intern("[unknown]"));
-            return false;
+            Frame::Kernel(_) => {
+                out.push(profile.intern("[kernel]"));
+                return false;
+            }
         };
-        let offset = mapping.file_offset(addr);
-        let span = match self.cache.get(&(mapping.file, offset)) {
+        let key = (FileId(file.id), offset);
+        let span = match self.cache.get(&key) {
             Some(&span) => {
                 self.stats.cache_hits += 1;
                 span
@@ -149,13 +184,13 @@ impl<'a> UserSymbols<'a> {
                     self.arena.clear();
                     self.stats.cache_resets += 1;
                 }
-                let span = self.symbolize(profile, processes, pid, &mapping, offset);
-                self.cache.insert((mapping.file, offset), span);
+                let span = self.symbolize(file, offset);
+                self.cache.insert(key, span);
                 span
             }
         };
-        let frames = &self.arena[span.start as usize..(span.start + span.len) as usize];
-        out.extend(frames.iter().rev());
+        let names = &self.arena[span.start as usize..(span.start + span.len) as usize];
+        out.extend(names.iter().rev().map(|name| profile.intern(name)));
         span.named
     }
 
@@ -164,15 +199,11 @@ impl<'a> UserSymbols<'a> {
         map.as_ref()?.lookup(addr).map(str::to_string)
     }
 
-    fn symbolize(
-        &mut self,
-        profile: &mut Profile,
-        processes: &ProcessTable,
-        pid: u32,
-        mapping: &Mapping,
-        offset: u64,
-    ) -> Span {
-        let file = processes.files().get(mapping.file);
+    fn push_name(&mut self, name: &str) {
+        self.arena.push(name.into());
+    }
+
+    fn symbolize(&mut self, file: &WindowFile, offset: u64) -> Span {
         let start = self.arena.len() as u32;
         let mut named = false;
         if file.path == "[vdso]" {
@@ -181,8 +212,7 @@ impl<'a> UserSymbols<'a> {
                     .file_offset_to_addr(FileOffset(offset))
                     .and_then(|a| vdso.symbol(a))
                 {
-                    self.arena
-                        .push(profile.intern(&symbolize::function_name(sym.name)));
+                    self.push_name(&symbolize::function_name(sym.name));
                     named = true;
                 }
             }
@@ -193,7 +223,7 @@ impl<'a> UserSymbols<'a> {
             let mut build_id = file.build_id.clone();
             if build_id.is_none() {
                 build_id = self
-                    .symbolizer(processes, pid, mapping)
+                    .symbolizer(file)
                     .and_then(|s| s.elf().build_id().map(<[u8]>::to_vec));
             }
             let cached = build_id
@@ -202,7 +232,7 @@ impl<'a> UserSymbols<'a> {
             if let Some(frames) = cached {
                 self.scratch.clear();
                 self.scratch.extend_from_slice(frames);
-            } else if let Some(symbolizer) = self.symbolizer(processes, pid, mapping) {
+            } else if let Some(symbolizer) = self.symbolizer(file) {
                 self.scratch.clear();
                 if let Some(addr) = symbolizer.file_offset_to_addr(FileOffset(offset)) {
                     symbolizer.frames_into(addr, lines, &mut self.scratch);
@@ -214,30 +244,26 @@ impl<'a> UserSymbols<'a> {
                         self.frame_cache.insert(id, offset, lines, &self.scratch);
                     }
                     if self.scratch.is_empty() {
-                        self.arena.push(profile.intern(&format!(
-                            "{}+{:#x}",
-                            file.basename(),
-                            addr.0
-                        )));
+                        self.push_name(&format!("{}+{:#x}", file.basename(), addr.0));
                     }
                 }
             } else {
                 self.scratch.clear();
             }
-            for frame in &self.scratch {
-                let name = match (&frame.file, frame.line) {
-                    (Some(file), Some(line)) if lines => {
-                        format!("{} ({file}:{line})", frame.function)
+            let scratch = std::mem::take(&mut self.scratch);
+            for frame in &scratch {
+                match (&frame.file, frame.line) {
+                    (Some(path), Some(line)) if lines => {
+                        self.push_name(&format!("{} ({path}:{line})", frame.function))
                     }
-                    _ => frame.function.clone(),
-                };
-                self.arena.push(profile.intern(&name));
+                    _ => self.push_name(&frame.function),
+                }
             }
-            named = !self.scratch.is_empty();
+            named = !scratch.is_empty();
+            self.scratch = scratch;
         }
         if self.arena.len() as u32 == start {
-            self.arena
-                .push(profile.intern(&format!("{}+{:#x}", file.basename(), offset)));
+            self.push_name(&format!("{}+{:#x}", file.basename(), offset));
         }
         Span {
             start,
@@ -258,51 +284,47 @@ impl<'a> UserSymbols<'a> {
             .clone()
     }
 
-    /// The symbolizer of a mapping's file, opened once per file.
-    fn symbolizer(
-        &mut self,
-        processes: &ProcessTable,
-        pid: u32,
-        mapping: &Mapping,
-    ) -> Option<Arc<FileSymbolizer>> {
-        if let Some(hit) = self.files.get(&mapping.file) {
+    /// The symbolizer of a window file, opened once per file.
+    fn symbolizer(&mut self, file: &WindowFile) -> Option<Arc<FileSymbolizer>> {
+        let id = FileId(file.id);
+        if let Some(hit) = self.files.get(&id) {
             return hit.clone();
         }
-        let file = processes.files().get(mapping.file);
-        if let Some(Some(ready)) = self.preloaded.remove(&mapping.file) {
+        let preloaded = self
+            .preloaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        if let Some(Some(ready)) = preloaded {
             // Opened while recording; files without DWARF still go through `open` when
             // debuginfod may supply it.
             if ready.has_dwarf() || self.debuginfod.is_none() {
                 self.stats.files += 1;
-                self.files.insert(mapping.file, Some(ready.clone()));
+                self.files.insert(id, Some(ready.clone()));
                 return Some(ready);
             }
         }
-        let opened = if file.is_pseudo() {
-            None
+        let opened = if file.path.starts_with('/') {
+            self.open(file)
         } else {
-            self.open(pid, mapping, file)
+            None
         };
         self.stats.files += opened.is_some() as usize;
-        self.files.insert(mapping.file, opened.clone());
+        self.files.insert(id, opened.clone());
         opened
     }
 
-    fn open(
-        &mut self,
-        pid: u32,
-        mapping: &Mapping,
-        file: &MappedFile,
-    ) -> Option<Arc<FileSymbolizer>> {
-        // The file as the live process sees it (its debuglink is searched beside that path);
+    fn open(&mut self, file: &WindowFile) -> Option<Arc<FileSymbolizer>> {
+        // The file as a live process sees it (its debuglink is searched beside that path);
         // else the descriptor pinned when the mapping was seen; else the path as we see it.
         let plain = PathBuf::from(file.path.trim_end_matches(" (deleted)"));
-        let (read_from, path) = match (
-            live_path(pid, mapping, &file.path),
-            self.pinned.path(mapping.file),
-        ) {
+        let live = file.live_path.clone().filter(|p| p.exists());
+        let (read_from, path) = match (live, &file.pinned) {
             (Some(live), _) => (live.clone(), live),
-            (None, Some(pinned)) => (pinned, plain),
+            (None, Some(pinned)) => (
+                PathBuf::from(format!("/proc/self/fd/{}", pinned.as_raw_fd())),
+                plain,
+            ),
             (None, None) => (plain.clone(), plain),
         };
         let build_id = file.build_id.as_deref();

@@ -4,17 +4,18 @@
 //! keeps one framehop unwinder per process (modules added as the process maps code, unwind
 //! sections parsed once per binary and shared) and turns the copy into return addresses.
 //! Where the copy runs out first, [`splice`] continues from the kernel's frame-pointer chain.
-//! [`UnwindQuality`] says how many stacks were whole.
+//! [`StackBuilder`] turns each sample into a typed [`profile::Stack`] with these.
 
 mod cfi_scan;
 mod process;
-mod quality;
 mod sections;
 mod signal_frame;
 mod splice;
+mod stack_builder;
 mod sys;
 
 pub use process::{DebugFileFinder, Unwinders, MAX_FRAMES};
-pub use quality::{EndCounts, StackEnd, UnwindQuality};
+pub use profile::{EndCounts, StackEnd, UnwindQuality};
 pub use sections::{LoadSegment, Section, SectionData, UnwindSections};
 pub use splice::splice;
+pub use stack_builder::StackBuilder;

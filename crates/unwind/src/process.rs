@@ -16,9 +16,9 @@ use sampler::UserRegs;
 use tracing::{debug, trace};
 
 use crate::cfi_scan::in_sorted_ranges;
-use crate::quality::StackEnd;
 use crate::sections::{SectionData, UnwindSections};
 use crate::signal_frame;
+use profile::StackEnd;
 
 /// Frames beyond this depth are cut (and the stack counted truncated): guards against loops.
 pub const MAX_FRAMES: usize = 1024;
@@ -144,13 +144,28 @@ impl Unwinders {
         }
     }
 
+    /// Processes with an unwinder, and binaries whose unwind sections are held.
+    pub fn sizes(&self) -> (usize, usize) {
+        (self.processes.len(), self.sections.len())
+    }
+
+    /// A file no process maps any more: drop its unwind sections (the mapping of the binary
+    /// they hold). Processes still holding them through their modules keep them until they
+    /// exit or exec.
+    pub fn forget_file(&mut self, file: FileId) {
+        self.sections.remove(&file);
+    }
+
     /// A process exec'd or exited: forget its address space (rebuilt on its next sample).
     pub fn forget(&mut self, pid: u32) {
         self.processes.remove(&pid);
     }
 
-    /// Unwind one sampled user stack into `out` (leaf first: the sampled instruction, then
-    /// return addresses). `stack` is the copy starting at `regs.sp`.
+    /// Unwind one sampled user stack into `out`, leaf first, as code addresses (see
+    /// [`profile::Stack`]): the sampled instruction, then each caller's call site (return
+    /// address − 1), except that frames entered other than by a call (a signal trampoline,
+    /// the instruction a signal interrupted) are exact. `stack` is the copy starting at
+    /// `regs.sp`.
     pub fn unwind(
         &mut self,
         table: &ProcessTable,
@@ -195,14 +210,13 @@ impl Unwinders {
                 match signal_frame::interrupted_regs(uregs.sp(), &mut read_stack) {
                     Ok(Some((ip, interrupted))) if ip != 0 => {
                         // The trampoline was entered by a return, not a call, and the
-                        // interrupted instruction is exact: the resolver looks up every entry
-                        // but the first at entry - 1, so both are stored one byte on.
+                        // interrupted instruction is exact: neither is a call site.
                         if address.is_return_address() {
                             if let Some(last) = out.last_mut() {
-                                *last = address.address().wrapping_add(1);
+                                *last = address.address();
                             }
                         }
-                        out.push(ip.wrapping_add(1));
+                        out.push(ip);
                         uregs = interrupted;
                         address = FrameAddress::InstructionPointer(ip);
                         continue;
@@ -216,7 +230,7 @@ impl Unwinders {
                 Ok(Some(return_address)) => match FrameAddress::from_return_address(return_address)
                 {
                     Some(next) => {
-                        out.push(return_address);
+                        out.push(next.address_for_lookup());
                         address = next;
                     }
                     None => return StackEnd::Unknown,

@@ -127,7 +127,7 @@ fn corrupt_sections_and_garbage_stacks_end_early_without_panicking() {
         StackEnd::Spliced => 1,
         StackEnd::Truncated => 2,
         StackEnd::Unknown => 3,
-        StackEnd::NoUserStack => 4,
+        StackEnd::NoUserStack | StackEnd::FramePointer => 4,
     };
     for i in 0..3000u32 {
         match i % 4 {

@@ -169,10 +169,11 @@ pub fn avma(func: usize, offset: u64) -> u64 {
     MAP_START + TEXT_AT + func as u64 * FUNC_SIZE + offset
 }
 
-/// What unwinding the template of `depth` frames must give.
+/// What unwinding the template of `depth` frames must give: the sampled instruction, then
+/// each caller's call site (return address − 1).
 pub fn template_frames(depth: usize) -> Vec<u64> {
     let mut v = vec![avma(depth - 1, 4)];
-    v.extend((0..depth - 1).rev().map(|k| avma(k, AFTER_CALL)));
+    v.extend((0..depth - 1).rev().map(|k| avma(k, AFTER_CALL) - 1));
     v
 }
 

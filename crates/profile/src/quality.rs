@@ -2,21 +2,7 @@
 
 use std::collections::BTreeMap;
 
-/// How one user stack ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StackEnd {
-    /// Reached the thread's first frame (`_start`, `clone`): the stack is whole.
-    Complete,
-    /// The copied stack ran out before the outermost frame; continued from the kernel's
-    /// frame-pointer chain.
-    Spliced,
-    /// The copied stack ran out and nothing could continue it: ends in a truncation marker.
-    Truncated,
-    /// Unwinding hit an address it could not unwind (no unwind info, garbage, a bad rule).
-    Unknown,
-    /// No user registers or stack came with the sample (kernel thread, or the copy failed).
-    NoUserStack,
-}
+use crate::stack::StackEnd;
 
 /// Counts of stack ends.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,15 +18,23 @@ pub struct EndCounts {
 }
 
 impl EndCounts {
-    /// Count `n` stacks ending in `end`.
+    /// Count `n` stacks ending in `end` (ends that were not unwound are not counted).
     pub fn add(&mut self, end: StackEnd, n: u64) {
         match end {
             StackEnd::Complete => self.complete += n,
             StackEnd::Spliced => self.spliced += n,
             StackEnd::Truncated => self.truncated += n,
             StackEnd::Unknown => self.unknown += n,
-            StackEnd::NoUserStack => {}
+            StackEnd::FramePointer | StackEnd::NoUserStack => {}
         }
+    }
+
+    /// Add the counts of `other`.
+    pub fn merge(&mut self, other: &EndCounts) {
+        self.complete += other.complete;
+        self.spliced += other.spliced;
+        self.truncated += other.truncated;
+        self.unknown += other.unknown;
     }
 
     /// Stacks counted.
@@ -73,6 +67,33 @@ pub struct UnwindQuality {
 }
 
 impl UnwindQuality {
+    /// Count `n` stacks of `binary` ending in `end` (ends that were not unwound are ignored).
+    pub fn add(&mut self, binary: &str, end: StackEnd, n: u64) {
+        if !end.is_unwound() {
+            return;
+        }
+        self.overall.add(end, n);
+        match self.by_binary.get_mut(binary) {
+            Some(counts) => counts.add(end, n),
+            None => {
+                let mut counts = EndCounts::default();
+                counts.add(end, n);
+                self.by_binary.insert(binary.to_string(), counts);
+            }
+        }
+    }
+
+    /// Add the counts of `other`.
+    pub fn merge(&mut self, other: &UnwindQuality) {
+        self.overall.merge(&other.overall);
+        for (binary, counts) in &other.by_binary {
+            self.by_binary
+                .entry(binary.clone())
+                .or_default()
+                .merge(counts);
+        }
+    }
+
     /// The binaries with the most incomplete stacks first.
     pub fn worst_binaries(&self, n: usize) -> Vec<(&str, &EndCounts)> {
         let mut v: Vec<_> = self

@@ -1,0 +1,176 @@
+//! Routing samples to time windows by their own timestamps.
+//!
+//! Records of different CPUs are ordered only to within a drain round, so a window is closed
+//! only once every ring has been drained past its end by a margin (`grace`); a sample that still
+//! arrives for a closed window (a ring left unread for longer than that) goes to the oldest open
+//! window and is counted as late.
+
+use std::collections::VecDeque;
+
+use profile::{RawStacks, Stack};
+
+/// One open window.
+pub(crate) struct OpenWindow {
+    /// Start (CLOCK_MONOTONIC ns, inclusive).
+    pub start: u64,
+    /// End (exclusive).
+    pub end: u64,
+    /// Its stacks.
+    pub stacks: RawStacks,
+}
+
+/// The open windows, oldest first.
+pub(crate) struct Windows {
+    /// Window length in ns (None: one window for the whole session).
+    length: Option<u64>,
+    /// Start of window 0.
+    origin: u64,
+    open: VecDeque<OpenWindow>,
+    /// Index of the window at `open[0]`.
+    first_index: u64,
+    /// Samples that arrived after their window closed.
+    pub late: u64,
+}
+
+impl Windows {
+    /// Windows of `length` ns from `origin` (None: one window that never ends by itself).
+    pub(crate) fn new(length: Option<u64>, origin: u64) -> Windows {
+        Windows {
+            length: length.filter(|&l| l > 0),
+            origin,
+            open: VecDeque::new(),
+            first_index: 0,
+            late: 0,
+        }
+    }
+
+    fn bounds(&self, index: u64) -> (u64, u64) {
+        match self.length {
+            Some(len) => {
+                let start = self.origin.saturating_add(index.saturating_mul(len));
+                (start, start.saturating_add(len))
+            }
+            None => (0, u64::MAX),
+        }
+    }
+
+    /// Count a sample of `stack` taken at `time`; true when the stack is new to its window.
+    pub(crate) fn add(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        time: u64,
+        period: u64,
+        stack: &Stack<'_>,
+    ) -> bool {
+        let index = match self.length {
+            Some(len) => time.saturating_sub(self.origin) / len,
+            None => 0,
+        };
+        let at = if index < self.first_index {
+            self.late += 1;
+            0
+        } else {
+            (index - self.first_index) as usize
+        };
+        while self.open.len() <= at {
+            let (start, end) = self.bounds(self.first_index + self.open.len() as u64);
+            self.open.push_back(OpenWindow {
+                start,
+                end,
+                stacks: RawStacks::new(),
+            });
+        }
+        self.open[at].stacks.add(pid, tid, time, period, stack)
+    }
+
+    /// Take the oldest window if it ended at least `grace` ns before `now`.
+    pub(crate) fn pop_closed(&mut self, now: u64, grace: u64) -> Option<OpenWindow> {
+        self.length?;
+        let (start, end) = match self.open.front() {
+            Some(w) => (w.start, w.end),
+            // Nothing sampled: windows still pass (an empty one is closed, so that time
+            // goes on).
+            None => self.bounds(self.first_index),
+        };
+        if end.saturating_add(grace) > now {
+            return None;
+        }
+        self.first_index += 1;
+        Some(self.open.pop_front().unwrap_or(OpenWindow {
+            start,
+            end,
+            stacks: RawStacks::new(),
+        }))
+    }
+
+    /// Take every open window (at the end of the session), oldest first.
+    pub(crate) fn drain_all(&mut self) -> impl Iterator<Item = OpenWindow> + '_ {
+        self.first_index += self.open.len() as u64;
+        self.open.drain(..)
+    }
+
+    /// Start of the oldest window still open (or yet to open): samples from here on may still
+    /// need the process model.
+    pub(crate) fn oldest_open_start(&self) -> u64 {
+        self.open
+            .front()
+            .map_or_else(|| self.bounds(self.first_index).0, |w| w.start)
+    }
+
+    /// Distinct stacks held in open windows, and their bytes.
+    pub(crate) fn held(&self) -> (usize, usize) {
+        self.open.iter().fold((0, 0), |(n, b), w| {
+            (n + w.stacks.len(), b + w.stacks.heap_bytes())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profile::StackEnd;
+
+    const S: Stack<'static> = Stack {
+        kernel: &[],
+        user: &[0x10],
+        user_end: StackEnd::FramePointer,
+    };
+
+    #[test]
+    fn samples_go_to_the_window_of_their_timestamp_whatever_the_arrival_order() {
+        let mut w = Windows::new(Some(100), 1000);
+        w.add(1, 1, 1250, 1, &S); // window 2
+        w.add(1, 1, 1050, 1, &S); // window 0, arrives later
+        w.add(1, 1, 1150, 1, &S); // window 1
+        assert!(
+            w.pop_closed(1105, 10).is_none(),
+            "window 0 ends at 1100 + grace"
+        );
+        let w0 = w.pop_closed(1110, 10).expect("window 0 closes");
+        assert_eq!((w0.start, w0.end, w0.stacks.samples()), (1000, 1100, 1));
+        // A straggler for window 0 goes to the oldest open window and is counted late.
+        w.add(1, 1, 1099, 1, &S);
+        assert_eq!(w.late, 1);
+        let w1 = w.pop_closed(1300, 10).unwrap();
+        assert_eq!((w1.start, w1.stacks.samples()), (1100, 2));
+        let w2 = w.pop_closed(1310, 10).unwrap();
+        assert_eq!((w2.start, w2.stacks.samples()), (1200, 1));
+        assert!(w.pop_closed(1310, 10).is_none());
+        // An idle stretch still closes (empty) windows, so time goes on.
+        let w3 = w.pop_closed(1410, 10).unwrap();
+        assert_eq!((w3.start, w3.stacks.samples()), (1300, 0));
+        assert_eq!(w.oldest_open_start(), 1400);
+    }
+
+    #[test]
+    fn one_window_never_closes_by_itself() {
+        let mut w = Windows::new(None, 5);
+        w.add(1, 1, 10, 1, &S);
+        w.add(1, 1, u64::MAX - 1, 1, &S);
+        assert!(w.pop_closed(u64::MAX, 0).is_none());
+        let all: Vec<OpenWindow> = w.drain_all().collect();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].stacks.samples(), 2);
+    }
+}
