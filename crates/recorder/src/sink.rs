@@ -10,7 +10,7 @@ use unwind::StackBuilder;
 use crate::normalize::normalize;
 use crate::pinned::PinnedFiles;
 use crate::preload::Preloader;
-use crate::recording::{ClosedWindow, Progress, RecordingStats, Tracked};
+use crate::report::{ClosedWindow, Progress, RecordingStats, Tracked};
 use crate::windows::Windows;
 
 /// Everything the drain loop fills.

@@ -1,0 +1,77 @@
+//! What a recording reports as it goes and when it ends: progress, counters, closed windows
+//! with the sizes of what the recording holds.
+
+use std::time::Duration;
+
+use profile::NormalizedWindow;
+
+/// A live view of a running recording, for progress displays.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Time since sampling started.
+    pub elapsed: Duration,
+    /// Samples so far.
+    pub samples: u64,
+    /// Samples the kernel dropped so far.
+    pub lost: u64,
+}
+
+/// Counters of a recording.
+#[derive(Clone, Debug, Default)]
+pub struct RecordingStats {
+    /// Samples read.
+    pub samples: u64,
+    /// Records the kernel dropped because a ring buffer was full.
+    pub lost: u64,
+    /// Times the kernel throttled sampling (too many interrupts).
+    pub throttled: u64,
+    /// Records too short for their type (skipped).
+    pub malformed_records: u64,
+    /// Ring-buffer batches cut short by a malformed header (skipped).
+    pub malformed_batches: u64,
+    /// Times the ring buffers were drained (wake-ups by watermark, side-band record or tick).
+    pub drain_rounds: u64,
+    /// Windows closed.
+    pub windows: u64,
+    /// Samples read after their window had closed (counted in the oldest open window).
+    pub late_samples: u64,
+}
+
+/// A window as it closes: its stacks, normalized, and what the recording tracked then.
+pub struct ClosedWindow {
+    /// The window's stacks.
+    pub window: NormalizedWindow,
+    /// Sizes of the recording's state when the window closed.
+    pub tracked: Tracked,
+}
+
+/// Sizes of what a recording holds, for bounds and status.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tracked {
+    /// Processes in the process model.
+    pub processes: usize,
+    /// Distinct mapped files in the process model.
+    pub files: usize,
+    /// Binaries held open.
+    pub pinned: usize,
+    /// Processes with a DWARF unwinder.
+    pub unwinder_processes: usize,
+    /// Binaries whose unwind sections are held.
+    pub unwind_sections: usize,
+    /// Distinct stacks in windows still open.
+    pub open_stacks: usize,
+    /// Bytes of those stacks.
+    pub open_stack_bytes: usize,
+}
+
+/// This process's CPU time (all threads) at the phase boundaries of a recording, for `-vv`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuMarks {
+    /// When the events were open, mapped and enabled (the command started, if one was run).
+    pub events_enabled: Duration,
+    /// When sampling ended and the events were closed.
+    pub sampling_ended: Duration,
+    /// Of the CPU time between the two, what the thread draining the rings used (the rest is
+    /// background work: reading kernel symbols, opening symbolizers).
+    pub drain_thread: Duration,
+}
