@@ -11,7 +11,7 @@ mod table;
 
 pub use files::{FileId, FileTable, MappedFile};
 pub use proc_fs::{parse_maps_line, MapsLine};
-pub use table::{Mapping, ProcessTable, TableStats};
+pub use table::{Mapping, ProcessKey, ProcessTable, Pruned, TableSizes, TableStats};
 
 /// Errors reading a process from /proc.
 #[non_exhaustive]
