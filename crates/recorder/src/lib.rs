@@ -7,7 +7,6 @@ mod error;
 mod jit_map;
 mod launch;
 mod options;
-mod pinned;
 mod preload;
 mod recording;
 mod resolve;
@@ -18,7 +17,7 @@ mod user_symbols;
 
 pub use error::RecordError;
 pub use options::{defaults, CallGraph, RecordOptions, RecordTarget};
-pub use pinned::PinnedFiles;
+pub use procmap::PinnedFiles;
 pub use recording::{record, CpuMarks, Progress, Recording, RecordingStats};
 pub use resolve::{resolve, ResolveStats};
 pub use usage::ProcessUsage;

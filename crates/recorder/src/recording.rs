@@ -12,9 +12,9 @@ use unwind::Unwinders;
 use crate::error::RecordError;
 use crate::launch::Launched;
 use crate::options::{CallGraph, RecordOptions, RecordTarget};
-use crate::pinned::PinnedFiles;
 use crate::preload::Preloader;
 use crate::sink::Collector;
+use procmap::PinnedFiles;
 
 /// A live view of a running recording, for progress displays.
 #[derive(Clone, Copy, Debug)]

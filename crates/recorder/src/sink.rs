@@ -6,9 +6,9 @@ use profile::RawStacks;
 use sampler::{context, decode_with, RawRecord, Record, RecordSink, Sample, SampleFormat, Sampler};
 use unwind::{splice, StackEnd, Unwinders};
 
-use crate::pinned::PinnedFiles;
 use crate::preload::Preloader;
 use crate::recording::{Progress, RecordingStats};
+use procmap::PinnedFiles;
 use symbolize::FrameCache;
 
 /// Markers this crate puts at the outer end of an unwound user chain (beside the kernel's

@@ -14,8 +14,8 @@ use symbolize::{DebugSearch, ElfFile, FileOffset, FileSymbolizer, FrameCache, Re
 use tracing::{debug, warn};
 
 use crate::jit_map::JitMap;
-use crate::pinned::PinnedFiles;
 use crate::preload::Preloaded;
+use procmap::{live_path, PinnedFiles};
 
 /// How user frames are named.
 #[derive(Clone, Debug)]
@@ -370,19 +370,6 @@ impl<'a> UserSymbols<'a> {
             }
         }
     }
-}
-
-/// The file as the live process sees it: a deleted file through its map_files, any other
-/// through its root (it may live in another mount namespace). None once the process is gone.
-pub(crate) fn live_path(pid: u32, mapping: &Mapping, path: &str) -> Option<PathBuf> {
-    let through = match path.strip_suffix(" (deleted)") {
-        Some(_) => PathBuf::from(format!(
-            "/proc/{pid}/map_files/{:x}-{:x}",
-            mapping.start, mapping.end
-        )),
-        None => PathBuf::from(format!("/proc/{pid}/root{path}")),
-    };
-    through.exists().then_some(through)
 }
 
 /// The vdso image of this process: the kernel maps the same one into every 64-bit process.
