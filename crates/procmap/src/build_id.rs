@@ -93,8 +93,11 @@ mod tests {
         let path = compile_with_build_id(dir.path(), ID);
         let file = File::open(&path).unwrap();
         assert_eq!(read_build_id(&file), Some(unhex(ID)));
-        // Every PT_NOTE claims 1 GiB (ELF64, little-endian: e_phoff at 0x20, e_phentsize at
-        // 0x36, e_phnum at 0x38; p_filesz at 32 in a program header).
+        // Every PT_NOTE claims 8 MiB, and the file (sparse) is that long: the notes are
+        // readable, and the build-id still comes first in them, but the file is refused
+        // (ELF64, little-endian: e_phoff at 0x20, e_phentsize at 0x36, e_phnum at 0x38;
+        // p_filesz at 32 in a program header).
+        const HUGE: u64 = 8 << 20;
         let mut bytes = std::fs::read(&path).unwrap();
         let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]) as usize;
         let phoff = u64::from_le_bytes(bytes[0x20..0x28].try_into().unwrap()) as usize;
@@ -103,13 +106,20 @@ mod tests {
         for i in 0..count {
             let ph = phoff + i * size;
             if u32::from_le_bytes(bytes[ph..ph + 4].try_into().unwrap()) == elf::PT_NOTE {
-                bytes[ph + 32..ph + 40].copy_from_slice(&(1u64 << 30).to_le_bytes());
+                bytes[ph + 32..ph + 40].copy_from_slice(&HUGE.to_le_bytes());
                 patched += 1;
             }
         }
         assert!(patched > 0);
         let huge = dir.path().join("huge-notes");
         std::fs::write(&huge, &bytes).unwrap();
+        let len = bytes.len() as u64 + HUGE;
+        File::options()
+            .write(true)
+            .open(&huge)
+            .unwrap()
+            .set_len(len)
+            .unwrap();
         assert_eq!(read_build_id(&File::open(&huge).unwrap()), None);
         // Not ELF, or empty.
         let text = dir.path().join("text");

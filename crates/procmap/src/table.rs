@@ -1267,6 +1267,32 @@ mod tests {
     }
 
     #[test]
+    fn exited_threads_of_a_live_process_are_pruned_and_a_reused_tid_is_not_misnamed() {
+        let mut t = with_parent();
+        t.fork(500, 1, 500, 1, 5);
+        t.fork(500, 500, 501, 500, 10);
+        t.set_comm(500, 501, 11, "short-lived", false);
+        t.exit(500, 501, 20);
+        assert_eq!(t.thread_name(500, 501, 15), Some("short-lived"));
+        assert_eq!(
+            t.thread_name(500, 501, 25),
+            Some("init"),
+            "the main thread's"
+        );
+        let pruned = t.prune(30);
+        assert_eq!((pruned.threads, pruned.processes), (1, 0));
+        assert_eq!(t.sizes().threads, 2);
+        // The tid is reused by a thread of a process whose name is unknown: not the old name.
+        t.set_comm(600, 600, 0, "other", false);
+        t.fork(600, 600, 601, 600, 40);
+        t.set_comm(600, 601, 41, "old-name", false);
+        t.exit(600, 601, 50);
+        t.fork(601, 9999, 601, 9999, 60);
+        assert_eq!(t.thread_name(601, 601, 65), None);
+        assert_eq!(t.thread_name(600, 601, 45), Some("old-name"));
+    }
+
+    #[test]
     fn exit_ends_the_mappings_and_a_late_sample_still_resolves() {
         let mut t = with_parent();
         t.fork(7, 1, 7, 1, 10);
