@@ -23,7 +23,8 @@ const FOREVER: u64 = u64::MAX;
 /// reused tid does not show the name of the thread that had it before.
 const NO_NAME: u32 = u32::MAX;
 
-/// An executable mapping of a file into a process, in effect during `since..until`.
+/// An executable mapping of a file into a process, in effect during `since..until` (and until
+/// its process ended, which the lookups apply: `until` does not show it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mapping {
     /// Start address.
@@ -36,7 +37,7 @@ pub struct Mapping {
     pub file: FileId,
     /// Time from which the mapping holds (0: before recording started).
     pub since: u64,
-    /// Time at which it stopped holding (u64::MAX: still holds).
+    /// Time at which a later mapping or an exec took over (u64::MAX: neither did yet).
     pub until: u64,
 }
 
@@ -280,12 +281,10 @@ impl Process {
             if Process::holds(e, time, end) {
                 return Some(&e.map);
             }
-            // Before the first record of a process seen before its FORK (or before the start
-            // of the first process known on the pid): the earliest mapping stands in. After a
-            // known FORK, what the process holds is known from the start.
+            // Before the first record of a process whose FORK was not seen: the earliest
+            // mapping stands in. After a known FORK, what the process holds is known.
             let m = &e.map;
-            let unknown_before = self.start == 0 || time < self.start;
-            if unknown_before && time < m.since && best.is_none_or(|b| m.since < b.since) {
+            if self.start == 0 && time < m.since && best.is_none_or(|b| m.since < b.since) {
                 best = Some(m);
             }
         }
@@ -418,10 +417,10 @@ impl Default for ProcessTable {
     }
 }
 
-/// The incarnation that names samples at `time`: the last one started at or before it (the
-/// first one stands in before that).
-fn index_at(list: &[Process], time: u64) -> usize {
-    list.partition_point(|p| p.start <= time).saturating_sub(1)
+/// The incarnation that names samples at `time`: the last one started at or before it. None
+/// before the first one known (an earlier process on the pid, pruned or never seen).
+fn index_at(list: &[Process], time: u64) -> Option<usize> {
+    list.partition_point(|p| p.start <= time).checked_sub(1)
 }
 
 /// Interned names are rebuilt when fewer than half are in use, beyond this many.
@@ -445,7 +444,7 @@ impl ProcessTable {
 
     fn process_at(&self, pid: u32, time: u64) -> Option<&Process> {
         let list = self.processes.get(&pid)?;
-        list.get(index_at(list, time))
+        list.get(index_at(list, time)?)
     }
 
     /// The incarnation a record of `pid` at `time` belongs to; one started at 0 when the
@@ -565,7 +564,7 @@ impl ProcessTable {
                 parent
                     .mappings
                     .iter()
-                    .filter(|e| e.map.holds_at(time))
+                    .filter(|e| Process::holds(e, time, parent.end()))
                     .map(|e| Mapping {
                         since: time,
                         until: FOREVER,
@@ -618,8 +617,9 @@ impl ProcessTable {
         list.insert(at, new);
     }
 
-    /// Record that a thread (or, when tid == pid, the process) exited at `time`. A process's
-    /// mappings stop holding then.
+    /// Record that a thread (or, when tid == pid, the process's main thread) exited at `time`.
+    /// A process's mappings stop holding when its main thread and every thread of it seen
+    /// later have exited.
     pub fn exit(&mut self, pid: u32, tid: u32, time: u64) {
         self.stats.exits += 1;
         let thread = self
@@ -726,8 +726,8 @@ impl ProcessTable {
         })
     }
 
-    /// The process on `pid` at `time`: the last one started at or before `time` (the first
-    /// known one stands in before that, as for [`ProcessTable::find_mapping`]).
+    /// The process on `pid` at `time`: the last one started at or before `time` (None before
+    /// the first one known).
     pub fn process_key(&self, pid: u32, time: u64) -> Option<ProcessKey> {
         let process = self.process_at(pid, time)?;
         Some(ProcessKey {
@@ -837,11 +837,14 @@ impl ProcessTable {
         let threads_before = self.threads.len();
         let processes = &self.processes;
         self.threads.retain(|_, t| {
+            // Seen last before the first process known on its pid: that one started after
+            // the thread's process ended.
             let of_dead_process = processes.get(&t.pid).is_some_and(|list| {
-                let p = &list[index_at(list, t.last_seen())];
-                dead.contains(&ProcessKey {
-                    pid: t.pid,
-                    start_time: p.start,
+                index_at(list, t.last_seen()).is_none_or(|i| {
+                    dead.contains(&ProcessKey {
+                        pid: t.pid,
+                        start_time: list[i].start,
+                    })
                 })
             });
             !(of_dead_process || t.exit.is_some_and(|e| e < before))
@@ -1195,6 +1198,9 @@ mod tests {
         assert_eq!(file_at(&t, 100, 0x40_0100, 250).as_deref(), Some("/bin/b"));
         assert_eq!(t.thread_name(100, 100, 250), Some("b"));
         assert_eq!(pruned.released_files.len(), 1, "/bin/a only");
+        // A sample of A resolved too late is not named from B.
+        assert_eq!(file_at(&t, 100, 0x40_0100, 50), None);
+        assert_eq!(t.process_key(100, 50), None);
         assert!(t.files().ids().all(|id| t.files().get(id).path != "/bin/a"));
     }
 
