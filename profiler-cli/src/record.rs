@@ -197,13 +197,15 @@ fn window_line(
         .collect();
     let usage = recorder::ProcessUsage::now();
     format!(
-        "profctl: window {:.1}-{:.1} s: {} samples, {} stacks; hottest: {}; tracking {} processes, {} files, {} pinned, {} unwinders, {} unwind sections; {} open fds, {:.1} MB resident, {:.1} ms CPU",
+        "profctl: window {:.1}-{:.1} s: {} samples, {} stacks; hottest: {}; tracking {} processes, {} threads, {} mappings, {} files, {} pinned, {} unwinders, {} unwind sections; {} open fds, {:.1} MB resident, {:.1} ms CPU",
         secs(w.start),
         secs(w.end),
         profile.total(),
         w.stacks.len(),
         if hottest.is_empty() { "-".to_string() } else { hottest.join(", ") },
         t.processes,
+        t.threads,
+        t.mappings,
         t.files,
         t.pinned,
         t.unwinder_processes,

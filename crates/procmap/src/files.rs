@@ -1,8 +1,9 @@
-//! Interned mapped files: each distinct (path, build-id) gets a small id.
+//! Interned mapped files: each distinct (path, build-id, dev/ino) gets a small id.
 
 use std::collections::HashMap;
 
-/// Index of a [`MappedFile`] in its [`FileTable`].
+/// Id of a [`MappedFile`] in its [`FileTable`]. Ids are handed out by a counter and never
+/// reused, so an id released by [`crate::ProcessTable::prune`] never names another file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FileId(pub u32);
 
@@ -30,11 +31,19 @@ impl MappedFile {
     }
 }
 
+/// What [`FileTable::get`] answers for an id that was released: an unnamed pseudo-file.
+static RELEASED: MappedFile = MappedFile {
+    path: String::new(),
+    build_id: None,
+    dev_ino: None,
+};
+
 /// Interner of mapped files.
 #[derive(Debug, Default)]
 pub struct FileTable {
-    files: Vec<MappedFile>,
+    files: HashMap<FileId, MappedFile>,
     index: HashMap<MappedFile, FileId>,
+    next: u32,
 }
 
 impl FileTable {
@@ -43,24 +52,78 @@ impl FileTable {
         if let Some(&id) = self.index.get(&file) {
             return id;
         }
-        let id = FileId(self.files.len() as u32);
-        self.files.push(file.clone());
+        let id = FileId(self.next);
+        // 2^32 distinct files: at a thousand new files a second, 50 days; wrapping would
+        // make an old holder's id name a new file, so stay on the last id instead.
+        self.next = self.next.saturating_add(1);
+        self.files.insert(id, file.clone());
         self.index.insert(file, id);
         id
     }
 
-    /// The file behind `id`.
+    /// The file behind `id`. An id released by pruning reads as an unnamed pseudo-file
+    /// (empty path); use [`FileTable::try_get`] to tell.
     pub fn get(&self, id: FileId) -> &MappedFile {
-        &self.files[id.0 as usize]
+        self.files.get(&id).unwrap_or(&RELEASED)
     }
 
-    /// Number of distinct files.
+    /// The file behind `id`, unless it was released.
+    pub fn try_get(&self, id: FileId) -> Option<&MappedFile> {
+        self.files.get(&id)
+    }
+
+    /// Forget `id`; a later mapping of the same file gets a new id.
+    pub(crate) fn release(&mut self, id: FileId) -> bool {
+        match self.files.remove(&id) {
+            Some(file) => {
+                self.index.remove(&file);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The ids held, in no particular order.
+    pub fn ids(&self) -> impl Iterator<Item = FileId> + '_ {
+        self.files.keys().copied()
+    }
+
+    /// Number of files held.
     pub fn len(&self) -> usize {
         self.files.len()
     }
 
-    /// Whether no file was seen.
+    /// Whether no file is held.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str) -> MappedFile {
+        MappedFile {
+            path: path.into(),
+            build_id: None,
+            dev_ino: None,
+        }
+    }
+
+    #[test]
+    fn released_ids_are_never_reused() {
+        let mut t = FileTable::default();
+        let a = t.intern(file("/a"));
+        assert_eq!(t.intern(file("/a")), a);
+        assert!(t.release(a));
+        assert!(t.try_get(a).is_none());
+        assert_eq!(t.get(a).path, "");
+        assert!(t.get(a).is_pseudo());
+        let again = t.intern(file("/a"));
+        assert_ne!(again, a, "a released id must not come back");
+        let b = t.intern(file("/b"));
+        assert!(b != a && b != again);
+        assert_eq!(t.len(), 2);
     }
 }

@@ -5,13 +5,17 @@
 //! mapping and name carries the time from which it holds (and a mapping the time at which it
 //! stopped holding), and lookups take the time of the sample being resolved.
 
+mod build_id;
 mod files;
+mod pinned;
 mod proc_fs;
+mod sys;
 mod table;
 
 pub use files::{FileId, FileTable, MappedFile};
+pub use pinned::{live_path, PinStats, PinnedFiles};
 pub use proc_fs::{parse_maps_line, MapsLine};
-pub use table::{Mapping, ProcessTable, TableStats};
+pub use table::{Mapping, ProcessKey, ProcessTable, Pruned, TableSizes, TableStats};
 
 /// Errors reading a process from /proc.
 #[non_exhaustive]

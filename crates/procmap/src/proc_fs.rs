@@ -51,6 +51,33 @@ pub fn parse_maps_line(line: &str) -> Option<MapsLine<'_>> {
     })
 }
 
+/// What is read from /proc/PID/status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Status<'a> {
+    /// `Name:` (the comm, escaped by the kernel).
+    pub name: &'a str,
+    /// The effective uid (second field of `Uid:`).
+    pub euid: u32,
+}
+
+/// Parse the `Name:` and `Uid:` lines of /proc/PID/status.
+pub(crate) fn parse_status(status: &str) -> Option<Status<'_>> {
+    let mut name = None;
+    let mut euid = None;
+    for line in status.lines() {
+        if let Some(rest) = line.strip_prefix("Name:") {
+            name = Some(rest.strip_prefix('\t').unwrap_or(rest));
+        } else if let Some(rest) = line.strip_prefix("Uid:") {
+            euid = rest.split_whitespace().nth(1).and_then(|u| u.parse().ok());
+            break;
+        }
+    }
+    Some(Status {
+        name: name?,
+        euid: euid?,
+    })
+}
+
 /// Linux's `makedev` for the (major, minor) pair, to compare with `stat`'s st_dev.
 pub(crate) fn makedev(major: u32, minor: u32) -> u64 {
     let (major, minor) = (major as u64, minor as u64);
@@ -85,6 +112,19 @@ mod tests {
         let d = parse_maps_line("5600-5700 r-xp 0 08:02 12 /tmp/a b (deleted)").unwrap();
         assert_eq!(d.path, "/tmp/a b (deleted)");
         assert!(parse_maps_line("garbage").is_none());
+    }
+
+    #[test]
+    fn parses_status() {
+        let s = "Name:\tmy prog\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t1000\t0\t0\t0\nGid:\t1\t1\t1\t1\n";
+        assert_eq!(
+            parse_status(s),
+            Some(Status {
+                name: "my prog",
+                euid: 0
+            })
+        );
+        assert_eq!(parse_status("Name:\tx\n"), None);
     }
 
     #[test]

@@ -9,7 +9,6 @@ mod jit_map;
 mod launch;
 mod normalize;
 mod options;
-mod pinned;
 mod preload;
 mod recording;
 mod report;
@@ -22,7 +21,7 @@ mod windows;
 
 pub use error::RecordError;
 pub use options::{defaults, CallGraph, RecordOptions, RecordTarget};
-pub use pinned::PinnedFiles;
+pub use procmap::PinnedFiles;
 pub use recording::{record, Recording};
 pub use report::{ClosedWindow, CpuMarks, Progress, RecordingStats, Tracked};
 pub use resolve::{ResolveStats, SymbolFeed, Symbolizer};

@@ -9,8 +9,8 @@ use procmap::{FileId, ProcessTable};
 use profile::{Frame, NormalizedStack, NormalizedWindow, RawStacks, ThreadLabels, WindowFile};
 use rustc_hash::FxBuildHasher;
 
-use crate::pinned::PinnedFiles;
-use crate::user_symbols::live_path;
+use procmap::live_path;
+use procmap::PinnedFiles;
 
 /// Normalize the stacks of the window `start..end`.
 pub(crate) fn normalize(
@@ -33,11 +33,11 @@ pub(crate) fn normalize(
         let labels = ThreadLabels {
             pid,
             tid: raw.tid,
-            process_start: 0,
+            process_start: processes.process_key(pid, time).map_or(0, |k| k.start_time),
             comm: processes
                 .thread_name(pid, raw.tid, time)
                 .map(str::to_string),
-            uid: None,
+            uid: processes.uid(pid, time),
         };
         let next = threads.len() as u32;
         let thread = *threads.entry(labels).or_insert(next);

@@ -15,8 +15,7 @@ use rustc_hash::FxBuildHasher;
 use symbolize::{DebugSearch, FileOffset, FileSymbolizer, FrameCache};
 use tracing::debug;
 
-use crate::pinned::PinnedFiles;
-use crate::user_symbols::live_path;
+use procmap::{live_path, PinnedFiles};
 
 /// Symbolizers opened ahead, by file (None: the file could not be opened).
 pub(crate) type Preloaded = HashMap<FileId, Option<Arc<FileSymbolizer>>, FxBuildHasher>;

@@ -11,12 +11,12 @@ use unwind::{StackBuilder, Unwinders};
 use crate::error::RecordError;
 use crate::launch::Launched;
 use crate::options::{CallGraph, RecordOptions, RecordTarget};
-use crate::pinned::PinnedFiles;
 use crate::preload::Preloader;
 use crate::report::{ClosedWindow, CpuMarks, Progress, RecordingStats};
 use crate::resolve::SymbolFeed;
 use crate::sink::Collector;
 use crate::windows::Windows;
+use procmap::PinnedFiles;
 
 /// What a recording did; its samples went to the window callback.
 pub struct Recording {
@@ -149,6 +149,7 @@ pub async fn record(
         last_progress: Duration::ZERO,
         format: sampler.info().format,
         stacks,
+        released_files: Vec::new(),
         preloader: match (&options.preload_symbols, feed) {
             (Some(search), Some(feed)) => {
                 Some(Preloader::start(search.clone(), feed.preloaded.clone()))

@@ -43,6 +43,10 @@ pub struct ClosedWindow {
     pub window: NormalizedWindow,
     /// Sizes of the recording's state when the window closed.
     pub tracked: Tracked,
+    /// Ids of files (as in [`profile::WindowFile::id`]) that no process maps any more,
+    /// released since the previous window: caches kept for them can be dropped once this
+    /// window is named.
+    pub released_files: Vec<u32>,
 }
 
 /// Sizes of what a recording holds, for bounds and status.
@@ -50,6 +54,10 @@ pub struct ClosedWindow {
 pub struct Tracked {
     /// Processes in the process model.
     pub processes: usize,
+    /// Threads in the process model.
+    pub threads: usize,
+    /// Mappings in the process model (current and superseded ones kept for open windows).
+    pub mappings: usize,
     /// Distinct mapped files in the process model.
     pub files: usize,
     /// Binaries held open.

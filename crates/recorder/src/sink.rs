@@ -8,10 +8,10 @@ use symbolize::FrameCache;
 use unwind::StackBuilder;
 
 use crate::normalize::normalize;
-use crate::pinned::PinnedFiles;
 use crate::preload::Preloader;
 use crate::report::{ClosedWindow, Progress, RecordingStats, Tracked};
 use crate::windows::Windows;
+use procmap::PinnedFiles;
 
 /// Everything the drain loop fills.
 pub(crate) struct Collector<'p> {
@@ -28,6 +28,8 @@ pub(crate) struct Collector<'p> {
     pub last_progress: std::time::Duration,
     pub format: SampleFormat,
     pub stacks: StackBuilder,
+    /// Files released from the process model since the last window closed.
+    pub released_files: Vec<u32>,
     /// Mapped binaries opened as soon as their mapping was seen (see [`PinnedFiles`]).
     pub pinned: PinnedFiles,
     /// Opens symbolizers in the background for binaries that new stacks pass through.
@@ -69,6 +71,7 @@ impl Collector<'_> {
         (self.on_window)(ClosedWindow {
             window: normalized,
             tracked,
+            released_files: std::mem::take(&mut self.released_files),
         });
     }
 
@@ -77,9 +80,12 @@ impl Collector<'_> {
         let (unwinder_processes, unwind_sections) =
             self.stacks.unwinders().map_or((0, 0), |u| u.sizes());
         let (open_stacks, open_stack_bytes) = self.windows.held();
+        let sizes = self.processes.sizes();
         Tracked {
-            processes: self.processes.process_count(),
-            files: self.processes.files().len(),
+            processes: sizes.processes,
+            threads: sizes.threads,
+            mappings: sizes.mappings,
+            files: sizes.files,
             pinned: self.pinned.len(),
             unwinder_processes,
             unwind_sections,
@@ -101,9 +107,20 @@ impl Collector<'_> {
         }
     }
 
-    /// Forget processes, mappings and files that ended before `time`.
+    /// Forget processes, mappings and files that ended before `time`: files no process maps
+    /// any more are unpinned (a window that still names them holds its own handle), their
+    /// unwind sections dropped, and they are passed on with the next window so that the
+    /// symbolizer drops what it holds for them.
     fn forget_before(&mut self, time: u64) {
-        self.processes.remove_exited(time);
+        let pruned = self.processes.prune(time);
+        for &file in &pruned.released_files {
+            self.pinned.unpin(file);
+            if let Some(unwinders) = self.stacks.unwinders_mut() {
+                unwinders.forget_file(file);
+            }
+        }
+        self.released_files
+            .extend(pruned.released_files.iter().map(|f| f.0));
     }
 
     /// Close every window still open (at the end of the session).
@@ -134,7 +151,7 @@ impl RecordSink for Collector<'_> {
                     .processes
                     .add_mapping(m.pid, m.id.time, m.addr, m.len, m.pgoff, file);
                 self.pinned
-                    .pin(m.pid, &mapping, &String::from_utf8_lossy(m.filename));
+                    .pin_mapped(m.pid, &mapping, self.processes.files().get(mapping.file));
                 if let Some(unwinders) = self.stacks.unwinders_mut() {
                     unwinders.on_mapping(&self.processes, m.pid, &mapping);
                 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
 
-use procmap::{FileId, Mapping};
+use procmap::FileId;
 use profile::{Frame, FrameId, NormalizedWindow, Profile, WindowFile};
 use rustc_hash::FxBuildHasher;
 use symbolize::{DebugSearch, ElfFile, FileOffset, FileSymbolizer, FrameCache, ResolvedFrame};
@@ -392,19 +392,6 @@ impl UserSymbols {
             }
         }
     }
-}
-
-/// The file as the live process sees it: a deleted file through its map_files, any other
-/// through its root (it may live in another mount namespace). None once the process is gone.
-pub(crate) fn live_path(pid: u32, mapping: &Mapping, path: &str) -> Option<PathBuf> {
-    let through = match path.strip_suffix(" (deleted)") {
-        Some(_) => PathBuf::from(format!(
-            "/proc/{pid}/map_files/{:x}-{:x}",
-            mapping.start, mapping.end
-        )),
-        None => PathBuf::from(format!("/proc/{pid}/root{path}")),
-    };
-    through.exists().then_some(through)
 }
 
 /// The vdso image of this process: the kernel maps the same one into every 64-bit process.
