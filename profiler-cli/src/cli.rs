@@ -175,7 +175,7 @@ impl RecordArgs {
     pub fn resolve_options(&self) -> recorder::ResolveOptions {
         let mut options = recorder::ResolveOptions {
             lines: self.lines,
-            ..Default::default()
+            ..recorder::resolve_options()
         };
         options.debug_search.extra_dirs = self.debug_dirs.clone();
         options

@@ -158,9 +158,16 @@ fn name_windows(
     let mut first_start = None;
     for closed in windows {
         let (profile, window_stats) = symbolizer.symbolize(&closed.window);
+        // Files no process maps any more: what the symbolizer holds for them can go.
+        for &file in &closed.released_files {
+            symbolizer.evict_file(file);
+        }
         if report {
             let start = *first_start.get_or_insert(closed.window.start);
-            eprintln!("{}", window_line(&closed, &profile, start));
+            eprintln!(
+                "{}",
+                window_line(&closed, &profile, start, &symbolizer.sizes())
+            );
         }
         if total.total() == 0 {
             total = profile;
@@ -179,6 +186,7 @@ fn window_line(
     closed: &recorder::ClosedWindow,
     profile: &profile::Profile,
     first_start: u64,
+    symbols: &symbolize::service::ServiceSizes,
 ) -> String {
     let w = &closed.window;
     let t = &closed.tracked;
@@ -197,7 +205,7 @@ fn window_line(
         .collect();
     let usage = recorder::ProcessUsage::now();
     format!(
-        "profctl: window {:.1}-{:.1} s: {} samples, {} stacks; hottest: {}; tracking {} processes, {} threads, {} mappings, {} files, {} pinned, {} unwinders, {} unwind sections; {} open fds, {:.1} MB resident, {:.1} ms CPU",
+        "profctl: window {:.1}-{:.1} s: {} samples, {} stacks; hottest: {}; tracking {} processes, {} threads, {} mappings, {} files, {} pinned, {} unwinders, {} unwind sections; symbols: {} files ({:.1} MB est.), {} names, {} JIT maps; {} open fds, {:.1} MB resident, {:.1} ms CPU",
         secs(w.start),
         secs(w.end),
         profile.total(),
@@ -210,6 +218,10 @@ fn window_line(
         t.pinned,
         t.unwinder_processes,
         t.unwind_sections,
+        symbols.symbolizers,
+        symbols.symbolizer_bytes as f64 / 1e6,
+        symbols.names + symbols.kernel_names,
+        symbols.jit_maps,
         recorder::open_fds().unwrap_or(0),
         recorder::resident_bytes().unwrap_or(0) as f64 / 1e6,
         usage.cpu().as_secs_f64() * 1e3,
@@ -334,8 +346,8 @@ fn print_summary(
             usage.minor_faults,
         );
         say!(
-            "profctl: address cache: {} hits, {} misses, {} resets; {} from the frame cache of earlier runs; {} JIT frames",
-            user.cache_hits, user.cache_misses, user.cache_resets, user.frame_cache_hits, user.jit_frames
+            "profctl: address cache: {} hits, {} misses, {} evicted; {} from the frame cache of earlier runs; {} JIT frames",
+            user.cache_hits, user.cache_misses, user.cache_evictions, user.frame_cache_hits, user.jit_frames
         );
     }
     if let Some(status) = r.command_status {

@@ -1,11 +1,11 @@
 //! Recording, end to end: open the sampling events, follow the processes, count each sample's
 //! stack in the time window of its timestamp, hand each closed window on normalized
-//! ([`profile::NormalizedWindow`]), and name its frames with a long-lived [`Symbolizer`].
+//! ([`profile::NormalizedWindow`]), and name its frames with a long-lived [`Symbolizer`]
+//! (`symbolize`'s service, re-exported).
 //!
 //! `profctl record` (embedded mode) drives this directly; the daemon reuses the same pieces.
 
 mod error;
-mod jit_map;
 mod launch;
 mod normalize;
 mod options;
@@ -16,7 +16,6 @@ mod resolve;
 mod sink;
 mod sys;
 mod usage;
-mod user_symbols;
 mod windows;
 
 pub use error::RecordError;
@@ -24,9 +23,10 @@ pub use options::{defaults, CallGraph, RecordOptions, RecordTarget};
 pub use procmap::PinnedFiles;
 pub use recording::{record, Recording};
 pub use report::{ClosedWindow, CpuMarks, Progress, RecordingStats, Tracked};
-pub use resolve::{ResolveStats, SymbolFeed, Symbolizer};
+pub use resolve::{
+    resolve_options, ResolveOptions, ResolveStats, SymbolFeed, Symbolizer, UserSymbolStats,
+};
 pub use usage::{open_fds, resident_bytes, ProcessUsage};
-pub use user_symbols::{ResolveOptions, UserSymbolStats};
 
 /// profctl's cache directory: `$XDG_CACHE_HOME/profctl`, else `~/.cache/profctl` (kernel
 /// symbols per boot, frames per build-id, decompressed debug sections per build-id).

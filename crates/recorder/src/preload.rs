@@ -1,79 +1,38 @@
-//! Opening the symbolizers of binaries that samples land in while recording goes on, in a
-//! background thread, so that little is left to do when the recording ends.
-//!
-//! The sink asks for a file when a new distinct stack passes through it (never per sample);
-//! the thread opens the file's [`FileSymbolizer`] and builds its DWARF index with a first lookup.
+//! The recording's half of opening symbolizers ahead: when a new distinct stack is counted
+//! (never per sample), find the files its user frames are in and ask the symbol service to
+//! open them ([`symbolize::service::PreloadQueue`]); the service's own thread does the work.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use procmap::{FileId, ProcessTable};
 use rustc_hash::FxBuildHasher;
-use symbolize::{DebugSearch, FileOffset, FileSymbolizer, FrameCache};
-use tracing::debug;
+use symbolize::service::{PreloadQueue, PreloadRequest};
+use symbolize::FrameCache;
 
 use procmap::{live_path, PinnedFiles};
 
-/// Symbolizers opened ahead, by file (None: the file could not be opened).
-pub(crate) type Preloaded = HashMap<FileId, Option<Arc<FileSymbolizer>>, FxBuildHasher>;
+/// Files remembered as asked for; past this the memory is emptied (asking again costs a
+/// request, which the service drops for a file it holds).
+const MAX_REQUESTED: usize = 1 << 16;
 
-struct Job {
-    file: FileId,
-    read_from: PathBuf,
-    path: PathBuf,
-    build_id: Option<Vec<u8>>,
-    warm_offset: u64,
-}
-
-/// The background opener.
+/// Sends the files of new stacks to the symbol service.
 pub(crate) struct Preloader {
-    jobs: Option<mpsc::Sender<Job>>,
-    worker: Option<JoinHandle<()>>,
-    queued: HashSet<FileId, FxBuildHasher>,
+    queue: PreloadQueue,
+    requested: HashSet<FileId, FxBuildHasher>,
 }
 
 impl Preloader {
-    /// Start the thread, which puts what it opens into `done`; `search` is where debug files
-    /// are looked for.
-    pub(crate) fn start(search: DebugSearch, done: Arc<Mutex<Preloaded>>) -> Preloader {
-        let (tx, rx) = mpsc::channel::<Job>();
-        let worker = std::thread::Builder::new()
-            .name("symbol-preload".into())
-            .spawn(move || {
-                let mut frames = Vec::new();
-                for job in rx {
-                    let opened = FileSymbolizer::open_as(
-                        &job.read_from,
-                        &job.path,
-                        job.build_id.as_deref(),
-                        &search,
-                    )
-                    .ok()
-                    .map(Arc::new);
-                    if let Some(s) = &opened {
-                        // The first lookup builds the DWARF index.
-                        if let Some(addr) = s.file_offset_to_addr(FileOffset(job.warm_offset)) {
-                            s.frames_into(addr, false, &mut frames);
-                        }
-                    }
-                    debug!(path = %job.path.display(), ok = opened.is_some(), "preloaded symbols");
-                    done.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(job.file, opened);
-                }
-            })
-            .ok();
+    /// Ask `queue` (a [`symbolize::service::SymbolFeed`]'s) to open files ahead; the service
+    /// opens them with its own debug search.
+    pub(crate) fn start(queue: PreloadQueue) -> Preloader {
         Preloader {
-            jobs: worker.as_ref().map(|_| tx),
-            worker,
-            queued: HashSet::default(),
+            queue,
+            requested: HashSet::default(),
         }
     }
 
-    /// A new distinct stack: queue the files its user frames (code addresses) are in.
+    /// A new distinct stack: ask for the files its user frames (code addresses) are in.
     pub(crate) fn new_stack(
         &mut self,
         processes: &ProcessTable,
@@ -83,12 +42,11 @@ impl Preloader {
         time: u64,
         user: &[u64],
     ) {
-        let Some(jobs) = &self.jobs else { return };
         for &entry in user {
             let Some(mapping) = processes.find_mapping(pid, entry, time) else {
                 continue;
             };
-            if self.queued.contains(&mapping.file) {
+            if self.requested.contains(&mapping.file) {
                 continue;
             }
             let file = processes.files().get(mapping.file);
@@ -103,7 +61,10 @@ impl Preloader {
                     continue;
                 }
             }
-            self.queued.insert(mapping.file);
+            if self.requested.len() >= MAX_REQUESTED {
+                self.requested.clear();
+            }
+            self.requested.insert(mapping.file);
             let plain = PathBuf::from(file.path.trim_end_matches(" (deleted)"));
             let (read_from, path) = match (
                 live_path(pid, mapping, &file.path),
@@ -113,22 +74,13 @@ impl Preloader {
                 (None, Some(fd)) => (fd, plain),
                 (None, None) => (plain.clone(), plain),
             };
-            let job = Job {
-                file: mapping.file,
+            self.queue.request(PreloadRequest {
+                file: mapping.file.0,
                 read_from,
                 path,
                 build_id: file.build_id.clone(),
                 warm_offset: offset,
-            };
-            let _ = jobs.send(job);
-        }
-    }
-
-    /// Stop taking work and wait for what is queued.
-    pub(crate) fn finish(mut self) {
-        drop(self.jobs.take());
-        if let Some(worker) = self.worker.take() {
-            let _ = worker.join();
+            });
         }
     }
 }

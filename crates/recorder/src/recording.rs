@@ -151,9 +151,7 @@ pub async fn record(
         stacks,
         released_files: Vec::new(),
         preloader: match (&options.preload_symbols, feed) {
-            (Some(search), Some(feed)) => {
-                Some(Preloader::start(search.clone(), feed.preloaded.clone()))
-            }
+            (Some(_), Some(feed)) => Some(Preloader::start(feed.preloaded.clone())),
             _ => None,
         },
         frame_cache: symbolize::FrameCache::new(options.frame_cache_dir.clone()),
@@ -205,9 +203,6 @@ pub async fn record(
             .saturating_sub(drain_thread_started),
     };
     collector.close_all();
-    if let Some(preloader) = collector.preloader.take() {
-        preloader.finish();
-    }
     debug!(windows = collector.stats.windows, "recording finished");
     Ok(Recording {
         stats: collector.stats,
@@ -235,7 +230,7 @@ async fn sleep_or_forever(duration: Option<Duration>) {
 /// and debuginfod's cache (no download on the sampling path).
 fn unwinders(options: &RecordOptions) -> Unwinders {
     let mut unwinders = Unwinders::new();
-    match crate::user_symbols::own_vdso() {
+    match symbolize::own_vdso_image() {
         Ok(image) => unwinders.set_vdso_image(&image),
         Err(err) => {
             tracing::debug!(%err, "cannot read the vDSO image; its frames unwind by frame pointer only")

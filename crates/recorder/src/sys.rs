@@ -1,5 +1,5 @@
 //! The crate's only `unsafe`: forking a command that waits for its events, waiting for it,
-//! signals, the clock and the auxiliary vector.
+//! signals and the clock.
 //!
 //! std's `Command::spawn` returns only after the child has called exec, so a child cannot be
 //! held between fork and exec through it; this module forks by hand (as perf does). After
@@ -177,13 +177,6 @@ pub(crate) fn rusage(this_thread_only: bool) -> io::Result<libc::rusage> {
         return Err(io::Error::last_os_error());
     }
     Ok(usage)
-}
-
-/// Where the kernel mapped this process's vDSO (`AT_SYSINFO_EHDR`), if it did.
-pub(crate) fn vdso_base() -> Option<u64> {
-    // SAFETY: getauxval only reads the auxiliary vector the kernel gave this process.
-    let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
-    (base != 0).then_some(base)
 }
 
 /// CLOCK_MONOTONIC now, in ns: the clock samples are stamped with.

@@ -1,6 +1,6 @@
 //! One ELF file's symbols, load segments and build-id.
 
-use std::fs::File;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use object::elf;
@@ -109,6 +109,11 @@ impl ElfFile {
         &self.name
     }
 
+    /// Bytes of its symbol table (in memory, or mapped from the symbol cache).
+    pub fn table_bytes(&self) -> u64 {
+        self.table.bytes()
+    }
+
     /// The GNU build-id (`.note.gnu.build-id` or a `PT_NOTE`), if present.
     pub fn build_id(&self) -> Option<&[u8]> {
         self.build_id.as_deref()
@@ -182,7 +187,12 @@ pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
         path: path.to_owned(),
         source,
     };
-    let file = File::open(path).map_err(io)?;
+    // Without blocking: a FIFO put where a binary was must not hang the caller.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
     let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
         return Err(io(std::io::Error::new(

@@ -9,6 +9,10 @@
 //! the search for separate debug files ([`DebugSearch`]). [`FrameCache`] keeps
 //! frames between runs, per build-id and file offset; [`ElfLayout`] computes that key for a
 //! file's own addresses without reading its symbols or DWARF.
+//!
+//! [`service::SymbolService`] is the long-lived user of all of these: it names the frames of
+//! normalized windows ([`profile::NormalizedWindow`]), with bounded caches of symbolizers,
+//! names and JIT maps, and opens files ahead on a thread of its own.
 
 pub mod address;
 pub mod demangle;
@@ -19,9 +23,12 @@ pub mod error;
 pub mod frame_cache;
 pub mod kernel;
 mod section_cache;
+pub mod service;
 pub mod symbolizer;
+mod sys;
 mod table;
 mod unit_index;
+pub mod vdso;
 
 pub use address::{FileOffset, SymbolAddr};
 pub use demangle::{demangle, function_name};
@@ -30,7 +37,9 @@ pub use elf_layout::ElfLayout;
 pub use error::Error;
 pub use frame_cache::FrameCache;
 pub use kernel::{KernelSymbol, KernelSymbols};
+pub use service::SymbolService;
 pub use symbolizer::{crc32, DebugSearch, FileSymbolizer, ResolvedFrame};
+pub use vdso::own_vdso_image;
 
 #[cfg(test)]
 mod tests {
@@ -43,5 +52,8 @@ mod tests {
         assert_send_sync::<crate::KernelSymbols>();
         assert_send_sync::<crate::Error>();
         assert_send_sync::<crate::FileSymbolizer>();
+        fn assert_send<T: Send>() {}
+        assert_send::<crate::SymbolService>();
+        assert_send_sync::<crate::service::PreloadQueue>();
     }
 }

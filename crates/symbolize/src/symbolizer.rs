@@ -97,6 +97,8 @@ struct DwarfState<'a> {
     ctx: OnceLock<Option<Mutex<addr2line::Context<Reader<'a>>>>>,
     /// The per-unit index from `.debug_aranges`; `None` inside when the file cannot use it.
     units: OnceLock<Option<crate::unit_index::UnitIndex<'a>>>,
+    /// Bytes of `.debug_info` the whole-file context covers, once built (a size estimate).
+    whole_bytes: std::sync::atomic::AtomicU64,
 }
 
 self_cell::self_cell!(
@@ -550,6 +552,7 @@ impl FileSymbolizer {
                 |_| DwarfState {
                     ctx: OnceLock::new(),
                     units: OnceLock::new(),
+                    whole_bytes: Default::default(),
                 },
             )
         });
@@ -632,6 +635,36 @@ impl FileSymbolizer {
     /// Always use the whole-file DWARF index, never the per-unit one (to compare the two).
     pub fn set_whole_file_dwarf(&mut self, whole: bool) {
         self.whole_file_dwarf = whole;
+    }
+
+    /// A cheap estimate of what this symbolizer holds, in bytes: its mapped debug files
+    /// (the binary's mapping, when its own DWARF is used), decompressed DWARF sections,
+    /// symbol tables, and the DWARF index built so far (the bytes of `.debug_info` indexed,
+    /// per unit or whole; addr2line's parsed units grow with lookups, so does this).
+    pub fn estimated_bytes(&self) -> u64 {
+        let tables: u64 = std::iter::once(&self.elf)
+            .chain(&self.extra_symbols)
+            .map(ElfFile::table_bytes)
+            .sum();
+        let dwarf = self.dwarf.as_ref().map_or(0, |cell| {
+            cell.with_dependent(|owner, state| {
+                let file = |f: &DwarfFile| {
+                    let decompressed: u64 = f
+                        .decompressed
+                        .get()
+                        .map_or(0, |v| v.iter().map(|(_, b)| b.bytes().len() as u64).sum());
+                    f.map.len() as u64 + decompressed
+                };
+                let files = file(&owner.main) + owner.sup.as_ref().map_or(0, file);
+                let units = state
+                    .units
+                    .get()
+                    .and_then(Option::as_ref)
+                    .map_or(0, |u| u.parsed_bytes());
+                files + units + state.whole_bytes.load(std::sync::atomic::Ordering::Relaxed)
+            })
+        });
+        tables + dwarf
     }
 
     /// Whether some source has DWARF (`.debug_info`).
@@ -727,7 +760,12 @@ impl FileSymbolizer {
             }
             let ctx = state
                 .ctx
-                .get_or_init(|| build_context(owner).map(Mutex::new));
+                .get_or_init(|| {
+                    build_context(owner).map(|(ctx, bytes)| {
+                        state.whole_bytes.store(bytes, std::sync::atomic::Ordering::Relaxed);
+                        Mutex::new(ctx)
+                    })
+                });
             let Some(ctx) = ctx else {
                 return;
             };
@@ -852,16 +890,18 @@ fn owner_dwarf(owner: &DwarfOwner) -> Option<gimli::Dwarf<Reader<'_>>> {
     load_dwarf(&owner.main)
 }
 
-fn build_context(owner: &DwarfOwner) -> Option<addr2line::Context<Reader<'_>>> {
+/// The whole-file context, and the bytes of `.debug_info` it covers.
+fn build_context(owner: &DwarfOwner) -> Option<(addr2line::Context<Reader<'_>>, u64)> {
     tracing::debug!(file = %owner.main.name, "indexing DWARF");
     let mut dwarf = load_dwarf(&owner.main)?;
+    let info_bytes = gimli::Section::reader(&dwarf.debug_info).len() as u64;
     if let Some(sup_dwarf) = owner.sup.as_ref().and_then(load_dwarf) {
         dwarf.set_sup(sup_dwarf);
     }
     // Units that share an abbreviation table (common in large libraries) parse it once.
     dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
     match addr2line::Context::from_dwarf(dwarf) {
-        Ok(ctx) => Some(ctx),
+        Ok(ctx) => Some((ctx, info_bytes)),
         Err(err) => {
             tracing::debug!(file = %owner.main.name, %err, "unusable DWARF");
             None

@@ -386,6 +386,16 @@ impl Table {
             Table::Serialized { layout, .. } => layout.count,
         }
     }
+
+    /// Bytes the table holds: its entries and names in memory, or its mapped serialized form.
+    pub fn bytes(&self) -> u64 {
+        match self {
+            Table::Owned { names, entries } => {
+                (names.capacity() + entries.capacity() * std::mem::size_of::<Entry>()) as u64
+            }
+            Table::Serialized { data, .. } => data.len() as u64,
+        }
+    }
 }
 
 #[cfg(test)]

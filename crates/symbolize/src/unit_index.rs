@@ -10,6 +10,7 @@
 //! back to the whole-file context, so answers never differ from it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use gimli::{constants, EndianSlice, Reader as _, RunTimeEndian, Section as _};
@@ -38,6 +39,8 @@ pub(crate) struct UnitIndex<'a> {
     complete: std::sync::OnceLock<bool>,
     /// By unit offset: its context, or `None` when the unit must go through the whole file.
     contexts: Mutex<HashMap<usize, Option<addr2line::Context<Reader<'a>>>>>,
+    /// Bytes of `.debug_info` of the units parsed so far (a size estimate of the index).
+    parsed_bytes: AtomicU64,
 }
 
 impl<'a> UnitIndex<'a> {
@@ -71,6 +74,7 @@ impl<'a> UnitIndex<'a> {
             with_aranges,
             complete: std::sync::OnceLock::new(),
             contexts: Mutex::new(HashMap::new()),
+            parsed_bytes: AtomicU64::new(0),
         })
     }
 
@@ -103,6 +107,11 @@ impl<'a> UnitIndex<'a> {
             .values()
             .filter(|c| c.is_some())
             .count()
+    }
+
+    /// Bytes of `.debug_info` in the units parsed so far.
+    pub(crate) fn parsed_bytes(&self) -> u64 {
+        self.parsed_bytes.load(Ordering::Relaxed)
     }
 
     /// Run `f` on the one-unit context of the unit covering `addr`. False when the caller
@@ -154,6 +163,8 @@ impl<'a> UnitIndex<'a> {
         let info: &'a [u8] = base.debug_info.reader().slice();
         let end = offset.checked_add(header.length_including_self())?;
         let unit_bytes = info.get(offset..end)?;
+        self.parsed_bytes
+            .fetch_add(unit_bytes.len() as u64, Ordering::Relaxed);
         let endian = base.debug_info.reader().endian();
         let dwarf = gimli::Dwarf {
             debug_abbrev: base.debug_abbrev,

@@ -1,0 +1,169 @@
+//! Kernel frames: kallsyms, loaded once in the background (while the first window is still
+//! being recorded) and shared; names cached by address across windows, bounded like user
+//! names.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tracing::warn;
+
+use super::names::{NameCache, Names};
+use crate::KernelSymbols;
+
+/// Kernel symbols, loaded once in the background and shared. Cheap to clone.
+#[derive(Clone, Default)]
+pub(crate) struct KernelLoader {
+    slot: Arc<Mutex<Slot>>,
+    cache_dir: Option<PathBuf>,
+}
+
+#[derive(Default)]
+enum Slot {
+    #[default]
+    NotStarted,
+    Loading(std::thread::JoinHandle<Option<KernelSymbols>>),
+    Ready(Option<Arc<KernelSymbols>>),
+}
+
+impl KernelLoader {
+    /// A loader keeping kallsyms per boot in `cache_dir` (None: parsed every time).
+    pub(crate) fn new(cache_dir: Option<PathBuf>) -> KernelLoader {
+        KernelLoader {
+            slot: Arc::default(),
+            cache_dir,
+        }
+    }
+
+    /// Start reading /proc/kallsyms in a background thread (once; later calls do nothing).
+    pub(crate) fn start(&self) {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(*slot, Slot::NotStarted) {
+            let dir = self.cache_dir.clone();
+            if let Ok(handle) = std::thread::Builder::new()
+                .name("kallsyms".into())
+                .spawn(move || load(dir))
+            {
+                *slot = Slot::Loading(handle);
+            }
+        }
+    }
+
+    /// The kernel symbols, waiting for the background load (or loading them now).
+    fn get(&self) -> Option<Arc<KernelSymbols>> {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        let ready = match std::mem::take(&mut *slot) {
+            Slot::Ready(k) => k,
+            Slot::Loading(handle) => handle.join().ok().flatten().map(Arc::new),
+            Slot::NotStarted => load(self.cache_dir.clone()).map(Arc::new),
+        };
+        *slot = Slot::Ready(ready.clone());
+        ready
+    }
+}
+
+/// Read /proc/kallsyms, saying why kernel frames will stay unnamed when it cannot be used.
+fn load(cache_dir: Option<PathBuf>) -> Option<KernelSymbols> {
+    let loaded = match cache_dir {
+        Some(dir) => KernelSymbols::load_cached(&dir),
+        None => KernelSymbols::load(),
+    };
+    match loaded {
+        Ok(k) if !k.is_restricted() => Some(k),
+        Ok(_) => {
+            warn!("kernel symbol addresses are hidden (kernel.kptr_restrict); kernel frames stay unnamed");
+            None
+        }
+        Err(err) => {
+            warn!(%err, "cannot read kernel symbols; kernel frames stay unnamed");
+            None
+        }
+    }
+}
+
+/// Names of kernel addresses.
+pub(crate) struct KernelNames {
+    loader: KernelLoader,
+    symbols: Option<Option<Arc<KernelSymbols>>>,
+    cache: NameCache<u64>,
+}
+
+impl KernelNames {
+    /// Names from `loader`'s symbols, at most `max_entries` addresses and `max_bytes` of
+    /// names cached.
+    pub(crate) fn new(loader: KernelLoader, max_entries: usize, max_bytes: usize) -> KernelNames {
+        KernelNames {
+            loader,
+            symbols: None,
+            cache: NameCache::new(max_entries, max_bytes),
+        }
+    }
+
+    /// The loader (for feeds).
+    pub(crate) fn loader(&self) -> &KernelLoader {
+        &self.loader
+    }
+
+    /// The name of the kernel address `addr` (`[kernel]` when unknown).
+    pub(crate) fn name(&mut self, addr: u64) -> &Names {
+        if self.cache.get(&addr).is_none() {
+            let loader = &self.loader;
+            let symbols = self.symbols.get_or_insert_with(|| loader.get());
+            let names = match symbols.as_ref().and_then(|k| k.lookup(addr)) {
+                Some(sym) => Names::one(sym.name, true),
+                None => Names::one("[kernel]", false),
+            };
+            return self.cache.insert(addr, names);
+        }
+        self.cache.get(&addr).expect("just found")
+    }
+
+    /// Drop the cached names.
+    pub(crate) fn clear(&mut self) {
+        self.cache.clear();
+    }
+
+    /// Addresses cached, and bytes of their names.
+    pub(crate) fn sizes(&self) -> (usize, usize) {
+        (self.cache.len(), self.cache.bytes())
+    }
+
+    /// Names dropped so far to stay within the bounds.
+    pub(crate) fn evicted(&self) -> u64 {
+        self.cache.evicted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_names_stay_bounded_and_right() {
+        let text: String = (0..100u64)
+            .map(|i| {
+                format!(
+                    "{:x} T kernel_function_{i}\n",
+                    0xffff_ffff_8100_0000 + i * 0x100
+                )
+            })
+            .collect();
+        let mut names = KernelNames::new(KernelLoader::new(None), 10, 1 << 20);
+        names.symbols = Some(Some(Arc::new(KernelSymbols::parse(&text))));
+        for round in 0..2 {
+            for i in 0..100u64 {
+                let n = names.name(0xffff_ffff_8100_0000 + i * 0x100 + 8);
+                assert_eq!(
+                    &*n.names()[0],
+                    format!("kernel_function_{i}"),
+                    "round {round}"
+                );
+                assert!(n.named());
+                assert!(names.sizes().0 <= 10);
+            }
+        }
+        assert!(names.evicted() >= 180);
+        assert!(!names.name(0x10).named(), "below every symbol");
+        names.clear();
+        assert_eq!(names.sizes(), (0, 0));
+    }
+}

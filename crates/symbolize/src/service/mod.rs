@@ -1,0 +1,386 @@
+//! A long-lived service naming the frames of normalized windows
+//! ([`profile::NormalizedWindow`]), for a recording or for a daemon that runs for weeks.
+//!
+//! What it keeps between windows is bounded ([`Limits`]), each by a rule of its own:
+//! - open symbolizers (`files.rs`): an LRU by count and estimated bytes;
+//! - names of user addresses by (file id, offset), and of kernel addresses (`names.rs`,
+//!   `kernel.rs`): two generations, bounded by entries and bytes of names;
+//! - JIT perf maps (`jit.rs`): by (pid, process start), an LRU by count and bytes, each map
+//!   refused past a size; read again when the file changed, at most once per window;
+//! - files opened ahead (`preload.rs`): a bounded queue, at most as many results as files
+//!   may be open;
+//! - debuginfod failures (`debuginfod.rs`): per build-id, and a back-off per server outage.
+//!
+//! Its owner says when things go away: [`SymbolService::evict_file`] once no process maps a
+//! file, [`SymbolService::evict_process`] when a process exits, [`SymbolService::shed`] to
+//! fall to the minimum under memory pressure. [`SymbolService::sizes`] tells what it holds.
+
+mod debuginfod;
+mod files;
+mod jit;
+mod kernel;
+mod lru;
+mod names;
+mod options;
+mod preload;
+mod stats;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use profile::{Frame, FrameId, NormalizedWindow, Profile, StackEnd, ThreadLabels, WindowFile};
+use rustc_hash::FxBuildHasher;
+use tracing::debug;
+
+pub use options::{Limits, ServiceOptions};
+pub use preload::{PreloadQueue, PreloadRequest};
+pub use stats::{ResolveStats, ServiceSizes, UserSymbolStats};
+
+use self::debuginfod::{Backoff, DebugInfoSource, Fetcher};
+use self::files::OpenFiles;
+use self::jit::JitMaps;
+use self::kernel::{KernelLoader, KernelNames};
+use self::names::{NameCache, Names};
+use crate::{ElfFile, FileOffset, FrameCache, ResolvedFrame};
+
+/// What a recording hands the service while it records: files to open ahead, and the
+/// signal to start loading kernel symbols. Get one from [`SymbolService::feed`].
+#[derive(Clone)]
+pub struct SymbolFeed {
+    /// Where the files that new stacks pass through are sent, to be opened ahead.
+    pub preloaded: PreloadQueue,
+    kernel: KernelLoader,
+}
+
+impl SymbolFeed {
+    /// Start loading kernel symbols in the background.
+    pub fn load_kernel_symbols(&self) {
+        self.kernel.start();
+    }
+}
+
+/// Names the frames of normalized windows. Long-lived: what it opened and named for one window
+/// serves the next ones, within its [`Limits`].
+pub struct SymbolService {
+    lines: bool,
+    files: OpenFiles,
+    names: NameCache<(u32, u64)>,
+    kernel: KernelNames,
+    jit: JitMaps,
+    vdso: Option<Option<Arc<ElfFile>>>,
+    /// Frames of earlier runs, by build-id and offset (saved by [`SymbolService::save_caches`]).
+    frame_cache: FrameCache,
+    scratch: Vec<ResolvedFrame>,
+    /// Windows named so far (the current one's number while naming).
+    window: u64,
+    /// Counters of the window being named.
+    stats: UserSymbolStats,
+}
+
+impl SymbolService {
+    /// A service naming frames as `options` say, keeping DWARF frames between runs in
+    /// `frame_cache_dir` (None: not kept).
+    pub fn new(options: ServiceOptions, frame_cache_dir: Option<PathBuf>) -> SymbolService {
+        let source = options
+            .debuginfod
+            .clone()
+            .map(|c| Box::new(::debuginfod::Client::new(c)) as Box<dyn DebugInfoSource>);
+        SymbolService::with_debug_info_source(options, frame_cache_dir, source)
+    }
+
+    fn with_debug_info_source(
+        options: ServiceOptions,
+        frame_cache_dir: Option<PathBuf>,
+        source: Option<Box<dyn DebugInfoSource>>,
+    ) -> SymbolService {
+        let limits = options.limits;
+        let fetcher = Fetcher::new(
+            source,
+            Backoff {
+                first: limits.debuginfod_backoff,
+                max: limits.debuginfod_max_backoff,
+                retry_build_id: limits.debuginfod_retry,
+            },
+        );
+        SymbolService {
+            lines: options.lines,
+            files: OpenFiles::new(
+                limits.open_files,
+                limits.open_file_bytes,
+                options.debug_search,
+                fetcher,
+                limits.preload_queue,
+            ),
+            names: NameCache::new(limits.names, limits.name_bytes),
+            kernel: KernelNames::new(
+                KernelLoader::new(options.kernel_cache_dir),
+                limits.kernel_names,
+                limits.kernel_name_bytes,
+            ),
+            jit: JitMaps::new(
+                limits.jit_maps,
+                limits.jit_bytes,
+                limits.jit_file_bytes,
+                limits.jit_entries,
+            ),
+            vdso: None,
+            frame_cache: FrameCache::new(frame_cache_dir),
+            scratch: Vec::new(),
+            window: 0,
+            stats: UserSymbolStats::default(),
+        }
+    }
+
+    /// The feed a recording fills for this service.
+    pub fn feed(&self) -> SymbolFeed {
+        SymbolFeed {
+            preloaded: self.files.preload_queue(),
+            kernel: self.kernel.loader().clone(),
+        }
+    }
+
+    /// Name every stack of `window` into a profile whose stacks start with the thread's
+    /// command name.
+    pub fn symbolize(&mut self, window: &NormalizedWindow) -> (Profile, ResolveStats) {
+        self.window += 1;
+        self.stats = UserSymbolStats::default();
+        let now = Instant::now();
+        let evicted_before = self.names.evicted() + self.kernel.evicted();
+        let frame_cache_hits_before = self.frame_cache.hits;
+        self.files
+            .adopt_preloaded(self.window, now, &mut self.stats);
+
+        let mut profile = Profile::new();
+        let unknown = profile.intern("[unknown]");
+        let truncated = profile.intern("[truncated]");
+        let mut kernel_ids: HashMap<u64, (FrameId, bool), FxBuildHasher> = HashMap::default();
+        let mut stats = ResolveStats {
+            unwind: window.quality.clone(),
+            ..ResolveStats::default()
+        };
+        let mut frames: Vec<FrameId> = Vec::with_capacity(256);
+        for stack in &window.stacks {
+            frames.clear();
+            let thread = &window.threads[stack.thread as usize];
+            let (kernel, user) = window.frames_of(stack);
+            let mut unnamed = 0u64;
+            for frame in kernel {
+                if let Frame::Kernel(addr) = *frame {
+                    let (id, named) = *kernel_ids.entry(addr).or_insert_with(|| {
+                        let names = self.kernel.name(addr);
+                        (profile.intern(&names.names()[0]), names.named())
+                    });
+                    frames.push(id);
+                    unnamed += !named as u64;
+                }
+            }
+            for &frame in user {
+                let named =
+                    self.push_user_frames(&mut profile, window, thread, frame, now, &mut frames);
+                unnamed += !named as u64;
+            }
+            if stack.user_end == StackEnd::Truncated {
+                frames.push(truncated);
+            }
+            if frames.is_empty() {
+                frames.push(unknown);
+                unnamed += 1;
+            }
+            stats.frames += frames.len() as u64 * stack.count;
+            stats.unnamed += unnamed * stack.count;
+            let comm = match &thread.comm {
+                Some(name) => profile.intern(name),
+                None if thread.pid == 0 => profile.intern("swapper"),
+                None => profile.intern(&format!("[pid {}]", thread.pid)),
+            };
+            frames.push(comm);
+            frames.reverse();
+            profile.add(&frames, stack.count);
+        }
+        stats.kernel_addresses = kernel_ids.len() as u64;
+        self.stats.cache_evictions = self.names.evicted() + self.kernel.evicted() - evicted_before;
+        self.stats.frame_cache_hits = self.frame_cache.hits - frame_cache_hits_before;
+        stats.user = std::mem::take(&mut self.stats);
+        (profile, stats)
+    }
+
+    /// Push the frames of user `frame` of a stack of `thread` in `window` onto `out`,
+    /// innermost first (the order of a leaf-first stack). Returns whether they are names.
+    fn push_user_frames(
+        &mut self,
+        profile: &mut Profile,
+        window: &NormalizedWindow,
+        thread: &ThreadLabels,
+        frame: Frame,
+        now: Instant,
+        out: &mut Vec<FrameId>,
+    ) -> bool {
+        let (file, offset) = match frame {
+            Frame::File { file, offset } => (&window.files[file as usize], offset),
+            Frame::Anonymous(addr) | Frame::Unmapped(addr) => {
+                if let Some(name) = self.jit.lookup(thread, addr, self.window, &mut self.stats) {
+                    self.stats.jit_frames += 1;
+                    out.push(profile.intern(name));
+                    return true;
+                }
+                out.push(profile.intern(match frame {
+                    Frame::Anonymous(_) => "[anonymous]",
+                    _ => "[unknown]",
+                }));
+                return false;
+            }
+            Frame::Kernel(_) => {
+                out.push(profile.intern("[kernel]"));
+                return false;
+            }
+        };
+        let key = (file.id, offset);
+        let names = if self.names.get(&key).is_some() {
+            self.stats.cache_hits += 1;
+            self.names.get(&key).expect("just found")
+        } else {
+            self.stats.cache_misses += 1;
+            let names = self.name_file_offset(file, offset, now);
+            self.names.insert(key, names)
+        };
+        out.extend(names.names().iter().rev().map(|name| profile.intern(name)));
+        names.named()
+    }
+
+    /// Name `offset` of `file` (a cache miss).
+    fn name_file_offset(&mut self, file: &WindowFile, offset: u64, now: Instant) -> Names {
+        let mut names: Vec<Box<str>> = Vec::new();
+        let mut named = false;
+        if file.path == "[vdso]" {
+            if let Some(vdso) = self.vdso() {
+                if let Some(sym) = vdso
+                    .file_offset_to_addr(FileOffset(offset))
+                    .and_then(|a| vdso.symbol(a))
+                {
+                    names.push(crate::function_name(sym.name).into());
+                    named = true;
+                }
+            }
+        } else {
+            let lines = self.lines;
+            let window = self.window;
+            // Frames seen by an earlier run come from the frame cache, without opening the
+            // file (when the kernel gave its build-id) or at least without indexing its DWARF.
+            let mut build_id = file.build_id.clone();
+            if build_id.is_none() {
+                build_id = self
+                    .files
+                    .symbolizer(file, window, now, &mut self.stats)
+                    .and_then(|s| s.elf().build_id().map(<[u8]>::to_vec));
+            }
+            let cached = build_id
+                .as_deref()
+                .and_then(|id| self.frame_cache.get(id, offset, lines));
+            self.scratch.clear();
+            if let Some(frames) = cached {
+                self.scratch.extend_from_slice(frames);
+            } else if let Some(symbolizer) =
+                self.files.symbolizer(file, window, now, &mut self.stats)
+            {
+                if let Some(addr) = symbolizer.file_offset_to_addr(FileOffset(offset)) {
+                    symbolizer.frames_into(addr, lines, &mut self.scratch);
+                    // Only frames from DWARF are kept: names from a symbol table alone would
+                    // hide debug info installed later.
+                    if let (Some(id), false, true) =
+                        (&build_id, self.scratch.is_empty(), symbolizer.has_dwarf())
+                    {
+                        self.frame_cache.insert(id, offset, lines, &self.scratch);
+                    }
+                    if self.scratch.is_empty() {
+                        names.push(format!("{}+{:#x}", file.basename(), addr.0).into());
+                    }
+                }
+                drop(symbolizer);
+                // The lookup may have parsed more DWARF.
+                self.files.reweigh(file.id, &mut self.stats);
+            }
+            for frame in &self.scratch {
+                names.push(match (&frame.file, frame.line) {
+                    (Some(path), Some(line)) if lines => {
+                        format!("{} ({path}:{line})", frame.function).into()
+                    }
+                    _ => frame.function.as_str().into(),
+                });
+            }
+            named = !self.scratch.is_empty();
+        }
+        if names.is_empty() {
+            names.push(format!("{}+{:#x}", file.basename(), offset).into());
+        }
+        Names::new(names, named)
+    }
+
+    fn vdso(&mut self) -> Option<Arc<ElfFile>> {
+        self.vdso
+            .get_or_insert_with(|| match crate::vdso::own_vdso_image() {
+                Ok(bytes) => ElfFile::parse(&bytes, "[vdso]").map(Arc::new).ok(),
+                Err(err) => {
+                    debug!(%err, "cannot read the vdso image");
+                    None
+                }
+            })
+            .clone()
+    }
+
+    /// Keep the frames named so far on disk, for later runs.
+    pub fn save_caches(&mut self) {
+        if let Err(err) = self.frame_cache.save() {
+            debug!(%err, "cannot save the frame cache");
+        }
+    }
+
+    /// No process maps the file `file_id` ([`profile::WindowFile::id`]) any more: close its
+    /// symbolizer (releasing its mappings, and so a deleted binary's disk space if nothing
+    /// else holds it) and drop what was opened ahead for it. Its cached names age out with
+    /// their generation. Returns whether a symbolizer was open.
+    pub fn evict_file(&mut self, file_id: u32) -> bool {
+        self.files.evict(file_id)
+    }
+
+    /// The process (`pid`, `process_start`) exited: drop its JIT map. Returns whether one
+    /// was held.
+    pub fn evict_process(&mut self, pid: u32, process_start: u64) -> bool {
+        self.jit.evict(pid, process_start)
+    }
+
+    /// Drop every cache to its minimum (under memory pressure): symbolizers and what was
+    /// opened ahead, cached names, JIT maps. Naming goes on, opening and reading again.
+    pub fn shed(&mut self) {
+        self.files.clear();
+        self.names.clear();
+        self.kernel.clear();
+        self.jit.clear();
+    }
+
+    /// What the service holds now.
+    pub fn sizes(&self) -> ServiceSizes {
+        let (symbolizers, symbolizer_bytes, preloaded) = self.files.sizes();
+        let (jit_maps, jit_bytes) = self.jit.sizes();
+        ServiceSizes {
+            symbolizers,
+            symbolizer_bytes,
+            preloaded,
+            names: self.names.len(),
+            name_bytes: self.names.bytes(),
+            kernel_names: self.kernel.sizes().0,
+            jit_maps,
+            jit_bytes,
+        }
+    }
+}
+
+impl std::fmt::Debug for SymbolService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SymbolService")
+            .field("window", &self.window)
+            .field("sizes", &self.sizes())
+            .finish_non_exhaustive()
+    }
+}

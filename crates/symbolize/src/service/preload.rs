@@ -1,0 +1,301 @@
+//! Opening symbolizers ahead, on a thread of their own, for the files that new stacks pass
+//! through while a recording runs, so that naming a window finds them ready.
+//!
+//! A recording sends a [`PreloadRequest`] through the [`PreloadQueue`] (never blocking: past
+//! its bound a request is dropped, and the file is opened when a window needs it). The
+//! worker opens one file at a time, looks one address up (which builds its DWARF index) and
+//! leaves the result for the service, which takes it when it needs the file or when a window
+//! starts. The worker waits while as many results as the service may keep open are not yet
+//! taken, so what it holds is bounded too. A file the service asks for while the worker is
+//! opening it is waited for, not opened twice; one still queued is opened by the service.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use rustc_hash::FxBuildHasher;
+use tracing::debug;
+
+use crate::{DebugSearch, FileOffset, FileSymbolizer};
+
+/// A file to open ahead.
+#[derive(Clone, Debug)]
+pub struct PreloadRequest {
+    /// The id its frames carry ([`profile::WindowFile::id`]).
+    pub file: u32,
+    /// Where to read it from: the file as a live process sees it, or a held descriptor
+    /// (`/proc/self/fd/N`).
+    pub read_from: PathBuf,
+    /// Its path as the process sees it (debuglink files are looked for beside it).
+    pub path: PathBuf,
+    /// The build-id the kernel reported.
+    pub build_id: Option<Vec<u8>>,
+    /// An offset a sample hit: looked up once, which builds the DWARF index serving it.
+    pub warm_offset: u64,
+}
+
+/// Opened ahead: the symbolizer, or None when the file could not be opened.
+pub(crate) type Opened = Option<Arc<FileSymbolizer>>;
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<PreloadRequest>,
+    queued: HashSet<u32, FxBuildHasher>,
+    /// The file the worker is opening.
+    opening: Option<u32>,
+    /// Whether the result of `opening` is no longer wanted (the file was evicted meanwhile).
+    discard_opening: bool,
+    /// Results not yet taken by the service.
+    done: HashMap<u32, Opened, FxBuildHasher>,
+    /// Files the service holds: requests for them are dropped.
+    open: HashSet<u32, FxBuildHasher>,
+    closed: bool,
+    /// Requests dropped because the queue was full.
+    dropped: u64,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    search: DebugSearch,
+    max_queue: usize,
+    max_done: usize,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Where a recording sends the files to open ahead. Cheap to clone; never blocks.
+#[derive(Clone)]
+pub struct PreloadQueue {
+    shared: Arc<Shared>,
+}
+
+impl PreloadQueue {
+    /// Queue `request`, unless its file is already open, queued or being opened, or the
+    /// queue is full. Returns whether it was queued. The worker thread starts on the first.
+    pub fn request(&self, request: PreloadRequest) -> bool {
+        let mut state = self.shared.lock();
+        let id = request.file;
+        if state.closed
+            || state.open.contains(&id)
+            || state.queued.contains(&id)
+            || state.opening == Some(id)
+            || state.done.contains_key(&id)
+        {
+            return false;
+        }
+        if state.queue.len() >= self.shared.max_queue {
+            state.dropped += 1;
+            return false;
+        }
+        state.queued.insert(id);
+        state.queue.push_back(request);
+        drop(state);
+        self.start_worker();
+        self.shared.changed.notify_all();
+        true
+    }
+
+    fn start_worker(&self) {
+        let mut worker = self.shared.worker.lock().unwrap_or_else(|e| e.into_inner());
+        if worker.is_none() {
+            let shared = self.shared.clone();
+            match std::thread::Builder::new()
+                .name("symbol-preload".into())
+                .spawn(move || work(&shared))
+            {
+                Ok(handle) => *worker = Some(handle),
+                Err(err) => debug!(%err, "cannot start the preloading thread"),
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for PreloadQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreloadQueue").finish_non_exhaustive()
+    }
+}
+
+/// The worker: open what is queued, one at a time, until closed.
+fn work(shared: &Shared) {
+    let mut frames = Vec::new();
+    loop {
+        let request = {
+            let mut state = shared.lock();
+            loop {
+                if state.closed {
+                    return;
+                }
+                if state.done.len() < shared.max_done {
+                    if let Some(r) = state.queue.pop_front() {
+                        state.queued.remove(&r.file);
+                        state.opening = Some(r.file);
+                        state.discard_opening = false;
+                        break r;
+                    }
+                }
+                state = shared
+                    .changed
+                    .wait(state)
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            open(&request, &shared.search, &mut frames)
+        }))
+        .unwrap_or(None);
+        let mut state = shared.lock();
+        state.opening = None;
+        if !state.discard_opening && !state.open.contains(&request.file) {
+            state.done.insert(request.file, opened);
+        }
+        drop(state);
+        shared.changed.notify_all();
+    }
+}
+
+fn open(
+    request: &PreloadRequest,
+    search: &DebugSearch,
+    frames: &mut Vec<crate::ResolvedFrame>,
+) -> Opened {
+    let opened = FileSymbolizer::open_as(
+        &request.read_from,
+        &request.path,
+        request.build_id.as_deref(),
+        search,
+    )
+    .ok()
+    .map(Arc::new);
+    if let Some(s) = &opened {
+        // The first lookup builds the DWARF index.
+        if let Some(addr) = s.file_offset_to_addr(FileOffset(request.warm_offset)) {
+            s.frames_into(addr, false, frames);
+        }
+    }
+    debug!(path = %request.path.display(), ok = opened.is_some(), "preloaded symbols");
+    opened
+}
+
+/// The service's side: the queue, the worker, and the results.
+pub(crate) struct Preloader {
+    shared: Arc<Shared>,
+}
+
+impl Preloader {
+    /// A preloader opening files with `search`, queueing at most `max_queue` requests and
+    /// holding at most `max_done` results not yet taken. No thread runs before a request.
+    pub(crate) fn new(search: DebugSearch, max_queue: usize, max_done: usize) -> Preloader {
+        Preloader {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                changed: Condvar::new(),
+                search,
+                max_queue,
+                max_done: max_done.max(1),
+                worker: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The queue recordings send requests to.
+    pub(crate) fn queue(&self) -> PreloadQueue {
+        PreloadQueue {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// What was opened ahead for `file`: waits if the worker is opening it; a request still
+    /// queued is dropped (the caller opens the file itself). None: not opened ahead.
+    pub(crate) fn take(&self, file: u32) -> Option<Opened> {
+        let mut state = self.shared.lock();
+        if state.queued.remove(&file) {
+            state.queue.retain(|r| r.file != file);
+        }
+        while state.opening == Some(file) {
+            state = self
+                .shared
+                .changed
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        let taken = state.done.remove(&file);
+        drop(state);
+        self.shared.changed.notify_all();
+        taken
+    }
+
+    /// Every result not yet taken.
+    pub(crate) fn take_all(&self) -> Vec<(u32, Opened)> {
+        let taken: Vec<_> = self.shared.lock().done.drain().collect();
+        self.shared.changed.notify_all();
+        taken
+    }
+
+    /// Note that the service holds `file` (`open`) or no longer does.
+    pub(crate) fn set_open(&self, file: u32, open: bool) {
+        let mut state = self.shared.lock();
+        if open {
+            state.open.insert(file);
+        } else {
+            state.open.remove(&file);
+        }
+    }
+
+    /// Drop everything about `file`: queued, being opened, opened.
+    pub(crate) fn forget(&self, file: u32) {
+        let mut state = self.shared.lock();
+        if state.queued.remove(&file) {
+            state.queue.retain(|r| r.file != file);
+        }
+        if state.opening == Some(file) {
+            state.discard_opening = true;
+        }
+        state.done.remove(&file);
+        state.open.remove(&file);
+        drop(state);
+        self.shared.changed.notify_all();
+    }
+
+    /// Drop every request and result.
+    pub(crate) fn clear(&self) {
+        let mut state = self.shared.lock();
+        state.queue.clear();
+        state.queued.clear();
+        state.discard_opening = state.opening.is_some();
+        state.done.clear();
+        state.open.clear();
+        drop(state);
+        self.shared.changed.notify_all();
+    }
+
+    /// Results not yet taken, and requests dropped because the queue was full.
+    pub(crate) fn sizes(&self) -> (usize, u64) {
+        let state = self.shared.lock();
+        (state.done.len(), state.dropped)
+    }
+}
+
+impl Drop for Preloader {
+    /// Stop the worker (after the file it is opening) and wait for it.
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.changed.notify_all();
+        let worker = self
+            .shared
+            .worker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(worker) = worker {
+            let _ = worker.join();
+        }
+    }
+}
