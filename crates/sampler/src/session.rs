@@ -114,7 +114,7 @@ impl SamplerConfig {
 pub struct SessionInfo {
     /// The event sampled on.
     pub event: EventKind,
-    /// The frequency in effect.
+    /// The frequency in effect (changed by [`Sampler::set_frequency`]).
     pub frequency: u64,
     /// Whether kernel frames are collected.
     pub kernel_included: bool,
@@ -130,10 +130,32 @@ pub struct SessionInfo {
 
 /// An open sampling session: events plus one ring buffer per CPU.
 pub struct Sampler {
-    rings: Vec<(OwnedFd, RingBuffer)>,
+    /// The rings, each with the event that owns its mapping: sampling rings first.
+    rings: Vec<Ring>,
     /// Events whose records go to a ring above (SET_OUTPUT); kept open until drop.
-    redirected: Vec<OwnedFd>,
+    redirected: Vec<Event>,
     info: SessionInfo,
+}
+
+/// Which of the two events of a CPU an event is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stream {
+    /// The sampling event (cycles or cpu-clock).
+    Samples,
+    /// The side-band dummy event (mmap, comm, task records).
+    Sideband,
+}
+
+/// One open event.
+struct Event {
+    fd: OwnedFd,
+    stream: Stream,
+}
+
+/// A ring buffer and the event whose descriptor was mapped for it.
+struct Ring {
+    event: Event,
+    buffer: RingBuffer,
 }
 
 /// CPUs the kernel reports online (`/sys/devices/system/cpu/online`, e.g. "0-3,6").
@@ -240,15 +262,14 @@ impl Sampler {
             });
         }
         let mut notes = Vec::new();
-        let mut frequency = config.frequency;
-        if let Some(max) = max_sample_rate() {
-            if frequency > max {
-                notes.push(format!(
-                    "frequency lowered from {frequency} Hz to the kernel's maximum of {max} Hz \
-                     (kernel.perf_event_max_sample_rate)"
-                ));
-                frequency = max;
-            }
+        let max = max_sample_rate();
+        let frequency = clamp_frequency(config.frequency, max);
+        if frequency != config.frequency {
+            notes.push(format!(
+                "frequency lowered from {} Hz to the kernel's maximum of {frequency} Hz \
+                 (kernel.perf_event_max_sample_rate)",
+                config.frequency
+            ));
         }
         let kind = match config.event {
             EventChoice::Force(kind) => kind,
@@ -386,10 +407,8 @@ impl Sampler {
         let sideband_attr = build_sideband_attr(spec);
         // Per CPU: one ring for samples, one for side-band records; further events on the
         // same CPU write into them (SET_OUTPUT).
-        let mut sample_rings: Vec<Option<(OwnedFd, RingBuffer)>> =
-            cpus.iter().map(|_| None).collect();
-        let mut sideband_rings: Vec<Option<(OwnedFd, RingBuffer)>> =
-            cpus.iter().map(|_| None).collect();
+        let mut sample_rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
+        let mut sideband_rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
         let mut redirected = Vec::new();
         let open_err = |pid: i32, cpu: u32, source: io::Error| {
             if is_permission(&source) {
@@ -404,43 +423,52 @@ impl Sampler {
             }
         };
         // Open one event and attach it to the CPU's ring (mapping the ring on first use).
-        let mut attach = |attr,
-                          pid: i32,
-                          index: usize,
-                          rings: &mut Vec<Option<(OwnedFd, RingBuffer)>>,
-                          pages| {
-            let cpu = cpus[index];
-            let fd = sys::perf_event_open(attr, pid, cpu as i32)
-                .map_err(|e| (e.raw_os_error(), open_err(pid, cpu, e)))?;
-            match &rings[index] {
-                Some((target, _)) => {
-                    sys::set_output(&fd, target).map_err(|source| {
-                        (
-                            None,
-                            SamplerError::Io {
-                                what: "PERF_EVENT_IOC_SET_OUTPUT",
-                                source,
-                            },
-                        )
-                    })?;
-                    redirected.push(fd);
+        let mut attach =
+            |attr, stream, pid: i32, index: usize, rings: &mut Vec<Option<Ring>>, pages| {
+                let cpu = cpus[index];
+                let fd = sys::perf_event_open(attr, pid, cpu as i32)
+                    .map_err(|e| (e.raw_os_error(), open_err(pid, cpu, e)))?;
+                let event = Event { fd, stream };
+                match &rings[index] {
+                    Some(ring) => {
+                        sys::set_output(&event.fd, &ring.event.fd).map_err(|source| {
+                            (
+                                None,
+                                SamplerError::Io {
+                                    what: "PERF_EVENT_IOC_SET_OUTPUT",
+                                    source,
+                                },
+                            )
+                        })?;
+                        redirected.push(event);
+                    }
+                    None => {
+                        let map = sys::RingMap::new(&event.fd, pages)
+                            .map_err(|source| (None, SamplerError::RingMap { pages, source }))?;
+                        rings[index] = Some(Ring {
+                            event,
+                            buffer: RingBuffer::new(map),
+                        });
+                    }
                 }
-                None => {
-                    let map = sys::RingMap::new(&fd, pages)
-                        .map_err(|source| (None, SamplerError::RingMap { pages, source }))?;
-                    rings[index] = Some((fd, RingBuffer::new(map)));
-                }
-            }
-            Ok::<(), (Option<i32>, SamplerError)>(())
-        };
+                Ok::<(), (Option<i32>, SamplerError)>(())
+            };
         let sideband_pages = SIDEBAND_RING_PAGES.min(ring_pages);
         match config.target {
             Target::System => {
                 for index in 0..cpus.len() {
-                    attach(&sample_attr, -1, index, &mut sample_rings, ring_pages)
-                        .map_err(|(_, e)| e)?;
+                    attach(
+                        &sample_attr,
+                        Stream::Samples,
+                        -1,
+                        index,
+                        &mut sample_rings,
+                        ring_pages,
+                    )
+                    .map_err(|(_, e)| e)?;
                     attach(
                         &sideband_attr,
+                        Stream::Sideband,
                         -1,
                         index,
                         &mut sideband_rings,
@@ -472,11 +500,16 @@ impl Sampler {
                     'threads: for tid in new {
                         attached.insert(tid);
                         for index in 0..cpus.len() {
-                            for (attr, rings, pages) in [
-                                (&sample_attr, &mut sample_rings, ring_pages),
-                                (&sideband_attr, &mut sideband_rings, sideband_pages),
+                            for (attr, stream, rings, pages) in [
+                                (&sample_attr, Stream::Samples, &mut sample_rings, ring_pages),
+                                (
+                                    &sideband_attr,
+                                    Stream::Sideband,
+                                    &mut sideband_rings,
+                                    sideband_pages,
+                                ),
                             ] {
-                                match attach(attr, tid as i32, index, rings, pages) {
+                                match attach(attr, stream, tid as i32, index, rings, pages) {
                                     Ok(()) => {}
                                     // A thread that exited between listing and opening.
                                     Err((Some(libc::ESRCH), _)) if tid != pid => continue 'threads,
@@ -489,7 +522,7 @@ impl Sampler {
                 debug!(pid, threads = attached.len(), "attached to process");
             }
         }
-        let rings: Vec<(OwnedFd, RingBuffer)> = sample_rings
+        let rings: Vec<Ring> = sample_rings
             .into_iter()
             .chain(sideband_rings)
             .flatten()
@@ -516,6 +549,53 @@ impl Sampler {
         &self.info
     }
 
+    /// Change the sampling frequency of every sampling event, without reopening them (no
+    /// gap in the samples): `hz` lowered to `kernel.perf_event_max_sample_rate` as in
+    /// [`Sampler::open`]. Returns the frequency now in effect, which [`SessionInfo::frequency`]
+    /// reports from then on.
+    ///
+    /// Exact for [`Target::System`]. With [`Target::Process`], the kernel changes only the
+    /// events this sampler opened, not its inherited copies in threads and children created
+    /// since: which of those run at which rate is up to the kernel (measured on 6.18 with
+    /// cpu-clock: a child forked before the change ran at the new rate, one forked after it at
+    /// the old). Reopen for an exact change there. On error, some events may already run at
+    /// the new frequency; `info().frequency` still names the old one.
+    pub fn set_frequency(&mut self, hz: u64) -> Result<u64, SamplerError> {
+        if hz == 0 {
+            return Err(SamplerError::Frequency {
+                requested: 0,
+                why: "must be at least 1".into(),
+            });
+        }
+        let frequency = clamp_frequency(hz, max_sample_rate());
+        if frequency != hz {
+            info!(
+                requested = hz,
+                frequency, "frequency lowered to kernel.perf_event_max_sample_rate"
+            );
+        }
+        let value = period_argument(self.info.event, frequency);
+        let mut failure = None;
+        for event in self.all_events().filter(|e| e.stream == Stream::Samples) {
+            if let Err(source) = sys::set_period(&event.fd, value) {
+                failure.get_or_insert(source);
+            }
+        }
+        if let Some(source) = failure {
+            return Err(SamplerError::Io {
+                what: "PERF_EVENT_IOC_PERIOD",
+                source,
+            });
+        }
+        debug!(
+            from = self.info.frequency,
+            to = frequency,
+            "sampling frequency changed"
+        );
+        self.info.frequency = frequency;
+        Ok(frequency)
+    }
+
     /// Start sampling on every event.
     pub fn enable(&self) -> Result<(), SamplerError> {
         for fd in self.all_fds() {
@@ -536,22 +616,26 @@ impl Sampler {
         }
     }
 
-    fn all_fds(&self) -> impl Iterator<Item = &OwnedFd> {
+    fn all_events(&self) -> impl Iterator<Item = &Event> {
         self.rings
             .iter()
-            .map(|(fd, _)| fd)
+            .map(|ring| &ring.event)
             .chain(self.redirected.iter())
     }
 
+    fn all_fds(&self) -> impl Iterator<Item = &OwnedFd> {
+        self.all_events().map(|event| &event.fd)
+    }
+
     pub(crate) fn ring_owned_fds(&self) -> impl Iterator<Item = &OwnedFd> {
-        self.rings.iter().map(|(fd, _)| fd)
+        self.rings.iter().map(|ring| &ring.event.fd)
     }
 
     /// Read every ring buffer once; returns the number of records handed to `on_record`.
     pub fn drain(&mut self, on_record: &mut dyn FnMut(RawRecord<'_>)) -> u64 {
         self.rings
             .iter_mut()
-            .map(|(_, ring)| ring.drain(on_record))
+            .map(|ring| ring.buffer.drain(on_record))
             .sum()
     }
 
@@ -559,14 +643,36 @@ impl Sampler {
     pub fn ring_stats(&self) -> RingStats {
         self.rings
             .iter()
-            .fold(RingStats::default(), |mut acc, (_, r)| {
-                let s = r.stats();
+            .fold(RingStats::default(), |mut acc, ring| {
+                let s = ring.buffer.stats();
                 acc.records += s.records;
                 acc.wrapped += s.wrapped;
                 acc.malformed += s.malformed;
                 acc.skipped_bytes += s.skipped_bytes;
                 acc
             })
+    }
+}
+
+/// `requested` Hz, lowered to the kernel's maximum `max` when there is one.
+fn clamp_frequency(requested: u64, max: Option<u64>) -> u64 {
+    match max {
+        Some(max) if max > 0 => requested.min(max),
+        _ => requested,
+    }
+}
+
+/// The PERF_EVENT_IOC_PERIOD argument that makes an event of `kind` sample at `hz`.
+fn period_argument(kind: EventKind, hz: u64) -> u64 {
+    match kind {
+        // Frequency mode: the kernel takes the value as the new `sample_freq`.
+        EventKind::Cycles => hz,
+        // cpu-clock runs on an hrtimer, so the kernel turns the frequency into a fixed period
+        // (NSEC_PER_SEC / freq ns) when the event is created and clears `attr.freq`
+        // (`perf_swevent_init_hrtimer`): the ioctl then takes a period in nanoseconds. The
+        // frequency itself would be read as a period of a few hundred ns, which the kernel
+        // raises to 10 µs: 100 kHz.
+        EventKind::CpuClock => (1_000_000_000 / hz).max(1),
     }
 }
 
@@ -588,6 +694,22 @@ pub fn is_privileged() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frequency_is_clamped_to_the_kernel_maximum() {
+        assert_eq!(clamp_frequency(999, Some(500)), 500);
+        assert_eq!(clamp_frequency(99, Some(500)), 99);
+        assert_eq!(clamp_frequency(99, None), 99);
+        assert_eq!(clamp_frequency(99, Some(0)), 99, "0 is no maximum");
+    }
+
+    #[test]
+    fn cpu_clock_takes_a_period_cycles_a_frequency() {
+        assert_eq!(period_argument(EventKind::CpuClock, 1000), 1_000_000);
+        assert_eq!(period_argument(EventKind::CpuClock, 99), 10_101_010);
+        assert_eq!(period_argument(EventKind::CpuClock, u64::MAX), 1);
+        assert_eq!(period_argument(EventKind::Cycles, 99), 99);
+    }
 
     #[test]
     fn cpu_lists() {
