@@ -40,6 +40,19 @@ pub(crate) struct AttrSpec {
     pub stack_bytes: u32,
     /// Leave the user part out of the kernel's callchain (DWARF-only unwinding).
     pub exclude_callchain_user: bool,
+    /// Asked for: no samples of the idle task (applied to cpu-clock only, see
+    /// [`AttrSpec::idle_excluded`]).
+    pub exclude_idle: bool,
+}
+
+impl AttrSpec {
+    /// Whether the sampling event leaves out the idle task: `exclude_idle` is honoured by
+    /// software events only (`perf_swevent_hrtimer` drops the sample when the idle task is
+    /// current). Cycles do not run in the halted idle loop anyway, and a hardware PMU may
+    /// refuse the bit.
+    pub(crate) fn idle_excluded(&self) -> bool {
+        self.exclude_idle && self.kind == EventKind::CpuClock
+    }
 }
 
 /// Build the sampling attr: `frequency` Hz with the format's sample type, `sample_id_all`,
@@ -74,6 +87,7 @@ pub(crate) fn build_attr(spec: &AttrSpec) -> perf_event_attr {
     attr.set_exclude_kernel(!spec.include_kernel as u64);
     attr.set_exclude_callchain_kernel(!spec.include_kernel as u64);
     attr.set_exclude_hv(1);
+    attr.set_exclude_idle(spec.idle_excluded() as u64);
     attr.set_sample_id_all(1);
     attr.set_use_clockid(1);
     attr.clockid = libc::CLOCK_MONOTONIC;

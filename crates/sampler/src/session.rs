@@ -91,13 +91,19 @@ pub struct SamplerConfig {
     pub event: EventChoice,
     /// Copy user registers and stack for DWARF unwinding (None: frame pointers only).
     pub stack_capture: Option<StackCapture>,
+    /// Take no samples of the idle task (pid 0, `swapper`), nor of the interrupts it serves:
+    /// a whole-system profile of a mostly idle machine then spends no samples, ring space or
+    /// wake-ups on idle CPUs. Applies to the software cpu-clock event (the kernel ignores it
+    /// for hardware events, and cycles hardly count in the halted idle loop anyway); the
+    /// timer interrupts themselves go on. Default: true for [`Target::System`], false for a
+    /// process (whose events never see the idle task).
+    pub exclude_idle: bool,
 }
 
 impl SamplerConfig {
     /// A configuration with the defaults for `target`.
     pub fn new(target: Target) -> SamplerConfig {
         SamplerConfig {
-            target,
             frequency: defaults::FREQUENCY,
             ring_pages: defaults::RING_PAGES,
             wakeup_watermark: defaults::WAKEUP_WATERMARK,
@@ -105,6 +111,8 @@ impl SamplerConfig {
             include_kernel: true,
             event: EventChoice::Auto,
             stack_capture: None,
+            exclude_idle: matches!(target, Target::System),
+            target,
         }
     }
 }
@@ -118,6 +126,8 @@ pub struct SessionInfo {
     pub frequency: u64,
     /// Whether kernel frames are collected.
     pub kernel_included: bool,
+    /// Whether samples of the idle task are left out (see [`SamplerConfig::exclude_idle`]).
+    pub idle_excluded: bool,
     /// Why something differs from the request (shown to the user).
     pub notes: Vec<String>,
     /// Number of events opened.
@@ -313,6 +323,7 @@ impl Sampler {
             },
             stack_bytes: config.stack_capture.map_or(0, |c| c.stack_bytes),
             exclude_callchain_user: config.stack_capture.is_some_and(|c| !c.keep_fp_callchain),
+            exclude_idle: config.exclude_idle,
         };
         let cpus = online_cpus().map_err(|source| SamplerError::Io {
             what: "reading the online CPUs",
@@ -347,7 +358,7 @@ impl Sampler {
         };
         sampler.info.notes = notes;
         sampler.info.frequency = frequency;
-        info!(event = %sampler.info.event, frequency, kernel = sampler.info.kernel_included, events = sampler.info.events, "sampling events opened");
+        info!(event = %sampler.info.event, frequency, kernel = sampler.info.kernel_included, idle_excluded = sampler.info.idle_excluded, events = sampler.info.events, "sampling events opened");
         Ok(sampler)
     }
 
@@ -532,6 +543,7 @@ impl Sampler {
             event: spec.kind,
             frequency: spec.frequency,
             kernel_included: spec.include_kernel,
+            idle_excluded: spec.idle_excluded(),
             notes: Vec::new(),
             events,
             rings: rings.len(),
