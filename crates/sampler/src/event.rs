@@ -35,6 +35,9 @@ pub(crate) struct AttrSpec {
     pub inherit: bool,
     pub enable_on_exec: bool,
     pub wakeup_watermark: u32,
+    /// Bytes of side-band records written before the kernel wakes the reader (1: every
+    /// record).
+    pub sideband_watermark: u32,
     pub format: SampleFormat,
     /// Bytes of user stack to copy per sample (with `format.user_stack`).
     pub stack_bytes: u32,
@@ -97,8 +100,9 @@ pub(crate) fn build_attr(spec: &AttrSpec) -> perf_event_attr {
 }
 
 /// Build the side-band attr: a dummy software event that only reports mmap2 (with build-ids),
-/// comm (with exec), fork and exit records, waking the reader at every record, so that a
-/// short-lived process's binary can still be opened through /proc before it is gone.
+/// comm (with exec), fork and exit records, waking the reader past `sideband_watermark`
+/// bytes; at 1 byte, at every record, so that a short-lived process's binary can still be
+/// opened through /proc before it is gone.
 pub(crate) fn build_sideband_attr(spec: &AttrSpec) -> perf_event_attr {
     let mut attr = perf_event_attr {
         size: std::mem::size_of::<perf_event_attr>() as u32,
@@ -122,11 +126,11 @@ pub(crate) fn build_sideband_attr(spec: &AttrSpec) -> perf_event_attr {
     attr.set_sample_id_all(1);
     attr.set_use_clockid(1);
     attr.clockid = libc::CLOCK_MONOTONIC;
-    // Wake at every record. `wakeup_events` would not do it: the kernel counts only samples
-    // for it, and other records wake the reader only past the byte watermark (half the ring
-    // when none is set), so the records of a short-lived process waited for the next tick.
+    // Woken by bytes: `wakeup_events` would not do it (the kernel counts only samples for
+    // it, and other records wake the reader only past the byte watermark, half the ring when
+    // none is set). A 1-byte watermark wakes the reader at every record.
     attr.set_watermark(1);
-    attr.__bindgen_anon_2.wakeup_watermark = 1;
+    attr.__bindgen_anon_2.wakeup_watermark = spec.sideband_watermark.max(1);
     attr
 }
 

@@ -24,7 +24,7 @@ pub use regs::UNWIND_REGS_MASK;
 pub use ring::{read_records, RawRecord, RingBuffer, RingStats, HEADER_SIZE};
 pub use session::{
     defaults, is_privileged, max_sample_rate, online_cpus, paranoid_level, EventChoice, Sampler,
-    SamplerConfig, SessionInfo, StackCapture, Target, MAX_STACK_BYTES,
+    SamplerConfig, SessionInfo, SidebandWakeup, StackCapture, Target, MAX_STACK_BYTES,
 };
 
 /// Callchain context markers (PERF_CONTEXT_*), which separate kernel and user frames.

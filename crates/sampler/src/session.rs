@@ -58,6 +58,32 @@ pub mod defaults {
     pub const WAKEUP_PERCENT: u8 = 25;
 }
 
+/// When the side-band ring (mmap, comm, fork and exit records) wakes the reader.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SidebandWakeup {
+    /// At every record (a 1-byte watermark): a new process's mappings are read within one
+    /// wake-up, while the process most likely still runs. Under fork/exec churn this is
+    /// several wake-ups per process.
+    #[default]
+    EveryRecord,
+    /// Once this many bytes of records wait in a CPU's side-band ring (at most three
+    /// quarters of it, at least 1); fewer wait for the drain loop's tick.
+    Bytes(u32),
+}
+
+impl SidebandWakeup {
+    /// The `wakeup_watermark` for a side-band ring of `ring_bytes`.
+    fn watermark(self, ring_bytes: usize) -> u32 {
+        match self {
+            SidebandWakeup::EveryRecord => 1,
+            SidebandWakeup::Bytes(bytes) => {
+                let most = u32::try_from(ring_bytes / 4 * 3).unwrap_or(u32::MAX);
+                bytes.clamp(1, most.max(1))
+            }
+        }
+    }
+}
+
 /// Copying user registers and stack with each sample, for DWARF unwinding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StackCapture {
@@ -98,6 +124,8 @@ pub struct SamplerConfig {
     /// timer interrupts themselves go on. Default: true for [`Target::System`], false for a
     /// process (whose events never see the idle task).
     pub exclude_idle: bool,
+    /// When the side-band records (new mappings, exec, fork, exit) wake the reader.
+    pub sideband_wakeup: SidebandWakeup,
 }
 
 impl SamplerConfig {
@@ -112,6 +140,7 @@ impl SamplerConfig {
             event: EventChoice::Auto,
             stack_capture: None,
             exclude_idle: matches!(target, Target::System),
+            sideband_wakeup: SidebandWakeup::EveryRecord,
             target,
         }
     }
@@ -316,6 +345,7 @@ impl Sampler {
             ),
             // Set per ring size in `open_with`.
             wakeup_watermark: config.wakeup_watermark,
+            sideband_watermark: 1,
             format: if config.stack_capture.is_some() {
                 SampleFormat::UNWIND
             } else {
@@ -403,7 +433,11 @@ impl Sampler {
         ring_pages: usize,
     ) -> Result<Sampler, SamplerError> {
         let ring_bytes = ring_pages * sys::page_size();
+        let sideband_pages = SIDEBAND_RING_PAGES.min(ring_pages);
         let spec = &AttrSpec {
+            sideband_watermark: config
+                .sideband_wakeup
+                .watermark(sideband_pages * sys::page_size()),
             // Wake at `wakeup_percent` of the ring (at least the byte watermark), and never
             // later than three quarters of it.
             wakeup_watermark: u32::try_from(
@@ -464,7 +498,6 @@ impl Sampler {
                 }
                 Ok::<(), (Option<i32>, SamplerError)>(())
             };
-        let sideband_pages = SIDEBAND_RING_PAGES.min(ring_pages);
         match config.target {
             Target::System => {
                 for index in 0..cpus.len() {
@@ -721,6 +754,18 @@ mod tests {
         assert_eq!(period_argument(EventKind::CpuClock, 99), 10_101_010);
         assert_eq!(period_argument(EventKind::CpuClock, u64::MAX), 1);
         assert_eq!(period_argument(EventKind::Cycles, 99), 99);
+    }
+
+    #[test]
+    fn sideband_watermark() {
+        assert_eq!(SidebandWakeup::EveryRecord.watermark(128 << 10), 1);
+        assert_eq!(SidebandWakeup::Bytes(4096).watermark(128 << 10), 4096);
+        assert_eq!(SidebandWakeup::Bytes(0).watermark(128 << 10), 1);
+        assert_eq!(
+            SidebandWakeup::Bytes(1 << 20).watermark(128 << 10),
+            96 << 10,
+            "three quarters of the ring at most"
+        );
     }
 
     #[test]
