@@ -68,24 +68,22 @@ fn parse_options() -> Options {
     options
 }
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write to.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
+/// CPU time of the calling thread so far (utime + stime of /proc/thread-self/stat).
 fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(") ")
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
     };
-    // SAFETY: `ts` is a valid timespec to write to.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    // USER_HZ: 100 on every architecture Linux profilers run on.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
 #[derive(Default)]
@@ -122,7 +120,8 @@ impl RecordSink for Counter {
             _ => return,
         };
         self.sideband += 1;
-        self.lag_us.push(monotonic_ns().saturating_sub(time) / 1000);
+        self.lag_us
+            .push(sampler::now_ns().saturating_sub(time) / 1000);
     }
 
     fn on_round(&mut self, _: &Sampler) {

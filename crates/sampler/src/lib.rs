@@ -27,6 +27,12 @@ pub use session::{
     SamplerConfig, SessionInfo, SidebandWakeup, StackCapture, Target, MAX_STACK_BYTES,
 };
 
+/// The current time on the clock of the records' timestamps (CLOCK_MONOTONIC, in ns): compare
+/// with [`Sample::time`] or [`SampleId::time`] to tell how late a record is read.
+pub fn now_ns() -> u64 {
+    sys::monotonic_ns()
+}
+
 /// Callchain context markers (PERF_CONTEXT_*), which separate kernel and user frames.
 pub mod context {
     use perf_event_open_sys::bindings as b;
