@@ -1,8 +1,11 @@
 //! Opening the sampling events (one per CPU, or per thread and CPU) and their ring buffers.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::OwnedFd;
+
+use perf_event_open_sys::bindings::perf_event_attr;
 
 use tracing::{debug, info, warn};
 
@@ -169,11 +172,38 @@ pub struct SessionInfo {
 
 /// An open sampling session: events plus one ring buffer per CPU.
 pub struct Sampler {
-    /// The rings, each with the event that owns its mapping: sampling rings first.
+    /// The rings, each with the event that owns its mapping.
     rings: Vec<Ring>,
     /// Events whose records go to a ring above (SET_OUTPUT); kept open until drop.
     redirected: Vec<Event>,
     info: SessionInfo,
+    /// What the events were opened with, to open more of them for CPUs that come online.
+    setup: Setup,
+    /// CPUs that have events, ascending.
+    cpus: Vec<u32>,
+    /// Whether the events were enabled (and not disabled since).
+    enabled: Cell<bool>,
+}
+
+/// The attrs and ring sizes a session was opened with.
+struct Setup {
+    target: Target,
+    /// The sampling attr, but for its frequency: `frequency` below.
+    sample_attr: perf_event_attr,
+    /// The frequency in effect (changed by [`Sampler::set_frequency`]).
+    frequency: u64,
+    sideband_attr: perf_event_attr,
+    ring_pages: usize,
+    sideband_pages: usize,
+}
+
+/// CPUs whose events [`Sampler::reopen_missing_cpus`] opened or closed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuChange {
+    /// CPUs that came online: their events were opened (and enabled if the sampler is).
+    pub opened: Vec<u32>,
+    /// CPUs that went offline: their rings were drained and their events closed.
+    pub closed: Vec<u32>,
 }
 
 /// Which of the two events of a CPU an event is.
@@ -189,6 +219,7 @@ enum Stream {
 struct Event {
     fd: OwnedFd,
     stream: Stream,
+    cpu: u32,
 }
 
 /// A ring buffer and the event whose descriptor was mapped for it.
@@ -204,15 +235,39 @@ pub fn online_cpus() -> io::Result<Vec<u32>> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("bad cpu list {text:?}")))
 }
 
+/// Parse a kernel CPU list ("0-3,5,7-8"): ascending, without duplicates; None when malformed.
 fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
-    let mut cpus = Vec::new();
+    let mut cpus = BTreeSet::new();
     for part in text.split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {
-            Some((a, b)) => cpus.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
-            None => cpus.push(part.parse().ok()?),
+            Some((a, b)) => {
+                let (a, b) = (a.parse::<u32>().ok()?, b.parse::<u32>().ok()?);
+                if a > b {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => {
+                cpus.insert(part.parse().ok()?);
+            }
         }
     }
-    Some(cpus)
+    Some(cpus.into_iter().collect())
+}
+
+/// CPUs in `online` without events, and CPUs with events no longer `online` (both sorted).
+fn cpu_difference(opened: &[u32], online: &[u32]) -> (Vec<u32>, Vec<u32>) {
+    let missing = online
+        .iter()
+        .filter(|c| opened.binary_search(c).is_err())
+        .copied()
+        .collect();
+    let gone = opened
+        .iter()
+        .filter(|c| online.binary_search(c).is_err())
+        .copied()
+        .collect();
+    (missing, gone)
 }
 
 /// The kernel's perf_event_paranoid level.
@@ -448,8 +503,15 @@ impl Sampler {
             .unwrap_or(u32::MAX),
             ..*spec
         };
-        let sample_attr = build_attr(spec);
-        let sideband_attr = build_sideband_attr(spec);
+        let setup = Setup {
+            target: config.target.clone(),
+            sample_attr: build_attr(spec),
+            frequency: spec.frequency,
+            sideband_attr: build_sideband_attr(spec),
+            ring_pages,
+            sideband_pages,
+        };
+        let (sample_attr, sideband_attr) = (setup.sample_attr, setup.sideband_attr);
         // Per CPU: one ring for samples, one for side-band records; further events on the
         // same CPU write into them (SET_OUTPUT).
         let mut sample_rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
@@ -473,7 +535,7 @@ impl Sampler {
                 let cpu = cpus[index];
                 let fd = sys::perf_event_open(attr, pid, cpu as i32)
                     .map_err(|e| (e.raw_os_error(), open_err(pid, cpu, e)))?;
-                let event = Event { fd, stream };
+                let event = Event { fd, stream, cpu };
                 match &rings[index] {
                     Some(ring) => {
                         sys::set_output(&event.fd, &ring.event.fd).map_err(|source| {
@@ -500,25 +562,10 @@ impl Sampler {
             };
         match config.target {
             Target::System => {
-                for index in 0..cpus.len() {
-                    attach(
-                        &sample_attr,
-                        Stream::Samples,
-                        -1,
-                        index,
-                        &mut sample_rings,
-                        ring_pages,
-                    )
-                    .map_err(|(_, e)| e)?;
-                    attach(
-                        &sideband_attr,
-                        Stream::Sideband,
-                        -1,
-                        index,
-                        &mut sideband_rings,
-                        sideband_pages,
-                    )
-                    .map_err(|(_, e)| e)?;
+                for (index, &cpu) in cpus.iter().enumerate() {
+                    let [samples, sideband] = setup.open_cpu(cpu)?;
+                    sample_rings[index] = Some(samples);
+                    sideband_rings[index] = Some(sideband);
                 }
             }
             Target::Process { pid, .. } => {
@@ -572,6 +619,9 @@ impl Sampler {
             .flatten()
             .collect();
         let events = rings.len() + redirected.len();
+        let mut opened: Vec<u32> = rings.iter().map(|r| r.event.cpu).collect();
+        opened.sort_unstable();
+        opened.dedup();
         let info = SessionInfo {
             event: spec.kind,
             frequency: spec.frequency,
@@ -586,6 +636,9 @@ impl Sampler {
             rings,
             redirected,
             info,
+            setup,
+            cpus: opened,
+            enabled: Cell::new(false),
         })
     }
 
@@ -638,11 +691,88 @@ impl Sampler {
             "sampling frequency changed"
         );
         self.info.frequency = frequency;
+        self.setup.frequency = frequency;
         Ok(frequency)
+    }
+
+    /// Whether the CPUs online now (`/sys/devices/system/cpu/online`) differ from those the
+    /// events are open on: a CPU came online (it is not sampled until
+    /// [`Sampler::reopen_missing_cpus`]) or went offline. One small sysfs read, for a slow
+    /// tick (every few seconds); false when the file cannot be read.
+    ///
+    /// A CPU that goes offline and comes back between two calls is not seen; whether its
+    /// events survive that is up to the kernel.
+    pub fn online_cpus_changed(&self) -> bool {
+        match online_cpus() {
+            Ok(online) => online != self.cpus,
+            Err(err) => {
+                debug!(%err, "cannot read the online CPUs");
+                false
+            }
+        }
+    }
+
+    /// Bring the events in line with the CPUs online now, for [`Target::System`]: open the
+    /// events and rings of CPUs that came online (enabled if the sampler is), and close those
+    /// of CPUs that went offline after handing what their rings still hold to `on_record`.
+    ///
+    /// [`crate::drain_until`] registers the rings once: leave it first (see
+    /// [`crate::RecordSink::pause_draining`]), call this, then call it again. A process
+    /// session (short, and following threads whose events cannot be reopened without
+    /// gaps) is refused with [`SamplerError::SystemOnly`]: reopen the whole sampler instead.
+    /// On error, the CPUs done so far stay done and a later call retries the rest.
+    pub fn reopen_missing_cpus(
+        &mut self,
+        on_record: &mut dyn FnMut(RawRecord<'_>),
+    ) -> Result<CpuChange, SamplerError> {
+        if self.setup.target != Target::System {
+            return Err(SamplerError::SystemOnly {
+                what: "reopening events for CPUs that came online",
+            });
+        }
+        let online = online_cpus().map_err(|source| SamplerError::Io {
+            what: "reading the online CPUs",
+            source,
+        })?;
+        let (missing, gone) = cpu_difference(&self.cpus, &online);
+        let mut change = CpuChange::default();
+        for cpu in gone {
+            for ring in self.rings.iter_mut().filter(|r| r.event.cpu == cpu) {
+                ring.buffer.drain(on_record);
+            }
+            self.rings.retain(|r| r.event.cpu != cpu);
+            self.redirected.retain(|e| e.cpu != cpu);
+            self.cpus.retain(|&c| c != cpu);
+            change.closed.push(cpu);
+        }
+        let result = missing.iter().try_for_each(|&cpu| {
+            let rings = self.setup.open_cpu(cpu)?;
+            if self.enabled.get() {
+                for ring in &rings {
+                    sys::enable(&ring.event.fd).map_err(|source| SamplerError::Io {
+                        what: "PERF_EVENT_IOC_ENABLE",
+                        source,
+                    })?;
+                }
+            }
+            self.rings.extend(rings);
+            if let Err(at) = self.cpus.binary_search(&cpu) {
+                self.cpus.insert(at, cpu);
+            }
+            change.opened.push(cpu);
+            Ok(())
+        });
+        self.info.rings = self.rings.len();
+        self.info.events = self.rings.len() + self.redirected.len();
+        if !change.opened.is_empty() || !change.closed.is_empty() {
+            info!(opened = ?change.opened, closed = ?change.closed, "events follow the online CPUs");
+        }
+        result.map(|()| change)
     }
 
     /// Start sampling on every event.
     pub fn enable(&self) -> Result<(), SamplerError> {
+        self.enabled.set(true);
         for fd in self.all_fds() {
             sys::enable(fd).map_err(|source| SamplerError::Io {
                 what: "PERF_EVENT_IOC_ENABLE",
@@ -654,6 +784,7 @@ impl Sampler {
 
     /// Stop sampling on every event (records already written stay in the buffers).
     pub fn disable(&self) {
+        self.enabled.set(false);
         for fd in self.all_fds() {
             if let Err(err) = sys::disable(fd) {
                 warn!(%err, "PERF_EVENT_IOC_DISABLE failed");
@@ -696,6 +827,37 @@ impl Sampler {
                 acc.skipped_bytes += s.skipped_bytes;
                 acc
             })
+    }
+}
+
+impl Setup {
+    /// Open a CPU's sampling and side-band events for the whole system, disabled, each with
+    /// its ring.
+    fn open_cpu(&self, cpu: u32) -> Result<[Ring; 2], SamplerError> {
+        let open = |attr, stream, pages| {
+            let fd = sys::perf_event_open(attr, -1, cpu as i32).map_err(|source| {
+                if is_permission(&source) {
+                    permission_error(&self.target)
+                } else {
+                    SamplerError::Open {
+                        what: format!("pid -1, cpu {cpu}"),
+                        source,
+                    }
+                }
+            })?;
+            let map = sys::RingMap::new(&fd, pages)
+                .map_err(|source| SamplerError::RingMap { pages, source })?;
+            Ok(Ring {
+                event: Event { fd, stream, cpu },
+                buffer: RingBuffer::new(map),
+            })
+        };
+        let mut sample_attr = self.sample_attr;
+        sample_attr.__bindgen_anon_1.sample_freq = self.frequency;
+        Ok([
+            open(&sample_attr, Stream::Samples, self.ring_pages)?,
+            open(&self.sideband_attr, Stream::Sideband, self.sideband_pages)?,
+        ])
     }
 }
 
@@ -771,7 +933,176 @@ mod tests {
     #[test]
     fn cpu_lists() {
         assert_eq!(parse_cpu_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list("0-3,5,7-8"), Some(vec![0, 1, 2, 3, 5, 7, 8]));
         assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(
+            parse_cpu_list("5,0-1,1"),
+            Some(vec![0, 1, 5]),
+            "sorted, once each"
+        );
+        assert_eq!(parse_cpu_list(""), Some(vec![]));
         assert_eq!(parse_cpu_list("x"), None);
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("0-"), None);
+        assert_eq!(parse_cpu_list("1,,2"), Some(vec![1, 2]));
+    }
+
+    /// A child spinning on one CPU, killed on drop.
+    struct Spinner(std::process::Child);
+
+    impl Spinner {
+        fn on(cpu: u32) -> Spinner {
+            Spinner(
+                std::process::Command::new("taskset")
+                    .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+                    .spawn()
+                    .expect("taskset"),
+            )
+        }
+
+        /// Its CPU time, in seconds (utime + stime in USER_HZ, 100 here).
+        fn cpu_seconds(&self) -> f64 {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0.id())).unwrap();
+            let rest = stat.rsplit_once(") ").unwrap().1;
+            let f: Vec<u64> = rest
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .map(|v| v.parse().unwrap())
+                .collect();
+            (f[0] + f[1]) as f64 / 100.0
+        }
+
+        /// Wait until it ran `seconds` more (at most 20 s).
+        fn run_for(&self, seconds: f64) {
+            let start = self.cpu_seconds();
+            for _ in 0..200 {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                if self.cpu_seconds() - start >= seconds {
+                    break;
+                }
+            }
+        }
+    }
+
+    impl Drop for Spinner {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// Counts the samples of `pid` on `cpu` among the records handed to it.
+    fn samples_of(pid: u32, cpu: u32, count: &mut u64) -> impl FnMut(RawRecord<'_>) + '_ {
+        move |raw| {
+            if let crate::Record::Sample(s) = crate::decode(raw) {
+                *count += u64::from(s.pid == pid && s.cpu == cpu);
+            }
+        }
+    }
+
+    /// Without offlining CPUs: the events of one CPU are relabelled as those of a CPU that is
+    /// not online, as if it had been replaced. `reopen_missing_cpus` must hand over what the
+    /// relabelled rings hold, close them, and open the real CPU's events anew.
+    #[test]
+    fn reopen_follows_the_online_cpus() {
+        let online = online_cpus().unwrap();
+        if !is_privileged() || online.len() < 2 {
+            eprintln!("note: needs root and two CPUs");
+            return;
+        }
+        let cpu = online[1];
+        let ghost = 10_000 + cpu;
+        let mut config = SamplerConfig::new(Target::System);
+        config.event = EventChoice::Force(EventKind::CpuClock);
+        config.frequency = 199;
+        let mut sampler = Sampler::open(&config).unwrap();
+        assert!(!sampler.online_cpus_changed());
+        let rings = sampler.info().rings;
+        for ring in sampler.rings.iter_mut().filter(|r| r.event.cpu == cpu) {
+            ring.event.cpu = ghost;
+        }
+        sampler.cpus = sampler
+            .cpus
+            .iter()
+            .map(|&c| if c == cpu { ghost } else { c })
+            .collect();
+        sampler.cpus.sort_unstable();
+        assert!(
+            sampler.online_cpus_changed(),
+            "{cpu} without events, {ghost} not online"
+        );
+        sampler.enable().unwrap();
+
+        let spinner = Spinner::on(cpu);
+        let pid = spinner.0.id();
+        spinner.run_for(0.3);
+        // The CPU's new events must take the frequency in effect, not the one opened with.
+        assert_eq!(sampler.set_frequency(50).unwrap(), 50);
+        let mut handed_over = 0;
+        let change = sampler
+            .reopen_missing_cpus(&mut samples_of(pid, cpu, &mut handed_over))
+            .unwrap();
+        assert_eq!(
+            change,
+            CpuChange {
+                opened: vec![cpu],
+                closed: vec![ghost]
+            }
+        );
+        assert!(
+            handed_over > 0,
+            "the closed rings' samples were handed over"
+        );
+        assert!(!sampler.online_cpus_changed());
+        assert_eq!(sampler.info().rings, rings);
+        assert_eq!(sampler.cpus, online);
+
+        sampler.drain(&mut |_| {});
+        let start = spinner.cpu_seconds();
+        spinner.run_for(0.5);
+        let mut after = 0;
+        sampler.drain(&mut samples_of(pid, cpu, &mut after));
+        let rate = after as f64 / (spinner.cpu_seconds() - start);
+        assert!(
+            (10.0..=100.0).contains(&rate),
+            "{after} samples on CPU {cpu} from its new events: {rate:.0} per CPU-second, \
+             expected about 50"
+        );
+        assert!(
+            sampler.reopen_missing_cpus(&mut |_| {}).unwrap() == CpuChange::default(),
+            "nothing left to do"
+        );
+    }
+
+    #[test]
+    fn reopen_is_refused_for_a_process() {
+        let mut config = SamplerConfig::new(Target::Process {
+            pid: std::process::id(),
+            enable_on_exec: false,
+        });
+        config.event = EventChoice::Force(EventKind::CpuClock);
+        let Ok(mut sampler) = Sampler::open(&config) else {
+            eprintln!("note: cannot open events on this process");
+            return;
+        };
+        assert!(matches!(
+            sampler.reopen_missing_cpus(&mut |_| {}),
+            Err(SamplerError::SystemOnly { .. })
+        ));
+    }
+
+    #[test]
+    fn cpus_that_came_and_went() {
+        assert_eq!(
+            cpu_difference(&[0, 1, 2, 3], &[0, 1, 2, 3]),
+            (vec![], vec![])
+        );
+        assert_eq!(cpu_difference(&[0, 1], &[0, 1, 2, 3]), (vec![2, 3], vec![]));
+        assert_eq!(cpu_difference(&[0, 1, 2, 3], &[0, 2]), (vec![], vec![1, 3]));
+        assert_eq!(
+            cpu_difference(&[0, 1, 3], &[0, 2, 3, 4]),
+            (vec![2, 4], vec![1])
+        );
     }
 }
