@@ -17,11 +17,43 @@ pub trait RecordSink {
     fn on_record(&mut self, record: RawRecord<'_>);
     /// Called after every drain round (at least once per tick) and once after the final drain.
     fn on_round(&mut self, sampler: &Sampler);
+    /// Asked after every round (after `on_round`): whether [`drain_until`] should return
+    /// [`DrainEnd::Paused`] now, the events still enabled, so that the caller can change the
+    /// set of rings, e.g. [`Sampler::reopen_missing_cpus`] when `on_round` found
+    /// [`Sampler::online_cpus_changed`], then call it again. Default: never.
+    fn pause_draining(&mut self) -> bool {
+        false
+    }
+}
+
+/// Why [`drain_until`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DrainEnd {
+    /// `stop` resolved: the events are disabled and the rings drained to empty.
+    Stopped,
+    /// [`RecordSink::pause_draining`] asked: the events still run and records wait in the
+    /// rings; call [`drain_until`] again (with the same `stop`, e.g. `&mut stop` pinned).
+    Paused,
 }
 
 /// Sample until `stop` resolves, handing each record to `sink.on_record` and calling
-/// `sink.on_round` after every drain round (at least once per `tick`). On stop: disable every event, drain the buffers
-/// to empty, and return; the caller then drops the sampler (unmap, close).
+/// `sink.on_round` after every drain round (at least once per `tick`). On stop: disable every
+/// event, drain the buffers to empty, and return [`DrainEnd::Stopped`]; the caller then drops
+/// the sampler (unmap, close). The ring buffers are registered with epoll for the duration of
+/// the call, so rings added meanwhile are not waited on: to add some, have the sink pause the
+/// loop ([`RecordSink::pause_draining`]), change the sampler, and call this again:
+///
+/// ```no_run
+/// # async fn run(mut sampler: sampler::Sampler, sink: &mut dyn sampler::RecordSink,
+/// #     stop: impl std::future::Future<Output = ()>) -> Result<(), sampler::SamplerError> {
+/// use sampler::{drain_until, DrainEnd};
+/// let tick = std::time::Duration::from_millis(250);
+/// tokio::pin!(stop);
+/// while drain_until(&mut sampler, &mut stop, tick, sink).await? == DrainEnd::Paused {
+///     sampler.reopen_missing_cpus(&mut |record| sink.on_record(record))?;
+/// }
+/// # Ok(()) }
+/// ```
 ///
 /// Must run inside a tokio runtime with IO and time enabled.
 pub async fn drain_until(
@@ -29,7 +61,7 @@ pub async fn drain_until(
     stop: impl Future<Output = ()>,
     tick: Duration,
     sink: &mut dyn RecordSink,
-) -> Result<(), SamplerError> {
+) -> Result<DrainEnd, SamplerError> {
     let fds: Vec<AsyncFd<OwnedFd>> = sampler
         .ring_owned_fds()
         .map(crate::sys::register_readable)
@@ -53,12 +85,15 @@ pub async fn drain_until(
         }
         sampler.drain(&mut |r| sink.on_record(r));
         sink.on_round(sampler);
+        if sink.pause_draining() {
+            return Ok(DrainEnd::Paused);
+        }
     }
     sampler.disable();
     drop(fds);
     while sampler.drain(&mut |r| sink.on_record(r)) > 0 {}
     sink.on_round(sampler);
-    Ok(())
+    Ok(DrainEnd::Stopped)
 }
 
 /// Resolves when any of `fds` not `closed` is readable, after clearing the readiness of every

@@ -73,6 +73,12 @@ pub enum SamplerError {
         #[source]
         source: io::Error,
     },
+    /// The operation applies to whole-system sessions only.
+    #[error("{what} is supported for whole-system sampling only")]
+    SystemOnly {
+        /// The operation.
+        what: &'static str,
+    },
     /// mmap or an ioctl on an event failed.
     #[error("{what} failed: {source}")]
     Io {

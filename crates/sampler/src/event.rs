@@ -35,11 +35,27 @@ pub(crate) struct AttrSpec {
     pub inherit: bool,
     pub enable_on_exec: bool,
     pub wakeup_watermark: u32,
+    /// Bytes of side-band records written before the kernel wakes the reader (1: every
+    /// record).
+    pub sideband_watermark: u32,
     pub format: SampleFormat,
     /// Bytes of user stack to copy per sample (with `format.user_stack`).
     pub stack_bytes: u32,
     /// Leave the user part out of the kernel's callchain (DWARF-only unwinding).
     pub exclude_callchain_user: bool,
+    /// Asked for: no samples of the idle task (applied to cpu-clock only, see
+    /// [`AttrSpec::idle_excluded`]).
+    pub exclude_idle: bool,
+}
+
+impl AttrSpec {
+    /// Whether the sampling event leaves out the idle task: `exclude_idle` is honoured by
+    /// software events only (`perf_swevent_hrtimer` drops the sample when the idle task is
+    /// current). Cycles do not run in the halted idle loop anyway, and a hardware PMU may
+    /// refuse the bit.
+    pub(crate) fn idle_excluded(&self) -> bool {
+        self.exclude_idle && self.kind == EventKind::CpuClock
+    }
 }
 
 /// Build the sampling attr: `frequency` Hz with the format's sample type, `sample_id_all`,
@@ -74,6 +90,7 @@ pub(crate) fn build_attr(spec: &AttrSpec) -> perf_event_attr {
     attr.set_exclude_kernel(!spec.include_kernel as u64);
     attr.set_exclude_callchain_kernel(!spec.include_kernel as u64);
     attr.set_exclude_hv(1);
+    attr.set_exclude_idle(spec.idle_excluded() as u64);
     attr.set_sample_id_all(1);
     attr.set_use_clockid(1);
     attr.clockid = libc::CLOCK_MONOTONIC;
@@ -83,8 +100,9 @@ pub(crate) fn build_attr(spec: &AttrSpec) -> perf_event_attr {
 }
 
 /// Build the side-band attr: a dummy software event that only reports mmap2 (with build-ids),
-/// comm (with exec), fork and exit records, waking the reader at every record, so that a
-/// short-lived process's binary can still be opened through /proc before it is gone.
+/// comm (with exec), fork and exit records, waking the reader past `sideband_watermark`
+/// bytes; at 1 byte, at every record, so that a short-lived process's binary can still be
+/// opened through /proc before it is gone.
 pub(crate) fn build_sideband_attr(spec: &AttrSpec) -> perf_event_attr {
     let mut attr = perf_event_attr {
         size: std::mem::size_of::<perf_event_attr>() as u32,
@@ -108,11 +126,11 @@ pub(crate) fn build_sideband_attr(spec: &AttrSpec) -> perf_event_attr {
     attr.set_sample_id_all(1);
     attr.set_use_clockid(1);
     attr.clockid = libc::CLOCK_MONOTONIC;
-    // Wake at every record. `wakeup_events` would not do it: the kernel counts only samples
-    // for it, and other records wake the reader only past the byte watermark (half the ring
-    // when none is set), so the records of a short-lived process waited for the next tick.
+    // Woken by bytes: `wakeup_events` would not do it (the kernel counts only samples for
+    // it, and other records wake the reader only past the byte watermark, half the ring when
+    // none is set). A 1-byte watermark wakes the reader at every record.
     attr.set_watermark(1);
-    attr.__bindgen_anon_2.wakeup_watermark = 1;
+    attr.__bindgen_anon_2.wakeup_watermark = spec.sideband_watermark.max(1);
     attr
 }
 

@@ -13,7 +13,7 @@ mod ring;
 mod session;
 mod sys;
 
-pub use drain::{drain_until, RecordSink};
+pub use drain::{drain_until, DrainEnd, RecordSink};
 pub use error::SamplerError;
 pub use event::EventKind;
 pub use record::{
@@ -23,9 +23,15 @@ pub use record::{
 pub use regs::UNWIND_REGS_MASK;
 pub use ring::{read_records, RawRecord, RingBuffer, RingStats, HEADER_SIZE};
 pub use session::{
-    defaults, is_privileged, max_sample_rate, online_cpus, paranoid_level, EventChoice, Sampler,
-    SamplerConfig, SessionInfo, StackCapture, Target, MAX_STACK_BYTES,
+    defaults, is_privileged, max_sample_rate, online_cpus, paranoid_level, CpuChange, EventChoice,
+    Sampler, SamplerConfig, SessionInfo, SidebandWakeup, StackCapture, Target, MAX_STACK_BYTES,
 };
+
+/// The current time on the clock of the records' timestamps (CLOCK_MONOTONIC, in ns): compare
+/// with [`Sample::time`] or [`SampleId::time`] to tell how late a record is read.
+pub fn now_ns() -> u64 {
+    sys::monotonic_ns()
+}
 
 /// Callchain context markers (PERF_CONTEXT_*), which separate kernel and user frames.
 pub mod context {

@@ -1,8 +1,11 @@
 //! Opening the sampling events (one per CPU, or per thread and CPU) and their ring buffers.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::OwnedFd;
+
+use perf_event_open_sys::bindings::perf_event_attr;
 
 use tracing::{debug, info, warn};
 
@@ -58,6 +61,32 @@ pub mod defaults {
     pub const WAKEUP_PERCENT: u8 = 25;
 }
 
+/// When the side-band ring (mmap, comm, fork and exit records) wakes the reader.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SidebandWakeup {
+    /// At every record (a 1-byte watermark): a new process's mappings are read within one
+    /// wake-up, while the process most likely still runs. Under fork/exec churn this is
+    /// several wake-ups per process.
+    #[default]
+    EveryRecord,
+    /// Once this many bytes of records wait in a CPU's side-band ring (at most three
+    /// quarters of it, at least 1); fewer wait for the drain loop's tick.
+    Bytes(u32),
+}
+
+impl SidebandWakeup {
+    /// The `wakeup_watermark` for a side-band ring of `ring_bytes`.
+    fn watermark(self, ring_bytes: usize) -> u32 {
+        match self {
+            SidebandWakeup::EveryRecord => 1,
+            SidebandWakeup::Bytes(bytes) => {
+                let most = u32::try_from(ring_bytes / 4 * 3).unwrap_or(u32::MAX);
+                bytes.clamp(1, most.max(1))
+            }
+        }
+    }
+}
+
 /// Copying user registers and stack with each sample, for DWARF unwinding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StackCapture {
@@ -91,13 +120,21 @@ pub struct SamplerConfig {
     pub event: EventChoice,
     /// Copy user registers and stack for DWARF unwinding (None: frame pointers only).
     pub stack_capture: Option<StackCapture>,
+    /// Take no samples of the idle task (pid 0, `swapper`), nor of the interrupts it serves:
+    /// a whole-system profile of a mostly idle machine then spends no samples, ring space or
+    /// wake-ups on idle CPUs. Applies to the software cpu-clock event (the kernel ignores it
+    /// for hardware events, and cycles hardly count in the halted idle loop anyway); the
+    /// timer interrupts themselves go on. Default: true for [`Target::System`], false for a
+    /// process (whose events never see the idle task).
+    pub exclude_idle: bool,
+    /// When the side-band records (new mappings, exec, fork, exit) wake the reader.
+    pub sideband_wakeup: SidebandWakeup,
 }
 
 impl SamplerConfig {
     /// A configuration with the defaults for `target`.
     pub fn new(target: Target) -> SamplerConfig {
         SamplerConfig {
-            target,
             frequency: defaults::FREQUENCY,
             ring_pages: defaults::RING_PAGES,
             wakeup_watermark: defaults::WAKEUP_WATERMARK,
@@ -105,6 +142,9 @@ impl SamplerConfig {
             include_kernel: true,
             event: EventChoice::Auto,
             stack_capture: None,
+            exclude_idle: matches!(target, Target::System),
+            sideband_wakeup: SidebandWakeup::EveryRecord,
+            target,
         }
     }
 }
@@ -114,10 +154,12 @@ impl SamplerConfig {
 pub struct SessionInfo {
     /// The event sampled on.
     pub event: EventKind,
-    /// The frequency in effect.
+    /// The frequency in effect (changed by [`Sampler::set_frequency`]).
     pub frequency: u64,
     /// Whether kernel frames are collected.
     pub kernel_included: bool,
+    /// Whether samples of the idle task are left out (see [`SamplerConfig::exclude_idle`]).
+    pub idle_excluded: bool,
     /// Why something differs from the request (shown to the user).
     pub notes: Vec<String>,
     /// Number of events opened.
@@ -130,10 +172,60 @@ pub struct SessionInfo {
 
 /// An open sampling session: events plus one ring buffer per CPU.
 pub struct Sampler {
-    rings: Vec<(OwnedFd, RingBuffer)>,
+    /// The rings, each with the event that owns its mapping.
+    rings: Vec<Ring>,
     /// Events whose records go to a ring above (SET_OUTPUT); kept open until drop.
-    redirected: Vec<OwnedFd>,
+    redirected: Vec<Event>,
     info: SessionInfo,
+    /// What the events were opened with, to open more of them for CPUs that come online.
+    setup: Setup,
+    /// CPUs that have events, ascending.
+    cpus: Vec<u32>,
+    /// Whether the events were enabled (and not disabled since).
+    enabled: Cell<bool>,
+}
+
+/// The attrs and ring sizes a session was opened with.
+struct Setup {
+    target: Target,
+    /// The sampling attr, but for its frequency: `frequency` below.
+    sample_attr: perf_event_attr,
+    /// The frequency in effect (changed by [`Sampler::set_frequency`]).
+    frequency: u64,
+    sideband_attr: perf_event_attr,
+    ring_pages: usize,
+    sideband_pages: usize,
+}
+
+/// CPUs whose events [`Sampler::reopen_missing_cpus`] opened or closed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuChange {
+    /// CPUs that came online: their events were opened (and enabled if the sampler is).
+    pub opened: Vec<u32>,
+    /// CPUs that went offline: their rings were drained and their events closed.
+    pub closed: Vec<u32>,
+}
+
+/// Which of the two events of a CPU an event is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stream {
+    /// The sampling event (cycles or cpu-clock).
+    Samples,
+    /// The side-band dummy event (mmap, comm, task records).
+    Sideband,
+}
+
+/// One open event.
+struct Event {
+    fd: OwnedFd,
+    stream: Stream,
+    cpu: u32,
+}
+
+/// A ring buffer and the event whose descriptor was mapped for it.
+struct Ring {
+    event: Event,
+    buffer: RingBuffer,
 }
 
 /// CPUs the kernel reports online (`/sys/devices/system/cpu/online`, e.g. "0-3,6").
@@ -143,15 +235,39 @@ pub fn online_cpus() -> io::Result<Vec<u32>> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("bad cpu list {text:?}")))
 }
 
+/// Parse a kernel CPU list ("0-3,5,7-8"): ascending, without duplicates; None when malformed.
 fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
-    let mut cpus = Vec::new();
+    let mut cpus = BTreeSet::new();
     for part in text.split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {
-            Some((a, b)) => cpus.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
-            None => cpus.push(part.parse().ok()?),
+            Some((a, b)) => {
+                let (a, b) = (a.parse::<u32>().ok()?, b.parse::<u32>().ok()?);
+                if a > b {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => {
+                cpus.insert(part.parse().ok()?);
+            }
         }
     }
-    Some(cpus)
+    Some(cpus.into_iter().collect())
+}
+
+/// CPUs in `online` without events, and CPUs with events no longer `online` (both sorted).
+fn cpu_difference(opened: &[u32], online: &[u32]) -> (Vec<u32>, Vec<u32>) {
+    let missing = online
+        .iter()
+        .filter(|c| opened.binary_search(c).is_err())
+        .copied()
+        .collect();
+    let gone = opened
+        .iter()
+        .filter(|c| online.binary_search(c).is_err())
+        .copied()
+        .collect();
+    (missing, gone)
 }
 
 /// The kernel's perf_event_paranoid level.
@@ -240,15 +356,14 @@ impl Sampler {
             });
         }
         let mut notes = Vec::new();
-        let mut frequency = config.frequency;
-        if let Some(max) = max_sample_rate() {
-            if frequency > max {
-                notes.push(format!(
-                    "frequency lowered from {frequency} Hz to the kernel's maximum of {max} Hz \
-                     (kernel.perf_event_max_sample_rate)"
-                ));
-                frequency = max;
-            }
+        let max = max_sample_rate();
+        let frequency = clamp_frequency(config.frequency, max);
+        if frequency != config.frequency {
+            notes.push(format!(
+                "frequency lowered from {} Hz to the kernel's maximum of {frequency} Hz \
+                 (kernel.perf_event_max_sample_rate)",
+                config.frequency
+            ));
         }
         let kind = match config.event {
             EventChoice::Force(kind) => kind,
@@ -285,6 +400,7 @@ impl Sampler {
             ),
             // Set per ring size in `open_with`.
             wakeup_watermark: config.wakeup_watermark,
+            sideband_watermark: 1,
             format: if config.stack_capture.is_some() {
                 SampleFormat::UNWIND
             } else {
@@ -292,6 +408,7 @@ impl Sampler {
             },
             stack_bytes: config.stack_capture.map_or(0, |c| c.stack_bytes),
             exclude_callchain_user: config.stack_capture.is_some_and(|c| !c.keep_fp_callchain),
+            exclude_idle: config.exclude_idle,
         };
         let cpus = online_cpus().map_err(|source| SamplerError::Io {
             what: "reading the online CPUs",
@@ -326,7 +443,7 @@ impl Sampler {
         };
         sampler.info.notes = notes;
         sampler.info.frequency = frequency;
-        info!(event = %sampler.info.event, frequency, kernel = sampler.info.kernel_included, events = sampler.info.events, "sampling events opened");
+        info!(event = %sampler.info.event, frequency, kernel = sampler.info.kernel_included, idle_excluded = sampler.info.idle_excluded, events = sampler.info.events, "sampling events opened");
         Ok(sampler)
     }
 
@@ -371,7 +488,11 @@ impl Sampler {
         ring_pages: usize,
     ) -> Result<Sampler, SamplerError> {
         let ring_bytes = ring_pages * sys::page_size();
+        let sideband_pages = SIDEBAND_RING_PAGES.min(ring_pages);
         let spec = &AttrSpec {
+            sideband_watermark: config
+                .sideband_wakeup
+                .watermark(sideband_pages * sys::page_size()),
             // Wake at `wakeup_percent` of the ring (at least the byte watermark), and never
             // later than three quarters of it.
             wakeup_watermark: u32::try_from(
@@ -382,14 +503,19 @@ impl Sampler {
             .unwrap_or(u32::MAX),
             ..*spec
         };
-        let sample_attr = build_attr(spec);
-        let sideband_attr = build_sideband_attr(spec);
+        let setup = Setup {
+            target: config.target.clone(),
+            sample_attr: build_attr(spec),
+            frequency: spec.frequency,
+            sideband_attr: build_sideband_attr(spec),
+            ring_pages,
+            sideband_pages,
+        };
+        let (sample_attr, sideband_attr) = (setup.sample_attr, setup.sideband_attr);
         // Per CPU: one ring for samples, one for side-band records; further events on the
         // same CPU write into them (SET_OUTPUT).
-        let mut sample_rings: Vec<Option<(OwnedFd, RingBuffer)>> =
-            cpus.iter().map(|_| None).collect();
-        let mut sideband_rings: Vec<Option<(OwnedFd, RingBuffer)>> =
-            cpus.iter().map(|_| None).collect();
+        let mut sample_rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
+        let mut sideband_rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
         let mut redirected = Vec::new();
         let open_err = |pid: i32, cpu: u32, source: io::Error| {
             if is_permission(&source) {
@@ -404,49 +530,42 @@ impl Sampler {
             }
         };
         // Open one event and attach it to the CPU's ring (mapping the ring on first use).
-        let mut attach = |attr,
-                          pid: i32,
-                          index: usize,
-                          rings: &mut Vec<Option<(OwnedFd, RingBuffer)>>,
-                          pages| {
-            let cpu = cpus[index];
-            let fd = sys::perf_event_open(attr, pid, cpu as i32)
-                .map_err(|e| (e.raw_os_error(), open_err(pid, cpu, e)))?;
-            match &rings[index] {
-                Some((target, _)) => {
-                    sys::set_output(&fd, target).map_err(|source| {
-                        (
-                            None,
-                            SamplerError::Io {
-                                what: "PERF_EVENT_IOC_SET_OUTPUT",
-                                source,
-                            },
-                        )
-                    })?;
-                    redirected.push(fd);
+        let mut attach =
+            |attr, stream, pid: i32, index: usize, rings: &mut Vec<Option<Ring>>, pages| {
+                let cpu = cpus[index];
+                let fd = sys::perf_event_open(attr, pid, cpu as i32)
+                    .map_err(|e| (e.raw_os_error(), open_err(pid, cpu, e)))?;
+                let event = Event { fd, stream, cpu };
+                match &rings[index] {
+                    Some(ring) => {
+                        sys::set_output(&event.fd, &ring.event.fd).map_err(|source| {
+                            (
+                                None,
+                                SamplerError::Io {
+                                    what: "PERF_EVENT_IOC_SET_OUTPUT",
+                                    source,
+                                },
+                            )
+                        })?;
+                        redirected.push(event);
+                    }
+                    None => {
+                        let map = sys::RingMap::new(&event.fd, pages)
+                            .map_err(|source| (None, SamplerError::RingMap { pages, source }))?;
+                        rings[index] = Some(Ring {
+                            event,
+                            buffer: RingBuffer::new(map),
+                        });
+                    }
                 }
-                None => {
-                    let map = sys::RingMap::new(&fd, pages)
-                        .map_err(|source| (None, SamplerError::RingMap { pages, source }))?;
-                    rings[index] = Some((fd, RingBuffer::new(map)));
-                }
-            }
-            Ok::<(), (Option<i32>, SamplerError)>(())
-        };
-        let sideband_pages = SIDEBAND_RING_PAGES.min(ring_pages);
+                Ok::<(), (Option<i32>, SamplerError)>(())
+            };
         match config.target {
             Target::System => {
-                for index in 0..cpus.len() {
-                    attach(&sample_attr, -1, index, &mut sample_rings, ring_pages)
-                        .map_err(|(_, e)| e)?;
-                    attach(
-                        &sideband_attr,
-                        -1,
-                        index,
-                        &mut sideband_rings,
-                        sideband_pages,
-                    )
-                    .map_err(|(_, e)| e)?;
+                for (index, &cpu) in cpus.iter().enumerate() {
+                    let [samples, sideband] = setup.open_cpu(cpu)?;
+                    sample_rings[index] = Some(samples);
+                    sideband_rings[index] = Some(sideband);
                 }
             }
             Target::Process { pid, .. } => {
@@ -472,11 +591,16 @@ impl Sampler {
                     'threads: for tid in new {
                         attached.insert(tid);
                         for index in 0..cpus.len() {
-                            for (attr, rings, pages) in [
-                                (&sample_attr, &mut sample_rings, ring_pages),
-                                (&sideband_attr, &mut sideband_rings, sideband_pages),
+                            for (attr, stream, rings, pages) in [
+                                (&sample_attr, Stream::Samples, &mut sample_rings, ring_pages),
+                                (
+                                    &sideband_attr,
+                                    Stream::Sideband,
+                                    &mut sideband_rings,
+                                    sideband_pages,
+                                ),
                             ] {
-                                match attach(attr, tid as i32, index, rings, pages) {
+                                match attach(attr, stream, tid as i32, index, rings, pages) {
                                     Ok(()) => {}
                                     // A thread that exited between listing and opening.
                                     Err((Some(libc::ESRCH), _)) if tid != pid => continue 'threads,
@@ -489,16 +613,20 @@ impl Sampler {
                 debug!(pid, threads = attached.len(), "attached to process");
             }
         }
-        let rings: Vec<(OwnedFd, RingBuffer)> = sample_rings
+        let rings: Vec<Ring> = sample_rings
             .into_iter()
             .chain(sideband_rings)
             .flatten()
             .collect();
         let events = rings.len() + redirected.len();
+        let mut opened: Vec<u32> = rings.iter().map(|r| r.event.cpu).collect();
+        opened.sort_unstable();
+        opened.dedup();
         let info = SessionInfo {
             event: spec.kind,
             frequency: spec.frequency,
             kernel_included: spec.include_kernel,
+            idle_excluded: spec.idle_excluded(),
             notes: Vec::new(),
             events,
             rings: rings.len(),
@@ -508,6 +636,9 @@ impl Sampler {
             rings,
             redirected,
             info,
+            setup,
+            cpus: opened,
+            enabled: Cell::new(false),
         })
     }
 
@@ -516,8 +647,132 @@ impl Sampler {
         &self.info
     }
 
+    /// Change the sampling frequency of every sampling event, without reopening them (no
+    /// gap in the samples): `hz` lowered to `kernel.perf_event_max_sample_rate` as in
+    /// [`Sampler::open`]. Returns the frequency now in effect, which [`SessionInfo::frequency`]
+    /// reports from then on.
+    ///
+    /// Exact for [`Target::System`]. With [`Target::Process`], the kernel changes only the
+    /// events this sampler opened, not its inherited copies in threads and children created
+    /// since: which of those run at which rate is up to the kernel (measured on 6.18 with
+    /// cpu-clock: a child forked before the change ran at the new rate, one forked after it at
+    /// the old). Reopen for an exact change there. On error, some events may already run at
+    /// the new frequency; `info().frequency` still names the old one.
+    pub fn set_frequency(&mut self, hz: u64) -> Result<u64, SamplerError> {
+        if hz == 0 {
+            return Err(SamplerError::Frequency {
+                requested: 0,
+                why: "must be at least 1".into(),
+            });
+        }
+        let frequency = clamp_frequency(hz, max_sample_rate());
+        if frequency != hz {
+            info!(
+                requested = hz,
+                frequency, "frequency lowered to kernel.perf_event_max_sample_rate"
+            );
+        }
+        let value = period_argument(self.info.event, frequency);
+        let mut failure = None;
+        for event in self.all_events().filter(|e| e.stream == Stream::Samples) {
+            if let Err(source) = sys::set_period(&event.fd, value) {
+                failure.get_or_insert(source);
+            }
+        }
+        if let Some(source) = failure {
+            return Err(SamplerError::Io {
+                what: "PERF_EVENT_IOC_PERIOD",
+                source,
+            });
+        }
+        debug!(
+            from = self.info.frequency,
+            to = frequency,
+            "sampling frequency changed"
+        );
+        self.info.frequency = frequency;
+        self.setup.frequency = frequency;
+        Ok(frequency)
+    }
+
+    /// Whether the CPUs online now (`/sys/devices/system/cpu/online`) differ from those the
+    /// events are open on: a CPU came online (it is not sampled until
+    /// [`Sampler::reopen_missing_cpus`]) or went offline. One small sysfs read, for a slow
+    /// tick (every few seconds); false when the file cannot be read.
+    ///
+    /// A CPU that goes offline and comes back between two calls is not seen; whether its
+    /// events survive that is up to the kernel.
+    pub fn online_cpus_changed(&self) -> bool {
+        match online_cpus() {
+            Ok(online) => online != self.cpus,
+            Err(err) => {
+                debug!(%err, "cannot read the online CPUs");
+                false
+            }
+        }
+    }
+
+    /// Bring the events in line with the CPUs online now, for [`Target::System`]: open the
+    /// events and rings of CPUs that came online (enabled if the sampler is), and close those
+    /// of CPUs that went offline after handing what their rings still hold to `on_record`.
+    ///
+    /// [`crate::drain_until`] registers the rings once: leave it first (see
+    /// [`crate::RecordSink::pause_draining`]), call this, then call it again. A process
+    /// session (short, and following threads whose events cannot be reopened without
+    /// gaps) is refused with [`SamplerError::SystemOnly`]: reopen the whole sampler instead.
+    /// On error, the CPUs done so far stay done and a later call retries the rest.
+    pub fn reopen_missing_cpus(
+        &mut self,
+        on_record: &mut dyn FnMut(RawRecord<'_>),
+    ) -> Result<CpuChange, SamplerError> {
+        if self.setup.target != Target::System {
+            return Err(SamplerError::SystemOnly {
+                what: "reopening events for CPUs that came online",
+            });
+        }
+        let online = online_cpus().map_err(|source| SamplerError::Io {
+            what: "reading the online CPUs",
+            source,
+        })?;
+        let (missing, gone) = cpu_difference(&self.cpus, &online);
+        let mut change = CpuChange::default();
+        for cpu in gone {
+            for ring in self.rings.iter_mut().filter(|r| r.event.cpu == cpu) {
+                ring.buffer.drain(on_record);
+            }
+            self.rings.retain(|r| r.event.cpu != cpu);
+            self.redirected.retain(|e| e.cpu != cpu);
+            self.cpus.retain(|&c| c != cpu);
+            change.closed.push(cpu);
+        }
+        let result = missing.iter().try_for_each(|&cpu| {
+            let rings = self.setup.open_cpu(cpu)?;
+            if self.enabled.get() {
+                for ring in &rings {
+                    sys::enable(&ring.event.fd).map_err(|source| SamplerError::Io {
+                        what: "PERF_EVENT_IOC_ENABLE",
+                        source,
+                    })?;
+                }
+            }
+            self.rings.extend(rings);
+            if let Err(at) = self.cpus.binary_search(&cpu) {
+                self.cpus.insert(at, cpu);
+            }
+            change.opened.push(cpu);
+            Ok(())
+        });
+        self.info.rings = self.rings.len();
+        self.info.events = self.rings.len() + self.redirected.len();
+        if !change.opened.is_empty() || !change.closed.is_empty() {
+            info!(opened = ?change.opened, closed = ?change.closed, "events follow the online CPUs");
+        }
+        result.map(|()| change)
+    }
+
     /// Start sampling on every event.
     pub fn enable(&self) -> Result<(), SamplerError> {
+        self.enabled.set(true);
         for fd in self.all_fds() {
             sys::enable(fd).map_err(|source| SamplerError::Io {
                 what: "PERF_EVENT_IOC_ENABLE",
@@ -529,6 +784,7 @@ impl Sampler {
 
     /// Stop sampling on every event (records already written stay in the buffers).
     pub fn disable(&self) {
+        self.enabled.set(false);
         for fd in self.all_fds() {
             if let Err(err) = sys::disable(fd) {
                 warn!(%err, "PERF_EVENT_IOC_DISABLE failed");
@@ -536,22 +792,26 @@ impl Sampler {
         }
     }
 
-    fn all_fds(&self) -> impl Iterator<Item = &OwnedFd> {
+    fn all_events(&self) -> impl Iterator<Item = &Event> {
         self.rings
             .iter()
-            .map(|(fd, _)| fd)
+            .map(|ring| &ring.event)
             .chain(self.redirected.iter())
     }
 
+    fn all_fds(&self) -> impl Iterator<Item = &OwnedFd> {
+        self.all_events().map(|event| &event.fd)
+    }
+
     pub(crate) fn ring_owned_fds(&self) -> impl Iterator<Item = &OwnedFd> {
-        self.rings.iter().map(|(fd, _)| fd)
+        self.rings.iter().map(|ring| &ring.event.fd)
     }
 
     /// Read every ring buffer once; returns the number of records handed to `on_record`.
     pub fn drain(&mut self, on_record: &mut dyn FnMut(RawRecord<'_>)) -> u64 {
         self.rings
             .iter_mut()
-            .map(|(_, ring)| ring.drain(on_record))
+            .map(|ring| ring.buffer.drain(on_record))
             .sum()
     }
 
@@ -559,14 +819,67 @@ impl Sampler {
     pub fn ring_stats(&self) -> RingStats {
         self.rings
             .iter()
-            .fold(RingStats::default(), |mut acc, (_, r)| {
-                let s = r.stats();
+            .fold(RingStats::default(), |mut acc, ring| {
+                let s = ring.buffer.stats();
                 acc.records += s.records;
                 acc.wrapped += s.wrapped;
                 acc.malformed += s.malformed;
                 acc.skipped_bytes += s.skipped_bytes;
                 acc
             })
+    }
+}
+
+impl Setup {
+    /// Open a CPU's sampling and side-band events for the whole system, disabled, each with
+    /// its ring.
+    fn open_cpu(&self, cpu: u32) -> Result<[Ring; 2], SamplerError> {
+        let open = |attr, stream, pages| {
+            let fd = sys::perf_event_open(attr, -1, cpu as i32).map_err(|source| {
+                if is_permission(&source) {
+                    permission_error(&self.target)
+                } else {
+                    SamplerError::Open {
+                        what: format!("pid -1, cpu {cpu}"),
+                        source,
+                    }
+                }
+            })?;
+            let map = sys::RingMap::new(&fd, pages)
+                .map_err(|source| SamplerError::RingMap { pages, source })?;
+            Ok(Ring {
+                event: Event { fd, stream, cpu },
+                buffer: RingBuffer::new(map),
+            })
+        };
+        let mut sample_attr = self.sample_attr;
+        sample_attr.__bindgen_anon_1.sample_freq = self.frequency;
+        Ok([
+            open(&sample_attr, Stream::Samples, self.ring_pages)?,
+            open(&self.sideband_attr, Stream::Sideband, self.sideband_pages)?,
+        ])
+    }
+}
+
+/// `requested` Hz, lowered to the kernel's maximum `max` when there is one.
+fn clamp_frequency(requested: u64, max: Option<u64>) -> u64 {
+    match max {
+        Some(max) if max > 0 => requested.min(max),
+        _ => requested,
+    }
+}
+
+/// The PERF_EVENT_IOC_PERIOD argument that makes an event of `kind` sample at `hz`.
+fn period_argument(kind: EventKind, hz: u64) -> u64 {
+    match kind {
+        // Frequency mode: the kernel takes the value as the new `sample_freq`.
+        EventKind::Cycles => hz,
+        // cpu-clock runs on an hrtimer, so the kernel turns the frequency into a fixed period
+        // (NSEC_PER_SEC / freq ns) when the event is created and clears `attr.freq`
+        // (`perf_swevent_init_hrtimer`): the ioctl then takes a period in nanoseconds. The
+        // frequency itself would be read as a period of a few hundred ns, which the kernel
+        // raises to 10 µs: 100 kHz.
+        EventKind::CpuClock => (1_000_000_000 / hz).max(1),
     }
 }
 
@@ -590,9 +903,206 @@ mod tests {
     use super::*;
 
     #[test]
+    fn frequency_is_clamped_to_the_kernel_maximum() {
+        assert_eq!(clamp_frequency(999, Some(500)), 500);
+        assert_eq!(clamp_frequency(99, Some(500)), 99);
+        assert_eq!(clamp_frequency(99, None), 99);
+        assert_eq!(clamp_frequency(99, Some(0)), 99, "0 is no maximum");
+    }
+
+    #[test]
+    fn cpu_clock_takes_a_period_cycles_a_frequency() {
+        assert_eq!(period_argument(EventKind::CpuClock, 1000), 1_000_000);
+        assert_eq!(period_argument(EventKind::CpuClock, 99), 10_101_010);
+        assert_eq!(period_argument(EventKind::CpuClock, u64::MAX), 1);
+        assert_eq!(period_argument(EventKind::Cycles, 99), 99);
+    }
+
+    #[test]
+    fn sideband_watermark() {
+        assert_eq!(SidebandWakeup::EveryRecord.watermark(128 << 10), 1);
+        assert_eq!(SidebandWakeup::Bytes(4096).watermark(128 << 10), 4096);
+        assert_eq!(SidebandWakeup::Bytes(0).watermark(128 << 10), 1);
+        assert_eq!(
+            SidebandWakeup::Bytes(1 << 20).watermark(128 << 10),
+            96 << 10,
+            "three quarters of the ring at most"
+        );
+    }
+
+    #[test]
     fn cpu_lists() {
         assert_eq!(parse_cpu_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list("0-3,5,7-8"), Some(vec![0, 1, 2, 3, 5, 7, 8]));
         assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(
+            parse_cpu_list("5,0-1,1"),
+            Some(vec![0, 1, 5]),
+            "sorted, once each"
+        );
+        assert_eq!(parse_cpu_list(""), Some(vec![]));
         assert_eq!(parse_cpu_list("x"), None);
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("0-"), None);
+        assert_eq!(parse_cpu_list("1,,2"), Some(vec![1, 2]));
+    }
+
+    /// A child spinning on one CPU, killed on drop.
+    struct Spinner(std::process::Child);
+
+    impl Spinner {
+        fn on(cpu: u32) -> Spinner {
+            Spinner(
+                std::process::Command::new("taskset")
+                    .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+                    .spawn()
+                    .expect("taskset"),
+            )
+        }
+
+        /// Its CPU time, in seconds (utime + stime in USER_HZ, 100 here).
+        fn cpu_seconds(&self) -> f64 {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0.id())).unwrap();
+            let rest = stat.rsplit_once(") ").unwrap().1;
+            let f: Vec<u64> = rest
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .map(|v| v.parse().unwrap())
+                .collect();
+            (f[0] + f[1]) as f64 / 100.0
+        }
+
+        /// Wait until it ran `seconds` more (at most 20 s).
+        fn run_for(&self, seconds: f64) {
+            let start = self.cpu_seconds();
+            for _ in 0..200 {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                if self.cpu_seconds() - start >= seconds {
+                    break;
+                }
+            }
+        }
+    }
+
+    impl Drop for Spinner {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// Counts the samples of `pid` on `cpu` among the records handed to it.
+    fn samples_of(pid: u32, cpu: u32, count: &mut u64) -> impl FnMut(RawRecord<'_>) + '_ {
+        move |raw| {
+            if let crate::Record::Sample(s) = crate::decode(raw) {
+                *count += u64::from(s.pid == pid && s.cpu == cpu);
+            }
+        }
+    }
+
+    /// Without offlining CPUs: the events of one CPU are relabelled as those of a CPU that is
+    /// not online, as if it had been replaced. `reopen_missing_cpus` must hand over what the
+    /// relabelled rings hold, close them, and open the real CPU's events anew.
+    #[test]
+    fn reopen_follows_the_online_cpus() {
+        let online = online_cpus().unwrap();
+        if !is_privileged() || online.len() < 2 {
+            eprintln!("note: needs root and two CPUs");
+            return;
+        }
+        let cpu = online[1];
+        let ghost = 10_000 + cpu;
+        let mut config = SamplerConfig::new(Target::System);
+        config.event = EventChoice::Force(EventKind::CpuClock);
+        config.frequency = 199;
+        let mut sampler = Sampler::open(&config).unwrap();
+        assert!(!sampler.online_cpus_changed());
+        let rings = sampler.info().rings;
+        for ring in sampler.rings.iter_mut().filter(|r| r.event.cpu == cpu) {
+            ring.event.cpu = ghost;
+        }
+        sampler.cpus = sampler
+            .cpus
+            .iter()
+            .map(|&c| if c == cpu { ghost } else { c })
+            .collect();
+        sampler.cpus.sort_unstable();
+        assert!(
+            sampler.online_cpus_changed(),
+            "{cpu} without events, {ghost} not online"
+        );
+        sampler.enable().unwrap();
+
+        let spinner = Spinner::on(cpu);
+        let pid = spinner.0.id();
+        spinner.run_for(0.3);
+        // The CPU's new events must take the frequency in effect, not the one opened with.
+        assert_eq!(sampler.set_frequency(50).unwrap(), 50);
+        let mut handed_over = 0;
+        let change = sampler
+            .reopen_missing_cpus(&mut samples_of(pid, cpu, &mut handed_over))
+            .unwrap();
+        assert_eq!(
+            change,
+            CpuChange {
+                opened: vec![cpu],
+                closed: vec![ghost]
+            }
+        );
+        assert!(
+            handed_over > 0,
+            "the closed rings' samples were handed over"
+        );
+        assert!(!sampler.online_cpus_changed());
+        assert_eq!(sampler.info().rings, rings);
+        assert_eq!(sampler.cpus, online);
+
+        sampler.drain(&mut |_| {});
+        let start = spinner.cpu_seconds();
+        spinner.run_for(0.5);
+        let mut after = 0;
+        sampler.drain(&mut samples_of(pid, cpu, &mut after));
+        let rate = after as f64 / (spinner.cpu_seconds() - start);
+        assert!(
+            (10.0..=100.0).contains(&rate),
+            "{after} samples on CPU {cpu} from its new events: {rate:.0} per CPU-second, \
+             expected about 50"
+        );
+        assert!(
+            sampler.reopen_missing_cpus(&mut |_| {}).unwrap() == CpuChange::default(),
+            "nothing left to do"
+        );
+    }
+
+    #[test]
+    fn reopen_is_refused_for_a_process() {
+        let mut config = SamplerConfig::new(Target::Process {
+            pid: std::process::id(),
+            enable_on_exec: false,
+        });
+        config.event = EventChoice::Force(EventKind::CpuClock);
+        let Ok(mut sampler) = Sampler::open(&config) else {
+            eprintln!("note: cannot open events on this process");
+            return;
+        };
+        assert!(matches!(
+            sampler.reopen_missing_cpus(&mut |_| {}),
+            Err(SamplerError::SystemOnly { .. })
+        ));
+    }
+
+    #[test]
+    fn cpus_that_came_and_went() {
+        assert_eq!(
+            cpu_difference(&[0, 1, 2, 3], &[0, 1, 2, 3]),
+            (vec![], vec![])
+        );
+        assert_eq!(cpu_difference(&[0, 1], &[0, 1, 2, 3]), (vec![2, 3], vec![]));
+        assert_eq!(cpu_difference(&[0, 1, 2, 3], &[0, 2]), (vec![], vec![1, 3]));
+        assert_eq!(
+            cpu_difference(&[0, 1, 3], &[0, 2, 3, 4]),
+            (vec![2, 4], vec![1])
+        );
     }
 }

@@ -57,6 +57,22 @@ pub(crate) fn set_output(fd: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
     check_ioctl(unsafe { sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) })
 }
 
+/// Set the event's sampling period, or, for an event in frequency mode, its frequency
+/// (PERF_EVENT_IOC_PERIOD; the kernel reads which from the event's current `attr.freq`).
+pub(crate) fn set_period(fd: &OwnedFd, value: u64) -> io::Result<()> {
+    // `ioctls::PERIOD` of perf-event-open-sys passes its u64 argument by value, but the kernel
+    // reads the new value through a pointer (`copy_from_user`): call ioctl directly.
+    // SAFETY: `fd` is an open perf event descriptor; PERIOD reads one u64 through the pointer,
+    // which points to a live local for the whole call; nothing is written through it.
+    check_ioctl(unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            sys::bindings::PERIOD as _,
+            std::ptr::addr_of!(value),
+        )
+    })
+}
+
 /// Hint the CPU to start loading the cache line holding `data[offset]` (an offset past the
 /// end is ignored); never faults, never blocks, does nothing on other architectures. For ring
 /// data written by another CPU, whose every line is a cache miss: issued early, the misses
@@ -73,6 +89,22 @@ pub(crate) fn prefetch(data: &[u8], offset: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (data, offset);
+}
+
+/// The current CLOCK_MONOTONIC time in ns: the clock of the records' timestamps.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let ret = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if ret != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
 }
 
 /// The system page size.

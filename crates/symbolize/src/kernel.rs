@@ -7,7 +7,60 @@ use crate::error::Error;
 use crate::table::{Binding, Bytes, Candidate, Table, TableBuilder};
 
 const KALLSYMS: &str = "/proc/kallsyms";
+const MODULES: &str = "/proc/modules";
 const NO_MODULE: u32 = u32::MAX;
+
+/// The loaded kernel modules, as far as kallsyms depends on them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum ModuleSet {
+    /// /proc/modules could not be read (or the table did not come from /proc/kallsyms).
+    #[default]
+    Unknown,
+    /// No /proc/modules: a kernel without module support, whose set never changes.
+    NoModules,
+    /// A hash of each module's name, size and address, in the order listed.
+    Fingerprint(u64),
+}
+
+impl ModuleSet {
+    /// The set loaded now.
+    fn current() -> ModuleSet {
+        match std::fs::read(MODULES) {
+            Ok(text) => ModuleSet::Fingerprint(modules_fingerprint(&text)),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => ModuleSet::NoModules,
+            Err(err) => {
+                tracing::debug!(%err, "cannot read {MODULES}");
+                ModuleSet::Unknown
+            }
+        }
+    }
+}
+
+/// FNV-1a over each line's name, size and address (`name size refcount deps state address`):
+/// the reference counts, dependents and states change while a module is in use and do not
+/// move its symbols. Lines stay in their order (newest module first), so a module unloaded and
+/// loaded again at the same address still changes it. Stable across runs and Rust versions
+/// (unlike std's hasher): it names cache files.
+fn modules_fingerprint(text: &[u8]) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    let mut add = |bytes: &[u8]| {
+        for &b in bytes.iter().chain(b"\0") {
+            hash = (hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    };
+    for line in text.split(|&b| b == b'\n') {
+        let fields: Vec<&[u8]> = line
+            .split(|b| b.is_ascii_whitespace())
+            .filter(|f| !f.is_empty())
+            .collect();
+        if let [name, size, _refcount, _deps, _state, address, ..] = fields[..] {
+            add(name);
+            add(size);
+            add(address);
+        }
+    }
+    hash
+}
 
 /// A kernel symbol found by [`KernelSymbols::lookup`].
 #[derive(Clone, Copy, Debug)]
@@ -28,16 +81,39 @@ pub struct KernelSymbols {
     modules: Vec<(usize, usize)>,
     module_names: String,
     restricted: bool,
+    /// The modules loaded when kallsyms was read (read just before it).
+    module_set: ModuleSet,
 }
 
 impl KernelSymbols {
     /// Read and parse `/proc/kallsyms`.
     pub fn load() -> Result<KernelSymbols, Error> {
+        let module_set = ModuleSet::current();
         let text = std::fs::read_to_string(KALLSYMS).map_err(|source| Error::Io {
             path: Path::new(KALLSYMS).to_owned(),
             source,
         })?;
-        Ok(Self::parse(&text))
+        Ok(KernelSymbols {
+            module_set,
+            ..Self::parse(&text)
+        })
+    }
+
+    /// Whether kernel modules were loaded, unloaded or reloaded since the table was read
+    /// (names, sizes and addresses in `/proc/modules`, compared with those read just before
+    /// kallsyms): a long-running caller then loads the table again, or symbols of modules
+    /// loaded since stay unnamed. Costs one read of /proc/modules (a few µs per module), for
+    /// a slow tick. False when either set is unknown: a table from [`KernelSymbols::parse`],
+    /// or /proc/modules unreadable.
+    pub fn modules_changed(&self) -> bool {
+        self.changed_from(ModuleSet::current())
+    }
+
+    fn changed_from(&self, now: ModuleSet) -> bool {
+        match (self.module_set, now) {
+            (ModuleSet::Unknown, _) | (_, ModuleSet::Unknown) => false,
+            (then, now) => then != now,
+        }
     }
 
     /// Parse kallsyms text: lines `ffffffff81000000 T _stext`, module lines
@@ -103,6 +179,7 @@ impl KernelSymbols {
             modules,
             module_names,
             restricted,
+            module_set: ModuleSet::Unknown,
         }
     }
 
@@ -145,9 +222,12 @@ const CACHE_MAGIC: &[u8; 8] = b"PCKSYM02";
 impl KernelSymbols {
     /// Like [`KernelSymbols::load`], through a cache in `cache_dir`: reading /proc/kallsyms
     /// costs tens of milliseconds of kernel time, so the parsed table is kept per boot and
-    /// loaded module set (`/proc/modules`), and reused while both are unchanged.
+    /// loaded module set (`/proc/modules`), and reused while both are unchanged. Without a
+    /// readable /proc/modules (but for a kernel without modules) the set is unknown and the
+    /// cache is not used.
     pub fn load_cached(cache_dir: &Path) -> Result<KernelSymbols, Error> {
-        let Some(key) = cache_key() else {
+        let module_set = ModuleSet::current();
+        let Some(key) = cache_key(module_set) else {
             return Self::load();
         };
         let path = cache_dir.join(format!("kallsyms-{key}.bin"));
@@ -158,10 +238,19 @@ impl KernelSymbols {
             .and_then(|map| Self::from_cache(Bytes::Map(map)))
         {
             tracing::debug!(path = %path.display(), symbols = cached.len(), "kernel symbols from cache");
-            return Ok(cached);
+            return Ok(KernelSymbols {
+                module_set,
+                ..cached
+            });
         }
         let loaded = Self::load()?;
-        if !loaded.restricted && !loaded.is_empty() {
+        // A module loaded or unloaded while kallsyms was read: the table may not be the one
+        // of `key`'s set (nor of today's); use it, but cache nothing.
+        let unchanged = loaded.module_set == module_set && ModuleSet::current() == module_set;
+        if !unchanged {
+            tracing::debug!("kernel modules changed while kallsyms was read: not cached");
+        }
+        if unchanged && !loaded.restricted && !loaded.is_empty() {
             if let Err(err) = write_cache(cache_dir, &path, &loaded.to_cache_bytes()) {
                 tracing::debug!(%err, "cannot write the kernel symbol cache");
             }
@@ -221,18 +310,19 @@ impl KernelSymbols {
             modules,
             module_names,
             restricted: false,
+            module_set: ModuleSet::Unknown,
         })
     }
 }
 
-/// Boot id and a hash of the loaded modules (names and addresses): what kallsyms depends on.
-fn cache_key() -> Option<String> {
+/// Boot id and the module set: what kallsyms depends on. None when the set is unknown.
+fn cache_key(modules: ModuleSet) -> Option<String> {
+    let hash = match modules {
+        ModuleSet::Unknown => return None,
+        ModuleSet::NoModules => 0,
+        ModuleSet::Fingerprint(hash) => hash,
+    };
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    let modules = std::fs::read("/proc/modules").unwrap_or_default();
-    // FNV-1a: stable across runs and Rust versions (unlike std's hasher).
-    let hash = modules.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    });
     Some(format!("{}-{hash:016x}", boot.trim()))
 }
 
@@ -252,7 +342,98 @@ impl std::fmt::Debug for KernelSymbols {
             .field("symbols", &self.table.len())
             .field("modules", &self.modules.len())
             .field("restricted", &self.restricted)
+            .field("module_set", &self.module_set)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod module_tests {
+    use super::*;
+
+    /// /proc/modules as the kernel writes it.
+    const MODULES_TEXT: &str = "\
+nf_tables 372736 0 - Live 0xffffffffc0a00000
+e1000e 344064 0 - Live 0xffffffffc0800000
+crc32_pclmul 12288 1 e1000e, Live 0xffffffffc0600000 (E)
+";
+
+    fn set(text: &str) -> ModuleSet {
+        ModuleSet::Fingerprint(modules_fingerprint(text.as_bytes()))
+    }
+
+    fn loaded_with(text: &str) -> KernelSymbols {
+        KernelSymbols {
+            module_set: set(text),
+            ..KernelSymbols::parse("ffffffff81000000 T _stext\n")
+        }
+    }
+
+    #[test]
+    fn use_counts_and_states_are_no_change() {
+        let k = loaded_with(MODULES_TEXT);
+        assert!(!k.changed_from(set(MODULES_TEXT)));
+        let in_use = MODULES_TEXT
+            .replace(
+                "nf_tables 372736 0 - Live",
+                "nf_tables 372736 3 nft_ct, Live",
+            )
+            .replace("e1000e 344064 0 - Live", "e1000e 344064 0 - Unloading");
+        assert!(!k.changed_from(set(&in_use)));
+    }
+
+    #[test]
+    fn a_module_loaded_unloaded_moved_or_reloaded_is_a_change() {
+        let k = loaded_with(MODULES_TEXT);
+        let loaded = format!("dummy 12288 0 - Live 0xffffffffc0c00000\n{MODULES_TEXT}");
+        assert!(k.changed_from(set(&loaded)), "loaded");
+        let unloaded: String = MODULES_TEXT
+            .lines()
+            .skip(1)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(k.changed_from(set(&unloaded)), "unloaded");
+        let moved = MODULES_TEXT.replace("0xffffffffc0800000", "0xffffffffc0900000");
+        assert!(k.changed_from(set(&moved)), "moved");
+        let mut lines: Vec<&str> = MODULES_TEXT.lines().collect();
+        lines.swap(0, 1);
+        assert!(
+            k.changed_from(set(&lines.join("\n"))),
+            "reloaded: listed first"
+        );
+        assert!(k.changed_from(ModuleSet::NoModules));
+    }
+
+    #[test]
+    fn an_unknown_set_is_never_a_change() {
+        let parsed = KernelSymbols::parse("ffffffff81000000 T _stext\n");
+        assert!(!parsed.changed_from(set(MODULES_TEXT)));
+        assert!(!loaded_with(MODULES_TEXT).changed_from(ModuleSet::Unknown));
+        assert!(
+            cache_key(ModuleSet::Unknown).is_none(),
+            "nothing cached for it"
+        );
+    }
+
+    #[test]
+    fn cache_keys_follow_the_module_set() {
+        let Some(a) = cache_key(set(MODULES_TEXT)) else {
+            return; // no boot id
+        };
+        let in_use = MODULES_TEXT.replace("1 e1000e,", "2 e1000e,other,");
+        assert_eq!(cache_key(set(&in_use)).unwrap(), a);
+        let moved = MODULES_TEXT.replace("0xffffffffc0800000", "0xffffffffc0900000");
+        assert_ne!(cache_key(set(&moved)).unwrap(), a);
+        assert_ne!(cache_key(ModuleSet::NoModules).unwrap(), a);
+    }
+
+    #[test]
+    fn load_reads_the_module_set() {
+        let Ok(k) = KernelSymbols::load() else {
+            return;
+        };
+        assert_ne!(k.module_set, ModuleSet::Unknown);
+        assert!(!k.modules_changed(), "nothing loaded meanwhile");
     }
 }
 
