@@ -39,6 +39,9 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
         .context("starting the runtime")?;
 
     let live = !quiet && std::io::stderr().is_terminal();
+    if options.window.is_some() {
+        options.drain_interval = recorder::defaults::WINDOW_DRAIN_INTERVAL;
+    }
     if live {
         options.drain_interval = recorder::defaults::LIVE_DRAIN_INTERVAL;
     }

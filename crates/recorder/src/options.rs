@@ -45,6 +45,11 @@ pub mod defaults {
     pub const STACK_BYTES: u32 = 16 * 1024;
     /// Longest time a record waits in a ring buffer when no progress is shown.
     pub const DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+    /// The drain interval when recording in windows (`RecordOptions::window`), where the
+    /// side-band ring is read by watermark and this tick.
+    pub const WINDOW_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+    /// Bytes of side-band records that wake the reader when recording in windows.
+    pub const SIDEBAND_WATERMARK: u32 = 4096;
     /// The drain interval while a live progress line is shown.
     pub const LIVE_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
     /// Most ring buffer pages chosen by [`ring_pages_with_stacks`] (8 MiB per CPU).
