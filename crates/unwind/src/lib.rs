@@ -7,6 +7,7 @@
 //! [`StackBuilder`] turns each sample into a typed [`profile::Stack`] with these.
 
 mod cfi_scan;
+mod error;
 mod process;
 mod sections;
 mod signal_frame;
@@ -14,6 +15,7 @@ mod splice;
 mod stack_builder;
 mod sys;
 
+pub use error::UnwindError;
 pub use process::{DebugFileFinder, Unwinders, MAX_FRAMES};
 pub use profile::{EndCounts, StackEnd, UnwindQuality};
 pub use sections::{LoadSegment, Section, SectionData, UnwindSections};
