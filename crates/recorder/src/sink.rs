@@ -74,15 +74,18 @@ impl Collector<'_> {
 
     /// Sizes of what the recording holds now.
     fn tracked(&self) -> Tracked {
-        let (unwinder_processes, unwind_sections) =
-            self.stacks.unwinders().map_or((0, 0), |u| u.sizes());
+        let unwind = self
+            .stacks
+            .unwinders()
+            .map(|u| u.sizes())
+            .unwrap_or_default();
         let (open_stacks, open_stack_bytes) = self.windows.held();
         Tracked {
             processes: self.processes.process_count(),
             files: self.processes.files().len(),
             pinned: self.pinned.len(),
-            unwinder_processes,
-            unwind_sections,
+            unwinder_processes: unwind.processes,
+            unwind_sections: unwind.sections,
             open_stacks,
             open_stack_bytes,
         }

@@ -22,6 +22,13 @@ pub struct SectionData {
     range: Range<usize>,
 }
 
+impl SectionData {
+    /// The mapping the bytes are in: its address (identity) and length.
+    fn mapping(&self) -> (usize, usize) {
+        (self.map.as_ptr() as usize, self.map.len())
+    }
+}
+
 impl Deref for SectionData {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
@@ -273,6 +280,31 @@ impl UnwindSections {
     /// Whether there is any unwind information at all.
     pub fn has_unwind_info(&self) -> bool {
         self.eh_frame.is_some() || self.debug_frame.is_some()
+    }
+
+    /// Bytes of address space held by the mappings these sections are read from (the whole
+    /// binary, the whole debug file a `.debug_frame` came from, a decompressed copy): what
+    /// dropping the sections gives back once no process's unwinder uses them.
+    pub fn mapped_bytes(&self) -> u64 {
+        let mut maps: [(usize, usize); 4] = [(0, 0); 4];
+        let sections = [
+            &self.text,
+            &self.eh_frame,
+            &self.eh_frame_hdr,
+            &self.debug_frame,
+        ];
+        for (slot, section) in maps.iter_mut().zip(sections) {
+            if let Some(s) = section {
+                *slot = s.data.mapping();
+            }
+        }
+        let mut total = 0u64;
+        for (i, &(addr, len)) in maps.iter().enumerate() {
+            if addr != 0 && !maps[..i].iter().any(|&(a, _)| a == addr) {
+                total += len as u64;
+            }
+        }
+        total
     }
 }
 
