@@ -339,11 +339,12 @@ fn print_summary(
     if verbose {
         let usage = recorder::ProcessUsage::now();
         say!(
-            "profctl: own CPU {:.1} ms ({:.1} ms user, {:.1} ms system), {} drain rounds, {} + {} context switches, {} page faults",
+            "profctl: own CPU {:.1} ms ({:.1} ms user, {:.1} ms system), {} drain rounds (longest {:.1} ms), {} + {} context switches, {} page faults",
             usage.cpu().as_secs_f64() * 1e3,
             usage.user.as_secs_f64() * 1e3,
             usage.system.as_secs_f64() * 1e3,
             r.stats.drain_rounds,
+            r.stats.longest_round.as_secs_f64() * 1e3,
             usage.voluntary_switches,
             usage.involuntary_switches,
             usage.minor_faults,

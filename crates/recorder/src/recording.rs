@@ -158,6 +158,7 @@ pub async fn record(
         close_grace: (options.drain_interval * 2 + Duration::from_millis(100)).as_nanos() as u64,
         started,
         last_progress: Duration::ZERO,
+        round_started: None,
         format: sampler.info().format,
         stacks,
         released_files: Vec::new(),
@@ -238,7 +239,8 @@ async fn sleep_or_forever(duration: Option<Duration>) {
 /// DWARF unwinders that know the vDSO's call-frame information (read from this process's own
 /// vDSO: the kernel maps the same image into every process) and find separate debug files the
 /// way symbols are found: build-id and debuglink in the system and `--debug-dir` directories,
-/// and debuginfod's cache (no download on the sampling path).
+/// and debuginfod's cache (no download). Binaries and debug files are read on the unwinders'
+/// loader thread, never on the thread that drains the rings.
 fn unwinders(options: &RecordOptions) -> Unwinders {
     let mut unwinders = Unwinders::new();
     match symbolize::own_vdso_image() {

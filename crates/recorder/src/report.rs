@@ -31,6 +31,10 @@ pub struct RecordingStats {
     pub malformed_batches: u64,
     /// Times the ring buffers were drained (wake-ups by watermark, side-band record or tick).
     pub drain_rounds: u64,
+    /// The longest drain round: from its first record (or its end-of-round work, when it read
+    /// none) to the end of that work (closing windows, progress). A round that long leaves the
+    /// rings unread, so it bounds how close they come to losing samples.
+    pub longest_round: Duration,
     /// Windows closed.
     pub windows: u64,
     /// Samples read after their window had closed (counted in the oldest open window).

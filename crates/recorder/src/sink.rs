@@ -26,6 +26,8 @@ pub(crate) struct Collector<'p> {
     pub started: std::time::Instant,
     /// When progress was last reported (since `started`).
     pub last_progress: std::time::Duration,
+    /// When the current drain round read its first record (for `stats.longest_round`).
+    pub round_started: Option<std::time::Instant>,
     pub format: SampleFormat,
     pub stacks: StackBuilder,
     /// Files released from the process model since the last window closed.
@@ -77,8 +79,11 @@ impl Collector<'_> {
 
     /// Sizes of what the recording holds now.
     fn tracked(&self) -> Tracked {
-        let (unwinder_processes, unwind_sections) =
-            self.stacks.unwinders().map_or((0, 0), |u| u.sizes());
+        let unwind = self
+            .stacks
+            .unwinders()
+            .map(|u| u.sizes())
+            .unwrap_or_default();
         let (open_stacks, open_stack_bytes) = self.windows.held();
         let sizes = self.processes.sizes();
         Tracked {
@@ -87,8 +92,8 @@ impl Collector<'_> {
             mappings: sizes.mappings,
             files: sizes.files,
             pinned: self.pinned.len(),
-            unwinder_processes,
-            unwind_sections,
+            unwinder_processes: unwind.processes,
+            unwind_sections: unwind.sections,
             open_stacks,
             open_stack_bytes,
         }
@@ -134,6 +139,9 @@ impl Collector<'_> {
 
 impl RecordSink for Collector<'_> {
     fn on_record(&mut self, raw: RawRecord<'_>) {
+        if self.round_started.is_none() {
+            self.round_started = Some(std::time::Instant::now());
+        }
         match decode_with(raw, &self.format) {
             Record::Sample(s) => self.sample(&s),
             Record::Mmap2(m) => {
@@ -194,6 +202,19 @@ impl RecordSink for Collector<'_> {
     }
 
     fn on_round(&mut self, sampler: &Sampler) {
+        // Two clock reads per round: at its first record (or here) and at its end.
+        let started = self
+            .round_started
+            .take()
+            .unwrap_or_else(std::time::Instant::now);
+        self.end_round(sampler);
+        self.stats.longest_round = self.stats.longest_round.max(started.elapsed());
+    }
+}
+
+impl Collector<'_> {
+    /// The work after each drain: counters, windows due, progress.
+    fn end_round(&mut self, sampler: &Sampler) {
         self.stats.drain_rounds += 1;
         let ring = sampler.ring_stats();
         self.stats.malformed_batches = ring.malformed;

@@ -2,11 +2,15 @@
 //!
 //! Each sample brings the user registers and a copy of the top of the user stack; [`Unwinders`]
 //! keeps one framehop unwinder per process (modules added as the process maps code, unwind
-//! sections parsed once per binary and shared) and turns the copy into return addresses.
+//! sections parsed once per binary, on a loader thread of its own, and shared) and turns the
+//! copy into return addresses. The thread that unwinds never waits for a file: a binary whose
+//! sections are still being read ends the stack where it is reached, until they arrive.
 //! Where the copy runs out first, [`splice`] continues from the kernel's frame-pointer chain.
 //! [`StackBuilder`] turns each sample into a typed [`profile::Stack`] with these.
 
 mod cfi_scan;
+mod error;
+mod loader;
 mod process;
 mod sections;
 mod signal_frame;
@@ -14,7 +18,9 @@ mod splice;
 mod stack_builder;
 mod sys;
 
-pub use process::{DebugFileFinder, Unwinders, MAX_FRAMES};
+pub use error::UnwindError;
+pub use loader::DebugFileFinder;
+pub use process::{UnwindLimits, UnwinderSizes, Unwinders, MAX_FRAMES};
 pub use profile::{EndCounts, StackEnd, UnwindQuality};
 pub use sections::{LoadSegment, Section, SectionData, UnwindSections};
 pub use splice::splice;

@@ -1,10 +1,10 @@
-//! One framehop unwinder per process, kept in step with the process's mappings.
+//! One framehop unwinder per process, kept in step with the process's mappings; the unwind
+//! sections of each binary read once, on the loader thread, and shared.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
+use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use framehop::{
     CacheNative, ExplicitModuleSectionInfo, FrameAddress, MayAllocateDuringUnwind, Module,
@@ -16,6 +16,7 @@ use sampler::UserRegs;
 use tracing::{debug, trace};
 
 use crate::cfi_scan::in_sorted_ranges;
+use crate::loader::{DebugFileFinder, LoadRequest, Loaded, Loader, NotQueued};
 use crate::sections::{SectionData, UnwindSections};
 use crate::signal_frame;
 use profile::StackEnd;
@@ -25,13 +26,60 @@ pub const MAX_FRAMES: usize = 1024;
 
 type NativeUnwinder = UnwinderNative<SectionData, MayAllocateDuringUnwind>;
 
-/// Given a binary's path (as this process can open it), the path of its separate debug file.
-pub type DebugFileFinder = Box<dyn Fn(&Path) -> Option<PathBuf> + Send + Sync>;
+/// Bounds on what [`Unwinders`] holds and queues.
+#[derive(Clone, Copy, Debug)]
+pub struct UnwindLimits {
+    /// Binaries whose unwind sections (or the fact that they have none) are kept. Beyond it,
+    /// the least recently used binaries that no process's unwinder uses are dropped (read
+    /// again if a process maps them later).
+    pub max_files: usize,
+    /// Bytes of mappings held by kept sections (see [`UnwindSections::mapped_bytes`]), bounded
+    /// the same way.
+    pub max_mapped_bytes: u64,
+    /// Binaries queued to the loader thread at once; more wait in the unwinders for room.
+    pub max_queued_loads: usize,
+}
+
+impl Default for UnwindLimits {
+    fn default() -> Self {
+        UnwindLimits {
+            max_files: 4096,
+            max_mapped_bytes: 8 << 30,
+            max_queued_loads: 256,
+        }
+    }
+}
+
+/// What [`Unwinders`] holds, for bounds and status.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnwinderSizes {
+    /// Processes with an unwinder.
+    pub processes: usize,
+    /// Binaries whose unwind sections are held.
+    pub sections: usize,
+    /// Binaries known to have no unwind information (kept so they are not read again).
+    pub without_sections: usize,
+    /// Bytes of the mappings those sections are read from.
+    pub mapped_bytes: u64,
+    /// Binaries asked for and not read yet (queued to the loader or waiting for room).
+    pub pending_loads: usize,
+    /// Binaries dropped to stay within [`UnwindLimits`].
+    pub evicted: u64,
+    /// Loads that panicked (a bug; the binary was treated as having no unwind information).
+    pub load_panics: u64,
+}
 
 struct ProcessUnwinder {
     unwinder: NativeUnwinder,
     /// Start addresses of the modules added, to avoid adding one twice.
     modules: Vec<u64>,
+    /// The files the modules come from, with the generation of their entry (see
+    /// [`Ready::generation`]): the process is one of their users.
+    files: Vec<(FileId, u64)>,
+    /// Mappings whose file's sections were still being read when they were seen: added when
+    /// the sections arrive.
+    pending: Vec<PendingModule>,
     /// Signal trampolines of the process's modules (process addresses).
     trampolines: Vec<Range<u64>>,
     /// For modules whose `.debug_frame` is read instead of `.eh_frame`: an unwinder over their
@@ -40,20 +88,31 @@ struct ProcessUnwinder {
     alternate_ranges: Vec<Range<u64>>,
 }
 
+/// A mapping waiting for its file's sections.
+struct PendingModule {
+    file: FileId,
+    avma: Range<u64>,
+    pgoff: u64,
+    name: String,
+}
+
 impl ProcessUnwinder {
     fn new() -> ProcessUnwinder {
         ProcessUnwinder {
             unwinder: NativeUnwinder::new(),
             modules: Vec::new(),
+            files: Vec::new(),
+            pending: Vec::new(),
             trampolines: Vec::new(),
             alternate: NativeUnwinder::new(),
             alternate_ranges: Vec::new(),
         }
     }
 
-    fn add(&mut self, start: u64, parts: ModuleParts) {
+    /// Add a module; false if one starting there is present already.
+    fn add(&mut self, start: u64, parts: ModuleParts) -> bool {
         if self.modules.contains(&start) {
-            return;
+            return false;
         }
         self.unwinder.add_module(parts.module);
         self.modules.push(start);
@@ -63,6 +122,12 @@ impl ProcessUnwinder {
             self.alternate_ranges.extend(ranges);
             self.alternate_ranges.sort_by_key(|r| r.start);
         }
+        true
+    }
+
+    /// Whether `address` is in a mapping whose binary's sections are being read.
+    fn is_pending(&self, address: u64) -> bool {
+        self.pending.iter().any(|m| m.avma.contains(&address))
     }
 
     fn is_trampoline(&self, address: u64) -> bool {
@@ -86,16 +151,68 @@ struct ModuleParts {
     alternate: Option<(Module<SectionData>, Vec<Range<u64>>)>,
 }
 
+/// A binary's entry.
+enum FileEntry {
+    /// Asked of the loader. `request` is held here while the loader's queue is full.
+    Pending { request: Option<LoadRequest> },
+    /// Read.
+    Ready(Ready),
+}
+
+struct Ready {
+    /// None: the binary has no unwind information (or could not be read).
+    sections: Option<Arc<UnwindSections>>,
+    /// [`UnwindSections::mapped_bytes`].
+    bytes: u64,
+    /// Process unwinders with a module from these sections.
+    users: u32,
+    /// When last looked up (a tick of [`Unwinders::clock`]), for eviction.
+    last_used: u64,
+    /// Tells this entry from an earlier one of the same file (dropped, then read again), so
+    /// that a process that used the earlier one does not count as a user of this one.
+    generation: u64,
+}
+
+/// The sections for one mapping, as far as they are known.
+enum Lookup {
+    /// Read; the entry's file and generation when it has one (not the vDSO).
+    Ready(Arc<UnwindSections>, Option<(FileId, u64)>),
+    /// Being read.
+    Pending,
+    /// No unwind information.
+    None,
+}
+
 /// Unwinds user stacks of many processes, sharing parsed unwind sections between them.
+///
+/// Binaries are read on a loader thread owned by the unwinders (started at the first one):
+/// [`Unwinders::unwind`] and [`Unwinders::on_mapping`] never wait for a file. Until a
+/// binary's sections have arrived, a stack that reaches its code ends there as
+/// [`StackEnd::Unknown`]; arrivals are taken in at the start of each call, and added to every
+/// process unwinder that maps the binary.
 pub struct Unwinders {
-    sections: HashMap<FileId, Option<Arc<UnwindSections>>, FxBuildHasher>,
+    files: HashMap<FileId, FileEntry, FxBuildHasher>,
     /// The vDSO's sections (the kernel maps the same image into every process).
     vdso: Option<Arc<UnwindSections>>,
-    /// Finds the separate debug file of a binary, for binaries whose call-frame information
-    /// is there (see [`Unwinders::set_debug_file_finder`]).
-    debug_files: Option<DebugFileFinder>,
+    loader: Loader,
+    /// Requests sent and not answered yet.
+    in_flight: usize,
+    /// Files whose request waits for room in the loader's queue, oldest first.
+    deferred: VecDeque<FileId>,
     processes: HashMap<u32, ProcessUnwinder, FxBuildHasher>,
+    /// Pending modules across all processes.
+    waiting: usize,
     cache: CacheNative<MayAllocateDuringUnwind>,
+    limits: UnwindLimits,
+    /// Ready entries, and those of them with sections.
+    ready_files: usize,
+    with_sections: usize,
+    /// Sum of the Ready entries' `bytes`.
+    held_bytes: u64,
+    /// Ticks on every lookup: recency for eviction, generations of entries.
+    clock: u64,
+    evicted: u64,
+    load_panics: u64,
 }
 
 impl Default for Unwinders {
@@ -105,20 +222,36 @@ impl Default for Unwinders {
 }
 
 impl Unwinders {
-    /// No process known yet.
+    /// No process known yet; [`UnwindLimits::default`].
     pub fn new() -> Unwinders {
+        Unwinders::with_limits(UnwindLimits::default())
+    }
+
+    /// No process known yet; what is held bounded by `limits`.
+    pub fn with_limits(limits: UnwindLimits) -> Unwinders {
         Unwinders {
-            sections: HashMap::default(),
+            files: HashMap::default(),
             vdso: None,
-            debug_files: None,
+            loader: Loader::new(limits.max_queued_loads),
+            in_flight: 0,
+            deferred: VecDeque::new(),
             processes: HashMap::default(),
+            waiting: 0,
             cache: CacheNative::new(),
+            limits,
+            ready_files: 0,
+            with_sections: 0,
+            held_bytes: 0,
+            clock: 0,
+            evicted: 0,
+            load_panics: 0,
         }
     }
 
     /// The vDSO's ELF image (as read from this process's `AT_SYSINFO_EHDR`): its call-frame
     /// information unwinds samples taken in it. Without it, such samples end as unknown
-    /// wherever the vDSO's frame pointer is not set up.
+    /// wherever the vDSO's frame pointer is not set up. Parsed on the calling thread (a
+    /// few pages in memory, no file).
     pub fn set_vdso_image(&mut self, image: &[u8]) {
         match UnwindSections::from_image(image) {
             Ok(s) if s.has_unwind_info() => self.vdso = Some(Arc::new(s)),
@@ -128,37 +261,91 @@ impl Unwinders {
     }
 
     /// How to find a binary's separate debug file (by build-id, debuglink, debug directories:
-    /// as symbols are found). Asked only for binaries whose own call-frame information misses
-    /// most of their code; their `.debug_frame` is then read from the debug file.
+    /// as symbols are found). Asked, on the loader thread, only for binaries whose own
+    /// call-frame information misses most of their code; their `.debug_frame` is then read
+    /// from the debug file. Applies to binaries read from now on.
     pub fn set_debug_file_finder(&mut self, finder: DebugFileFinder) {
-        self.debug_files = Some(finder);
+        self.loader.set_finder(finder);
     }
 
-    /// A process mapped new code: add it if the process's unwinder exists already.
+    /// A process mapped new code: add it if the process's unwinder exists already. Either
+    /// way, the binary's sections are asked for now if they are not held, so that they are
+    /// likely there by the time the process's samples are unwound.
     pub fn on_mapping(&mut self, table: &ProcessTable, pid: u32, mapping: &Mapping) {
-        if self.processes.contains_key(&pid) {
-            if let Some(parts) = self.module(table, pid, mapping) {
-                let p = self.processes.get_mut(&pid).expect("checked above");
-                p.add(mapping.start, parts);
-            }
+        self.take_loaded();
+        let lookup = self.section_for(table, pid, mapping);
+        if let Some(p) = self.processes.get_mut(&pid) {
+            let name = table.files().get(mapping.file).basename();
+            add_lookup(p, &mut self.files, &mut self.waiting, lookup, mapping, name);
         }
     }
 
-    /// Processes with an unwinder, and binaries whose unwind sections are held.
-    pub fn sizes(&self) -> (usize, usize) {
-        (self.processes.len(), self.sections.len())
+    /// What is held: processes, sections, pending loads (see [`UnwinderSizes`]).
+    pub fn sizes(&self) -> UnwinderSizes {
+        UnwinderSizes {
+            processes: self.processes.len(),
+            sections: self.with_sections,
+            without_sections: self.ready_files - self.with_sections,
+            mapped_bytes: self.held_bytes,
+            pending_loads: self.in_flight + self.deferred.len(),
+            evicted: self.evicted,
+            load_panics: self.load_panics,
+        }
     }
 
     /// A file no process maps any more: drop its unwind sections (the mapping of the binary
-    /// they hold). Processes still holding them through their modules keep them until they
-    /// exit or exec.
+    /// they hold), or forget that it was asked for. Processes still holding them through
+    /// their modules keep them until they exit or exec.
     pub fn forget_file(&mut self, file: FileId) {
-        self.sections.remove(&file);
+        if let Some(FileEntry::Ready(r)) = self.files.remove(&file) {
+            self.dropped(&r);
+        }
+        // A deferred request of the file is skipped when its turn comes (no Pending entry);
+        // an answer already on its way is not kept.
     }
 
     /// A process exec'd or exited: forget its address space (rebuilt on its next sample).
     pub fn forget(&mut self, pid: u32) {
-        self.processes.remove(&pid);
+        let Some(p) = self.processes.remove(&pid) else {
+            return;
+        };
+        self.waiting -= p.pending.len();
+        let mut unused = false;
+        for (file, generation) in p.files {
+            if let Some(FileEntry::Ready(r)) = self.files.get_mut(&file) {
+                if r.generation == generation {
+                    r.users = r.users.saturating_sub(1);
+                    unused |= r.users == 0;
+                }
+            }
+        }
+        // Only when something became evictable: over the limits with every file in use, an
+        // exit must not cost a scan of all files.
+        if unused && self.over_limits() {
+            self.evict();
+        }
+    }
+
+    /// Block until every binary asked for so far has been read and added to the process
+    /// unwinders that map it, or `timeout` has passed; true when nothing is pending. For
+    /// tests and tools that want whole stacks from the first sample: never on a thread that
+    /// drains ring buffers.
+    pub fn wait_loaded(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.take_loaded();
+            if self.in_flight == 0 && self.deferred.is_empty() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline || self.loader.is_gone() {
+                return false;
+            }
+            if let Some(loaded) = self.loader.wait_loaded(deadline - now) {
+                self.in_flight -= 1;
+                self.arrived(loaded);
+            }
+        }
     }
 
     /// Unwind one sampled user stack into `out`, leaf first, as code addresses (see
@@ -176,6 +363,7 @@ impl Unwinders {
         out: &mut Vec<u64>,
     ) -> StackEnd {
         out.clear();
+        self.take_loaded();
         if !self.processes.contains_key(&pid) {
             let unwinder = self.build(table, pid, time);
             self.processes.insert(pid, unwinder);
@@ -225,6 +413,11 @@ impl Unwinders {
                     Err(addr) => return end_at(addr),
                 }
             }
+            if !process.pending.is_empty() && process.is_pending(address.address_for_lookup()) {
+                // The binary's sections are being read: no guess (framehop would try frame
+                // pointers, which code built without them turns into made-up frames).
+                return StackEnd::Unknown;
+            }
             let unwinder = process.unwinder_for(address.address_for_lookup());
             match unwinder.unwind_frame(address, &mut uregs, &mut self.cache, &mut read_stack) {
                 Ok(Some(return_address)) => match FrameAddress::from_return_address(return_address)
@@ -249,106 +442,346 @@ impl Unwinders {
         let mut p = ProcessUnwinder::new();
         let mappings: Vec<Mapping> = table.mappings_at(pid, time).copied().collect();
         for mapping in &mappings {
-            if let Some(parts) = self.module(table, pid, mapping) {
-                p.add(mapping.start, parts);
-            }
+            let lookup = self.section_for(table, pid, mapping);
+            let name = table.files().get(mapping.file).basename();
+            add_lookup(
+                &mut p,
+                &mut self.files,
+                &mut self.waiting,
+                lookup,
+                mapping,
+                name,
+            );
         }
-        debug!(pid, modules = p.modules.len(), "built unwinder");
+        debug!(
+            pid,
+            modules = p.modules.len(),
+            pending = p.pending.len(),
+            "built unwinder"
+        );
         p
     }
 
-    fn module(&mut self, table: &ProcessTable, pid: u32, mapping: &Mapping) -> Option<ModuleParts> {
+    /// The unwind sections of a mapped file, as far as they are known; asked of the loader
+    /// when the file is not known yet. Never touches the file.
+    fn section_for(&mut self, table: &ProcessTable, pid: u32, mapping: &Mapping) -> Lookup {
         let file = table.files().get(mapping.file);
-        let sections = if file.path == "[vdso]" {
-            self.vdso.clone()?
-        } else {
-            self.section_for(pid, mapping.file, file)?
-        };
-        let bias = sections.bias(mapping.start, mapping.pgoff)?;
-        let name = file.basename().to_string();
-        let avma = mapping.start..mapping.end;
-        let in_process = |r: &Range<u64>| r.start.wrapping_add(bias)..r.end.wrapping_add(bias);
-        let alternate =
-            (sections.prefer_debug_frame && !sections.eh_frame_ranges.is_empty()).then(|| {
-                let module = Module::new(
-                    name.clone(),
-                    avma.clone(),
-                    bias,
-                    section_info(&sections, CallFrameSection::EhFrame),
-                );
-                (
-                    module,
-                    sections.eh_frame_ranges.iter().map(in_process).collect(),
-                )
-            });
-        let primary = if sections.prefer_debug_frame {
-            CallFrameSection::DebugFrame
-        } else {
-            CallFrameSection::EhFrame
-        };
-        Some(ModuleParts {
-            module: Module::new(name, avma, bias, section_info(&sections, primary)),
-            trampolines: sections.signal_trampolines.iter().map(in_process).collect(),
-            alternate,
-        })
+        if file.path == "[vdso]" {
+            return match &self.vdso {
+                Some(s) => Lookup::Ready(s.clone(), None),
+                None => Lookup::None,
+            };
+        }
+        if file.is_pseudo() {
+            return Lookup::None;
+        }
+        self.clock += 1;
+        match self.files.get_mut(&mapping.file) {
+            Some(FileEntry::Ready(r)) => {
+                r.last_used = self.clock;
+                match &r.sections {
+                    Some(s) => Lookup::Ready(s.clone(), Some((mapping.file, r.generation))),
+                    None => Lookup::None,
+                }
+            }
+            Some(FileEntry::Pending { .. }) => Lookup::Pending,
+            None => {
+                let request = LoadRequest {
+                    file: mapping.file,
+                    pid,
+                    path: file.path.clone(),
+                };
+                self.request(request)
+            }
+        }
     }
 
-    /// The unwind sections of a mapped file, loaded once per file.
-    fn section_for(
-        &mut self,
-        pid: u32,
-        id: FileId,
-        file: &procmap::MappedFile,
-    ) -> Option<Arc<UnwindSections>> {
-        self.sections
-            .entry(id)
-            .or_insert_with(|| {
-                if file.is_pseudo() {
-                    return None;
+    /// Ask the loader for a file not known yet.
+    fn request(&mut self, request: LoadRequest) -> Lookup {
+        let file = request.file;
+        // Requests wait their turn behind deferred ones.
+        let sent = if self.deferred.is_empty() {
+            self.loader.try_request(request)
+        } else {
+            Err(NotQueued::Full(request))
+        };
+        match sent {
+            Ok(()) => {
+                self.in_flight += 1;
+                self.files
+                    .insert(file, FileEntry::Pending { request: None });
+                Lookup::Pending
+            }
+            Err(NotQueued::Full(request)) => {
+                self.deferred.push_back(file);
+                self.files.insert(
+                    file,
+                    FileEntry::Pending {
+                        request: Some(request),
+                    },
+                );
+                Lookup::Pending
+            }
+            Err(NotQueued::NoThread) => {
+                self.loader_gone();
+                self.insert_ready(file, None);
+                Lookup::None
+            }
+        }
+    }
+
+    /// Take in the loads that have finished and queue deferred requests (never blocks; a
+    /// couple of loads and compares when nothing is pending).
+    fn take_loaded(&mut self) {
+        if self.in_flight == 0 && self.deferred.is_empty() {
+            return;
+        }
+        let mut arrived = false;
+        while let Some(loaded) = self.loader.try_loaded() {
+            self.in_flight -= 1;
+            self.arrived(loaded);
+            arrived = true;
+        }
+        if self.loader.is_gone() {
+            self.loader_gone();
+        }
+        while self.in_flight < self.limits.max_queued_loads {
+            let Some(file) = self.deferred.pop_front() else {
+                break;
+            };
+            let Some(FileEntry::Pending { request }) = self.files.get_mut(&file) else {
+                continue; // forgotten meanwhile
+            };
+            let Some(request) = request.take() else {
+                continue;
+            };
+            match self.loader.try_request(request) {
+                Ok(()) => self.in_flight += 1,
+                Err(NotQueued::Full(request)) => {
+                    if let Some(FileEntry::Pending { request: slot }) = self.files.get_mut(&file) {
+                        *slot = Some(request);
+                    }
+                    self.deferred.push_front(file);
+                    break;
                 }
-                let in_root = PathBuf::from(format!("/proc/{pid}/root{}", file.path));
-                let path = if in_root.exists() {
-                    in_root
-                } else {
-                    PathBuf::from(&file.path)
-                };
-                match UnwindSections::load(&path) {
-                    Ok(mut s) => {
-                        if s.may_lack_call_frame_info() {
-                            add_separate_debug_frame(&mut s, &path, self.debug_files.as_ref());
+                Err(NotQueued::NoThread) => {
+                    self.loader_gone();
+                    break;
+                }
+            }
+        }
+        if arrived && self.over_limits() {
+            self.evict();
+        }
+    }
+
+    /// A file's sections arrived: keep them, and add them to the processes waiting for them.
+    fn arrived(&mut self, loaded: Loaded) {
+        if loaded.panicked {
+            self.load_panics += 1;
+        }
+        let file = loaded.file;
+        let sections = loaded.sections.map(Arc::new);
+        // An answer to a request of a file forgotten since (or of an earlier entry) is not
+        // kept, but processes waiting for the file still get it.
+        let generation = match self.files.get(&file) {
+            Some(FileEntry::Pending { request: None }) => {
+                Some(self.insert_ready(file, sections.clone()))
+            }
+            _ => None,
+        };
+        if self.waiting == 0 {
+            return;
+        }
+        let mut users = 0u32;
+        for p in self.processes.values_mut() {
+            let mut i = 0;
+            while i < p.pending.len() {
+                if p.pending[i].file != file {
+                    i += 1;
+                    continue;
+                }
+                let m = p.pending.swap_remove(i);
+                self.waiting -= 1;
+                let Some(s) = &sections else { continue };
+                let start = m.avma.start;
+                if let Some(parts) = module_parts(s, m.name, m.avma, m.pgoff) {
+                    if p.add(start, parts) {
+                        if let Some(generation) = generation {
+                            p.files.push((file, generation));
+                            users += 1;
                         }
-                        s.has_unwind_info().then(|| Arc::new(s))
-                    }
-                    Err(err) => {
-                        debug!(%err, "no unwind sections");
-                        None
                     }
                 }
+            }
+        }
+        if let Some(FileEntry::Ready(r)) = self.files.get_mut(&file) {
+            r.users += users;
+        }
+    }
+
+    /// Keep `sections` as `file`'s entry; its generation.
+    fn insert_ready(&mut self, file: FileId, sections: Option<Arc<UnwindSections>>) -> u64 {
+        self.clock += 1;
+        let bytes = sections.as_ref().map_or(0, |s| s.mapped_bytes());
+        self.ready_files += 1;
+        self.with_sections += usize::from(sections.is_some());
+        self.held_bytes += bytes;
+        let old = self.files.insert(
+            file,
+            FileEntry::Ready(Ready {
+                sections,
+                bytes,
+                users: 0,
+                last_used: self.clock,
+                generation: self.clock,
+            }),
+        );
+        if let Some(FileEntry::Ready(r)) = old {
+            self.dropped(&r);
+        }
+        self.clock
+    }
+
+    /// Account for a Ready entry removed.
+    fn dropped(&mut self, r: &Ready) {
+        self.ready_files -= 1;
+        self.with_sections -= usize::from(r.sections.is_some());
+        self.held_bytes -= r.bytes;
+    }
+
+    /// The loader is gone: nothing pending will arrive. Files asked for are forgotten (asked
+    /// again, and found to have no sections, when next seen).
+    fn loader_gone(&mut self) {
+        if self.in_flight == 0 && self.deferred.is_empty() {
+            return;
+        }
+        self.in_flight = 0;
+        self.deferred.clear();
+        self.files
+            .retain(|_, e| !matches!(e, FileEntry::Pending { .. }));
+        for p in self.processes.values_mut() {
+            p.pending.clear();
+        }
+        self.waiting = 0;
+    }
+
+    fn over_limits(&self) -> bool {
+        self.ready_files > self.limits.max_files || self.held_bytes > self.limits.max_mapped_bytes
+    }
+
+    /// Drop the least recently used files that no process unwinder uses until 7/8 of the
+    /// limits are held (so that eviction does not run at every arrival).
+    fn evict(&mut self) {
+        let files_goal = self.limits.max_files - self.limits.max_files / 8;
+        let bytes_goal = self.limits.max_mapped_bytes - self.limits.max_mapped_bytes / 8;
+        let mut unused: Vec<(u64, FileId)> = self
+            .files
+            .iter()
+            .filter_map(|(&id, e)| match e {
+                FileEntry::Ready(r) if r.users == 0 => Some((r.last_used, id)),
+                _ => None,
             })
-            .clone()
+            .collect();
+        unused.sort_unstable();
+        let before = self.evicted;
+        for (_, id) in unused {
+            if self.ready_files <= files_goal && self.held_bytes <= bytes_goal {
+                break;
+            }
+            if let Some(FileEntry::Ready(r)) = self.files.remove(&id) {
+                self.dropped(&r);
+                self.evicted += 1;
+            }
+        }
+        debug!(
+            evicted = self.evicted - before,
+            files = self.ready_files,
+            bytes = self.held_bytes,
+            "dropped unused unwind sections"
+        );
     }
 }
 
-/// Read `.debug_frame` from the separate debug file of the binary at `path`, if `finder` finds
-/// one.
-fn add_separate_debug_frame(
-    sections: &mut UnwindSections,
-    path: &Path,
-    finder: Option<&DebugFileFinder>,
+/// Add what `lookup` found for `mapping` to `p`: a module now, or a pending one.
+fn add_lookup(
+    p: &mut ProcessUnwinder,
+    files: &mut HashMap<FileId, FileEntry, FxBuildHasher>,
+    waiting: &mut usize,
+    lookup: Lookup,
+    mapping: &Mapping,
+    name: &str,
 ) {
-    let Some(debug_file) = finder.and_then(|find| find(path)) else {
-        debug!(binary = %path.display(), "little call-frame information and no debug file");
-        return;
-    };
-    match sections.add_debug_frame_from(&debug_file) {
-        Ok(true) => {
-            debug!(binary = %path.display(), debug_file = %debug_file.display(), ".debug_frame from the debug file")
+    match lookup {
+        Lookup::Ready(sections, entry) => {
+            let Some(parts) = module_parts(
+                &sections,
+                name.to_string(),
+                mapping.start..mapping.end,
+                mapping.pgoff,
+            ) else {
+                return;
+            };
+            if p.add(mapping.start, parts) {
+                if let Some((file, generation)) = entry {
+                    p.files.push((file, generation));
+                    if let Some(FileEntry::Ready(r)) = files.get_mut(&file) {
+                        r.users += 1;
+                    }
+                }
+            }
         }
-        Ok(false) => {
-            debug!(binary = %path.display(), debug_file = %debug_file.display(), "the debug file has no .debug_frame")
+        Lookup::Pending => {
+            if p.modules.contains(&mapping.start)
+                || p.pending.iter().any(|m| m.avma.start == mapping.start)
+            {
+                return;
+            }
+            p.pending.push(PendingModule {
+                file: mapping.file,
+                avma: mapping.start..mapping.end,
+                pgoff: mapping.pgoff,
+                name: name.to_string(),
+            });
+            *waiting += 1;
         }
-        Err(err) => debug!(%err, "cannot read the debug file's .debug_frame"),
+        Lookup::None => {}
     }
+}
+
+/// The framehop module(s) for a mapping at `avma` (file offset `pgoff`) of a binary with
+/// `sections`; None when no segment of the binary fits the mapping.
+fn module_parts(
+    sections: &UnwindSections,
+    name: String,
+    avma: Range<u64>,
+    pgoff: u64,
+) -> Option<ModuleParts> {
+    let bias = sections.bias(avma.start, pgoff)?;
+    let in_process = |r: &Range<u64>| r.start.wrapping_add(bias)..r.end.wrapping_add(bias);
+    let alternate =
+        (sections.prefer_debug_frame && !sections.eh_frame_ranges.is_empty()).then(|| {
+            let module = Module::new(
+                name.clone(),
+                avma.clone(),
+                bias,
+                section_info(sections, CallFrameSection::EhFrame),
+            );
+            (
+                module,
+                sections.eh_frame_ranges.iter().map(in_process).collect(),
+            )
+        });
+    let primary = if sections.prefer_debug_frame {
+        CallFrameSection::DebugFrame
+    } else {
+        CallFrameSection::EhFrame
+    };
+    Some(ModuleParts {
+        module: Module::new(name, avma, bias, section_info(sections, primary)),
+        trampolines: sections.signal_trampolines.iter().map(in_process).collect(),
+        alternate,
+    })
 }
 
 /// Which call-frame section a framehop module reads (framehop reads `.debug_frame` only when

@@ -9,6 +9,7 @@ use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSegment};
 
 use crate::cfi_scan;
+use crate::error::UnwindError;
 use crate::sys;
 
 /// Largest compressed `.debug_frame` that is decompressed (corrupt sizes are refused).
@@ -19,6 +20,13 @@ const MAX_DECOMPRESSED: u64 = 64 << 20;
 pub struct SectionData {
     map: Arc<Mmap>,
     range: Range<usize>,
+}
+
+impl SectionData {
+    /// The mapping the bytes are in: its address (identity) and length.
+    fn mapping(&self) -> (usize, usize) {
+        (self.map.as_ptr() as usize, self.map.len())
+    }
 }
 
 impl Deref for SectionData {
@@ -80,20 +88,33 @@ pub struct UnwindSections {
 
 impl UnwindSections {
     /// Read the sections of the ELF file at `path`.
-    pub fn load(path: &Path) -> Result<UnwindSections, String> {
-        let map = sys::map_file(path).map_err(|e| format!("cannot map {}: {e}", path.display()))?;
-        Self::parse(Arc::new(map), &path.display().to_string())
+    pub fn load(path: &Path) -> Result<UnwindSections, UnwindError> {
+        let map = sys::map_file(path).map_err(|source| UnwindError::Map {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(Arc::new(map), Origin::File(path))
     }
 
     /// Read the sections of an ELF image held in memory (the vDSO, copied from this process).
-    pub fn from_image(image: &[u8]) -> Result<UnwindSections, String> {
-        let map = sys::copy_to_map(image).map_err(|e| format!("cannot copy the image: {e}"))?;
-        Self::parse(Arc::new(map), "the in-memory image")
+    pub fn from_image(image: &[u8]) -> Result<UnwindSections, UnwindError> {
+        const WHAT: &str = "in-memory image";
+        let map = sys::copy_to_map(image).map_err(|source| UnwindError::CopyImage {
+            what: WHAT,
+            len: image.len(),
+            source,
+        })?;
+        Self::parse(Arc::new(map), Origin::Image(WHAT))
     }
 
-    fn parse(map: Arc<Mmap>, what: &str) -> Result<UnwindSections, String> {
-        let file =
-            object::File::parse(&map[..]).map_err(|e| format!("cannot parse {what}: {e}"))?;
+    fn parse(map: Arc<Mmap>, origin: Origin<'_>) -> Result<UnwindSections, UnwindError> {
+        let file = object::File::parse(&map[..]).map_err(|source| match origin {
+            Origin::File(path) => UnwindError::Parse {
+                path: path.to_path_buf(),
+                source,
+            },
+            Origin::Image(what) => UnwindError::ParseImage { what, source },
+        })?;
         let base = map.as_ptr() as usize;
         let section = |name: &str| -> Option<Section> {
             let s = file.section_by_name(name)?;
@@ -221,7 +242,7 @@ impl UnwindSections {
 
     /// Take `.debug_frame` from a separate debug file of this binary (its `.eh_frame` is kept
     /// for the code it describes). False: the debug file has no `.debug_frame`.
-    pub fn add_debug_frame_from(&mut self, debug_file: &Path) -> Result<bool, String> {
+    pub fn add_debug_frame_from(&mut self, debug_file: &Path) -> Result<bool, UnwindError> {
         let Some(debug_frame) = UnwindSections::load(debug_file)?.debug_frame else {
             return Ok(false);
         };
@@ -260,6 +281,38 @@ impl UnwindSections {
     pub fn has_unwind_info(&self) -> bool {
         self.eh_frame.is_some() || self.debug_frame.is_some()
     }
+
+    /// Bytes of address space held by the mappings these sections are read from (the whole
+    /// binary, the whole debug file a `.debug_frame` came from, a decompressed copy): what
+    /// dropping the sections gives back once no process's unwinder uses them.
+    pub fn mapped_bytes(&self) -> u64 {
+        let mut maps: [(usize, usize); 4] = [(0, 0); 4];
+        let sections = [
+            &self.text,
+            &self.eh_frame,
+            &self.eh_frame_hdr,
+            &self.debug_frame,
+        ];
+        for (slot, section) in maps.iter_mut().zip(sections) {
+            if let Some(s) = section {
+                *slot = s.data.mapping();
+            }
+        }
+        let mut total = 0u64;
+        for (i, &(addr, len)) in maps.iter().enumerate() {
+            if addr != 0 && !maps[..i].iter().any(|&(a, _)| a == addr) {
+                total += len as u64;
+            }
+        }
+        total
+    }
+}
+
+/// Where an ELF image came from, for errors.
+#[derive(Clone, Copy)]
+enum Origin<'a> {
+    File(&'a Path),
+    Image(&'static str),
 }
 
 /// Whether `.eh_frame_hdr`'s search table points only into `.eh_frame`. A table entry

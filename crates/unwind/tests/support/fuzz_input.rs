@@ -4,8 +4,8 @@
 //! An input is a set of unwind sections (.text, .eh_frame, .eh_frame_hdr), user registers and a
 //! stack copy. It is written as a small ELF file (one PT_LOAD at address 0, so section addresses
 //! are file offsets), mapped into a fake process in a [`ProcessTable`], and unwound with the real
-//! [`Unwinders::unwind`]: the same path as a recording (section loading, load bias, framehop
-//! module, the unwind loop and its classification of how the stack ended).
+//! [`Unwinders::unwind`]: the same path as a recording (section loading on the loader thread,
+//! load bias, framehop module, the unwind loop and its classification of how the stack ended).
 //!
 //! Bytes are decoded into an input in one of two ways (first byte, low bit):
 //! - raw: the bytes are split into sections, registers and stack as they are;
@@ -17,6 +17,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use procmap::{MappedFile, ProcessTable};
 use sampler::UserRegs;
@@ -27,6 +28,8 @@ pub const MAP_START: u64 = 0x40_0000;
 /// A pid no real process has (above the kernel's largest pid_max), so that
 /// `/proc/PID/root/...` never exists and the file is opened directly.
 pub const FAKE_PID: u32 = 0x7fff_fff0;
+/// How long the harness waits for the loader thread to read an input's sections.
+const LOAD_LIMIT: Duration = Duration::from_secs(10);
 /// Functions in the template.
 pub const TEMPLATE_FUNCS: usize = 24;
 /// Bytes of code per template function.
@@ -368,7 +371,7 @@ impl Harness {
         let path_str = path.to_str().expect("utf-8 temp path").to_string();
         let len = std::fs::metadata(&path).expect("stat").len();
         let mut table = ProcessTable::new();
-        table.add_mapping(
+        let mapping = table.add_mapping(
             FAKE_PID,
             0,
             MAP_START,
@@ -380,7 +383,19 @@ impl Harness {
                 dev_ino: None,
             },
         );
+        // As in a recording: the mapping record asks for the file's sections (read on the
+        // loader thread); here they are waited for, so the first sample finds them.
         let mut unwinders = Unwinders::new();
+        unwinders.on_mapping(&table, FAKE_PID, &mapping);
+        assert!(
+            unwinders.wait_loaded(LOAD_LIMIT),
+            "the input's sections were not read within {LOAD_LIMIT:?}"
+        );
+        assert_eq!(
+            unwinders.sizes().load_panics,
+            0,
+            "reading the input's sections panicked (on the loader thread)"
+        );
         let stack = &input.stack[..input.stack.len().min(MAX_STACK)];
         let end = unwinders.unwind(&table, FAKE_PID, 1, &input.regs, stack, &mut self.out);
         (self.out.clone(), end)
