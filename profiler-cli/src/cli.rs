@@ -204,6 +204,8 @@ impl RecordArgs {
             },
             stack_bytes: self.stack_size,
             preload_symbols: Some(self.resolve_options().debug_search),
+            frame_cache_dir: recorder::frame_cache_dir(),
+            debuginfod: debuginfod::DebuginfodConfig::from_env(),
             event: match self.event {
                 EventArg::Auto => EventChoice::Auto,
                 EventArg::Cycles => EventChoice::Force(EventKind::Cycles),

@@ -158,13 +158,17 @@ pub struct RecordOptions {
     pub preload_symbols: Option<symbolize::DebugSearch>,
     /// Where frames are kept between runs, per build-id (None: not kept).
     pub frame_cache_dir: Option<std::path::PathBuf>,
+    /// debuginfod, whose cache is searched for the debug file of a binary whose own unwind
+    /// tables miss its code (nothing is downloaded while sampling). None: not searched.
+    pub debuginfod: Option<debuginfod::DebuginfodConfig>,
     /// Close a time window of samples every this long (None: one window, the whole
     /// recording).
     pub window: Option<Duration>,
 }
 
 impl RecordOptions {
-    /// Options with the shared defaults.
+    /// Options with the shared defaults (nothing read from the environment: no frame cache,
+    /// no debuginfod).
     pub fn new(target: RecordTarget) -> RecordOptions {
         RecordOptions {
             target,
@@ -177,7 +181,8 @@ impl RecordOptions {
             call_graph: CallGraph::Auto,
             stack_bytes: defaults::STACK_BYTES,
             preload_symbols: Some(symbolize::DebugSearch::system()),
-            frame_cache_dir: crate::frame_cache_dir(),
+            frame_cache_dir: None,
+            debuginfod: None,
             window: None,
         }
     }

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use procmap::ProcessTable;
 use sampler::{
-    drain_until, EventKind, Sampler, SamplerConfig, SidebandWakeup, StackCapture, Target,
+    drain_until, DrainEnd, EventKind, RecordSink, Sampler, SamplerConfig, SidebandWakeup,
+    StackCapture, Target,
 };
 use tracing::{debug, info, warn};
 use unwind::{StackBuilder, Unwinders};
@@ -162,6 +163,9 @@ pub async fn record(
         format: sampler.info().format,
         stacks,
         released_files: Vec::new(),
+        follow_cpus: matches!(target, Target::System),
+        last_cpu_check: Duration::ZERO,
+        cpus_changed: false,
         preloader: match (&options.preload_symbols, feed) {
             (Some(_), Some(feed)) => Some(Preloader::start(feed.preloaded.clone())),
             _ => None,
@@ -191,7 +195,7 @@ pub async fn record(
                 s = child_exit => status = s,
             }
         };
-        drain_until(
+        drain_following_cpus(
             &mut sampler,
             stop_all,
             options.drain_interval,
@@ -229,6 +233,27 @@ pub async fn record(
     })
 }
 
+/// Drain until `stop`; when the online CPUs changed (whole system), the loop pauses, their
+/// events are opened or closed, and draining goes on.
+async fn drain_following_cpus(
+    sampler: &mut Sampler,
+    stop: impl Future<Output = ()>,
+    tick: Duration,
+    collector: &mut Collector<'_>,
+) -> Result<(), RecordError> {
+    tokio::pin!(stop);
+    while drain_until(sampler, &mut stop, tick, collector).await? == DrainEnd::Paused {
+        match sampler.reopen_missing_cpus(&mut |r| collector.on_record(r)) {
+            Ok(change) => {
+                info!(opened = ?change.opened, closed = ?change.closed, "online CPUs changed")
+            }
+            Err(err) => warn!(%err, "cannot follow the CPUs that came online"),
+        }
+        collector.cpus_changed = false;
+    }
+    Ok(())
+}
+
 async fn sleep_or_forever(duration: Option<Duration>) {
     match duration {
         Some(d) => tokio::time::sleep(d).await,
@@ -253,7 +278,7 @@ fn unwinders(options: &RecordOptions) -> Unwinders {
         .preload_symbols
         .clone()
         .unwrap_or_else(symbolize::DebugSearch::system);
-    let debuginfod = debuginfod::DebuginfodConfig::from_env().map(debuginfod::Client::new);
+    let debuginfod = options.debuginfod.clone().map(debuginfod::Client::new);
     unwinders.set_debug_file_finder(Box::new(move |binary: &std::path::Path| {
         let symbolizer = symbolize::FileSymbolizer::open(binary, None, &search).ok()?;
         if let Some(found) = symbolizer.debug_file() {

@@ -6,10 +6,12 @@ pub use symbolize::service::{
 };
 pub use symbolize::SymbolService as Symbolizer;
 
-/// profctl's naming options: [`ResolveOptions::default`] with profctl's caches under
-/// [`crate::user_cache_dir`] (decompressed debug sections, symbol tables, kernel symbols).
+/// profctl's naming options, from the environment: [`ResolveOptions::default`] with profctl's
+/// caches under [`crate::user_cache_dir`] (decompressed debug sections, symbol tables, kernel
+/// symbols) and the debuginfod servers of `DEBUGINFOD_URLS`.
 pub fn resolve_options() -> ResolveOptions {
     ResolveOptions {
+        debuginfod: debuginfod::DebuginfodConfig::from_env(),
         debug_search: crate::with_user_caches(symbolize::DebugSearch::system()),
         kernel_cache_dir: crate::user_cache_dir(),
         ..ResolveOptions::default()

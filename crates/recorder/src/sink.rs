@@ -13,6 +13,9 @@ use crate::report::{ClosedWindow, Progress, RecordingStats, Tracked};
 use crate::windows::Windows;
 use procmap::PinnedFiles;
 
+/// How often the online CPUs are compared with those sampled (a read of a sysfs file).
+const CPU_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Everything the drain loop fills.
 pub(crate) struct Collector<'p> {
     pub windows: Windows,
@@ -32,6 +35,14 @@ pub(crate) struct Collector<'p> {
     pub stacks: StackBuilder,
     /// Files released from the process model since the last window closed.
     pub released_files: Vec<u32>,
+    /// Whole system: open events on CPUs that come online (checked every
+    /// [`CPU_CHECK_INTERVAL`]).
+    pub follow_cpus: bool,
+    /// When the online CPUs were last compared with the events' (since `started`).
+    pub last_cpu_check: std::time::Duration,
+    /// The online CPUs differ from the events': the drain loop pauses so that the recording
+    /// reopens them.
+    pub cpus_changed: bool,
     /// Mapped binaries opened as soon as their mapping was seen (see [`PinnedFiles`]).
     pub pinned: PinnedFiles,
     /// Opens symbolizers in the background for binaries that new stacks pass through.
@@ -138,6 +149,10 @@ impl Collector<'_> {
 }
 
 impl RecordSink for Collector<'_> {
+    fn pause_draining(&mut self) -> bool {
+        self.cpus_changed
+    }
+
     fn on_record(&mut self, raw: RawRecord<'_>) {
         if self.round_started.is_none() {
             self.round_started = Some(std::time::Instant::now());
@@ -220,6 +235,11 @@ impl Collector<'_> {
         self.stats.malformed_batches = ring.malformed;
         self.stats.late_samples = self.windows.late;
         self.close_due();
+        let since_start = self.started.elapsed();
+        if self.follow_cpus && since_start >= self.last_cpu_check + CPU_CHECK_INTERVAL {
+            self.last_cpu_check = since_start;
+            self.cpus_changed = sampler.online_cpus_changed();
+        }
         // Progress at most every 100 ms (drain rounds can be far more frequent).
         let now = self.started.elapsed();
         if now < self.last_progress + std::time::Duration::from_millis(100)

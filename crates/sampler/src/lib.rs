@@ -17,10 +17,9 @@ pub use drain::{drain_until, DrainEnd, RecordSink};
 pub use error::SamplerError;
 pub use event::EventKind;
 pub use record::{
-    decode, decode_with, Callchain, Mmap2, Record, Sample, SampleFormat, SampleId, UserRegs,
-    SAMPLE_TYPE,
+    decode, decode_with, Callchain, Mmap2, Record, Sample, SampleFormat, SampleId, SAMPLE_TYPE,
 };
-pub use regs::UNWIND_REGS_MASK;
+pub use regs::{UserRegs, UNWIND_REGS_MASK};
 pub use ring::{read_records, RawRecord, RingBuffer, RingStats, HEADER_SIZE};
 pub use session::{
     defaults, is_privileged, max_sample_rate, online_cpus, paranoid_level, CpuChange, EventChoice,

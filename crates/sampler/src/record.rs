@@ -5,6 +5,7 @@
 
 use perf_event_open_sys::bindings as b;
 
+use crate::regs::UserRegs;
 use crate::ring::RawRecord;
 
 /// The `sample_type` every event of this crate uses.
@@ -90,19 +91,6 @@ impl SampleFormat {
         }
         t
     }
-}
-
-/// The registers an unwinder needs, as sampled in user mode.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UserRegs {
-    /// Instruction pointer.
-    pub ip: u64,
-    /// Stack pointer.
-    pub sp: u64,
-    /// Frame pointer (rbp on x86-64, x29 on aarch64).
-    pub fp: u64,
-    /// Link register (aarch64; 0 elsewhere).
-    pub lr: u64,
 }
 
 /// A PERF_RECORD_SAMPLE.

@@ -1,7 +1,18 @@
 //! Which user registers to sample for unwinding, and where they sit in a sample
 //! (perf_regs numbering of `arch/*/include/uapi/asm/perf_regs.h`; values come in bit order).
 
-use crate::record::UserRegs;
+/// The registers an unwinder needs, as sampled in user mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UserRegs {
+    /// Instruction pointer.
+    pub ip: u64,
+    /// Stack pointer.
+    pub sp: u64,
+    /// Frame pointer (rbp on x86-64, x29 on aarch64).
+    pub fp: u64,
+    /// Link register (aarch64; 0 elsewhere).
+    pub lr: u64,
+}
 
 #[cfg(target_arch = "x86_64")]
 mod arch {

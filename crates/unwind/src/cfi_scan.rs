@@ -7,7 +7,7 @@ use gimli::{
     BaseAddresses, CieOrFde, DebugFrame, EhFrame, EhFrameOffset, LittleEndian, UnwindSection,
 };
 
-use crate::sections::Section;
+use crate::section::Section;
 
 /// At most this many FDEs are read from one section when measuring what it covers.
 const MAX_FDES: usize = 1 << 20;

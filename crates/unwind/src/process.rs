@@ -17,7 +17,8 @@ use tracing::{debug, trace};
 
 use crate::cfi_scan::in_sorted_ranges;
 use crate::loader::{DebugFileFinder, LoadRequest, Loaded, Loader, NotQueued};
-use crate::sections::{SectionData, UnwindSections};
+use crate::section::SectionData;
+use crate::sections::UnwindSections;
 use crate::signal_frame;
 use profile::StackEnd;
 

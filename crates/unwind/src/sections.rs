@@ -1,7 +1,7 @@
 //! The unwind sections of a binary (.eh_frame, .eh_frame_hdr, .debug_frame, .text) and its
 //! PT_LOAD segments, shared zero-copy through one mapping of the file.
 
-use std::ops::{Deref, Range};
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -10,40 +10,11 @@ use object::{Object, ObjectSection, ObjectSegment};
 
 use crate::cfi_scan;
 use crate::error::UnwindError;
+use crate::section::{Section, SectionData};
 use crate::sys;
 
 /// Largest compressed `.debug_frame` that is decompressed (corrupt sizes are refused).
 const MAX_DECOMPRESSED: u64 = 64 << 20;
-
-/// A byte range of a mapped file: the data type handed to framehop.
-#[derive(Clone)]
-pub struct SectionData {
-    map: Arc<Mmap>,
-    range: Range<usize>,
-}
-
-impl SectionData {
-    /// The mapping the bytes are in: its address (identity) and length.
-    fn mapping(&self) -> (usize, usize) {
-        (self.map.as_ptr() as usize, self.map.len())
-    }
-}
-
-impl Deref for SectionData {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.map[self.range.clone()]
-    }
-}
-
-/// One section: where the file says it is loaded (SVMA range), and its bytes.
-#[derive(Clone)]
-pub struct Section {
-    /// Address range as stated in the file.
-    pub svma: Range<u64>,
-    /// The bytes.
-    pub data: SectionData,
-}
 
 /// A PT_LOAD segment: file range and address.
 #[derive(Clone, Copy, Debug)]

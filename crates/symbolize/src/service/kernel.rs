@@ -59,7 +59,18 @@ impl KernelLoader {
         *slot = Slot::Ready(ready.clone());
         ready
     }
+
+    /// Read kallsyms again now (the module set changed), for every holder of this loader.
+    fn reload(&self) -> Option<Arc<KernelSymbols>> {
+        let ready = load(self.cache_dir.clone()).map(Arc::new);
+        *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = Slot::Ready(ready.clone());
+        ready
+    }
 }
+
+/// How often the module set is compared with the one kallsyms was read with (a read of
+/// `/proc/modules`), at most.
+const MODULES_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Read /proc/kallsyms, saying why kernel frames will stay unnamed when it cannot be used.
 fn load(cache_dir: Option<PathBuf>) -> Option<KernelSymbols> {
@@ -85,6 +96,10 @@ pub(crate) struct KernelNames {
     loader: KernelLoader,
     symbols: Option<Option<Arc<KernelSymbols>>>,
     cache: NameCache<u64>,
+    /// When the module set was last checked.
+    modules_checked: Option<std::time::Instant>,
+    /// Times kallsyms was read again because modules were loaded or unloaded.
+    reloads: u64,
 }
 
 impl KernelNames {
@@ -95,7 +110,36 @@ impl KernelNames {
             loader,
             symbols: None,
             cache: NameCache::new(max_entries, max_bytes),
+            modules_checked: None,
+            reloads: 0,
         }
+    }
+
+    /// Read kallsyms again when kernel modules were loaded or unloaded since it was read
+    /// (checked at most every [`MODULES_CHECK_INTERVAL`]; call before naming a window), so that
+    /// a long-lived service names the code of modules loaded after it started.
+    pub(crate) fn refresh_if_modules_changed(&mut self) {
+        let Some(Some(symbols)) = &self.symbols else {
+            return;
+        };
+        if self
+            .modules_checked
+            .is_some_and(|at| at.elapsed() < MODULES_CHECK_INTERVAL)
+        {
+            return;
+        }
+        self.modules_checked = Some(std::time::Instant::now());
+        if symbols.modules_changed() {
+            tracing::info!("kernel modules changed; reading kernel symbols again");
+            self.symbols = Some(self.loader.reload());
+            self.cache.clear();
+            self.reloads += 1;
+        }
+    }
+
+    /// Times kallsyms was read again because the module set changed.
+    pub(crate) fn reloads(&self) -> u64 {
+        self.reloads
     }
 
     /// The loader (for feeds).

@@ -151,6 +151,7 @@ impl SymbolService {
         let frame_cache_hits_before = self.frame_cache.hits;
         self.files
             .adopt_preloaded(self.window, now, &mut self.stats);
+        self.kernel.refresh_if_modules_changed();
 
         let mut profile = Profile::new();
         let unknown = profile.intern("[unknown]");
@@ -370,6 +371,7 @@ impl SymbolService {
             names: self.names.len(),
             name_bytes: self.names.bytes(),
             kernel_names: self.kernel.sizes().0,
+            kernel_reloads: self.kernel.reloads(),
             jit_maps,
             jit_bytes,
         }

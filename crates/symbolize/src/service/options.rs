@@ -22,13 +22,14 @@ pub struct ServiceOptions {
 }
 
 impl Default for ServiceOptions {
-    /// No lines, the system's debug directory without on-disk caches, debuginfod as the
-    /// environment says (`DEBUGINFOD_URLS`), default bounds.
+    /// No lines, the system's debug directory without on-disk caches, no debuginfod, default
+    /// bounds. (Nothing is read from the environment: callers that want `DEBUGINFOD_URLS`
+    /// say so, as `recorder::resolve_options` does.)
     fn default() -> Self {
         ServiceOptions {
             lines: false,
             debug_search: DebugSearch::system(),
-            debuginfod: debuginfod::DebuginfodConfig::from_env(),
+            debuginfod: None,
             kernel_cache_dir: None,
             limits: Limits::default(),
         }

@@ -102,4 +102,6 @@ pub struct ServiceSizes {
     pub jit_maps: usize,
     /// Bytes of those maps.
     pub jit_bytes: u64,
+    /// Times kallsyms was read again because kernel modules were loaded or unloaded.
+    pub kernel_reloads: u64,
 }
