@@ -11,6 +11,7 @@ mod fork_exec;
 mod nonroot;
 mod pid;
 mod sigint;
+mod soak;
 mod split;
 mod symbols;
 mod system;
