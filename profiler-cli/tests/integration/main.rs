@@ -12,6 +12,7 @@ mod nonroot;
 mod pid;
 mod sigint;
 mod slow_debuginfod;
+mod soak;
 mod split;
 mod symbols;
 mod system;
