@@ -208,7 +208,7 @@ fn window_line(
         .collect();
     let usage = recorder::ProcessUsage::now();
     format!(
-        "profctl: window {:.1}-{:.1} s: {} samples, {} stacks; hottest: {}; tracking {} processes, {} threads, {} mappings, {} files, {} pinned, {} unwinders, {} unwind sections; symbols: {} files ({:.1} MB est.), {} names, {} JIT maps; {} open fds, {:.1} MB resident, {:.1} ms CPU",
+        "profctl: window {:.1}-{:.1} s: {} samples, {} stacks; hottest: {}; tracking {} processes, {} threads, {} mappings, {} files, {} pinned, {} unwinders, {} unwind sections; {} symbolizers, {:.1} MB symbolizers (estimated), {} names cached, {} JIT maps; {} open fds, {:.1} MB resident, {:.1} ms CPU",
         secs(w.start),
         secs(w.end),
         profile.total(),

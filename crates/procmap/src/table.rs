@@ -729,6 +729,15 @@ impl ProcessTable {
     /// The process on `pid` at `time`: the last one started at or before `time` (None before
     /// the first one known).
     pub fn process_key(&self, pid: u32, time: u64) -> Option<ProcessKey> {
+        self.process_key_inner(pid, time)
+    }
+
+    /// Whether any process (alive, or exited and not yet pruned) is known on `pid`.
+    pub fn knows_pid(&self, pid: u32) -> bool {
+        self.processes.contains_key(&pid)
+    }
+
+    fn process_key_inner(&self, pid: u32, time: u64) -> Option<ProcessKey> {
         let process = self.process_at(pid, time)?;
         Some(ProcessKey {
             pid,

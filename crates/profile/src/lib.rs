@@ -17,7 +17,7 @@ pub use folded::{parse_folded_line, sanitize_frame};
 pub use normalized::{Frame, NormalizedStack, NormalizedWindow, ThreadLabels, WindowFile};
 pub use profile::{FrameId, Profile};
 pub use quality::{EndCounts, UnwindQuality};
-pub use raw_stacks::{RawStack, RawStackStats, RawStacks};
+pub use raw_stacks::{RawStack, RawStackStats, RawStacks, SampleOrigin};
 pub use stack::{call_site, Stack, StackEnd};
 pub use svg::SvgOptions;
 

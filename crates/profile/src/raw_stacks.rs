@@ -6,9 +6,29 @@ use rustc_hash::FxBuildHasher;
 
 use crate::stack::{Stack, StackEnd};
 
-/// Words before the frames in a key: pid and tid packed into one, then the kernel part's
-/// length and the user part's end.
-const HEADER_WORDS: usize = 2;
+/// Words before the frames in a key: pid and tid packed into one, the process's start time,
+/// the thread's context (see [`SampleOrigin`]), then the kernel part's length and the user
+/// part's end.
+const HEADER_WORDS: usize = 4;
+
+/// Who took a sample and when.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SampleOrigin {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// When the process on `pid` at the sample's time was created (0: before sampling
+    /// started): tells apart processes on a reused pid.
+    pub process_start: u64,
+    /// A number that changes whenever the thread's identity changes (renamed, exec'd, or a
+    /// new thread on a reused tid).
+    pub thread_context: u32,
+    /// The sample's time.
+    pub time: u64,
+    /// The sample's period.
+    pub period: u64,
+}
 
 /// What is known about one distinct raw stack.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,7 +62,7 @@ pub struct RawStacks {
 
 fn decode(key: &[u64]) -> RawStack<'_> {
     let packed = key[0];
-    let kernel_len = (key[1] as u32 as usize).min(key.len() - HEADER_WORDS);
+    let kernel_len = (key[3] as u32 as usize).min(key.len() - HEADER_WORDS);
     let frames = &key[HEADER_WORDS..];
     RawStack {
         pid: (packed >> 32) as u32,
@@ -50,7 +70,7 @@ fn decode(key: &[u64]) -> RawStack<'_> {
         stack: Stack {
             kernel: &frames[..kernel_len],
             user: &frames[kernel_len..],
-            user_end: StackEnd::from_code((key[1] >> 32) as u8),
+            user_end: StackEnd::from_code((key[3] >> 32) as u8),
         },
     }
 }
@@ -61,12 +81,24 @@ impl RawStacks {
         RawStacks::default()
     }
 
-    /// Count one sample of `stack` in thread `tid` of `pid`. Allocates only for a stack not
-    /// seen before; returns true for such a new stack (see [`RawStacks::last`]).
-    pub fn add(&mut self, pid: u32, tid: u32, time: u64, period: u64, stack: &Stack<'_>) -> bool {
+    /// Count one sample of `stack` taken as `origin` says. Samples of different identities
+    /// (see [`SampleOrigin`]) are never counted together, so each group is named by one
+    /// identity. Allocates only for a stack not seen before; returns true for such a new stack
+    /// (see [`RawStacks::last`]).
+    pub fn add(&mut self, origin: &SampleOrigin, stack: &Stack<'_>) -> bool {
+        let SampleOrigin {
+            pid,
+            tid,
+            process_start,
+            thread_context,
+            time,
+            period,
+        } = *origin;
         self.samples += 1;
         self.scratch.clear();
         self.scratch.push((pid as u64) << 32 | tid as u64);
+        self.scratch.push(process_start);
+        self.scratch.push(u64::from(thread_context));
         self.scratch
             .push(stack.kernel.len() as u64 | u64::from(stack.user_end.code()) << 32);
         self.scratch.extend_from_slice(stack.kernel);
@@ -134,6 +166,17 @@ impl RawStacks {
 mod tests {
     use super::*;
 
+    fn origin(pid: u32, tid: u32, thread_context: u32, time: u64, period: u64) -> SampleOrigin {
+        SampleOrigin {
+            pid,
+            tid,
+            process_start: 0,
+            thread_context,
+            time,
+            period,
+        }
+    }
+
     fn stack<'a>(kernel: &'a [u64], user: &'a [u64], user_end: StackEnd) -> Stack<'a> {
         Stack {
             kernel,
@@ -146,11 +189,14 @@ mod tests {
     fn counts_identical_stacks_once() {
         let mut r = RawStacks::new();
         let s = stack(&[], &[3, 4, 5], StackEnd::Complete);
-        assert!(r.add(1, 2, 50, 10, &s));
+        assert!(r.add(&origin(1, 2, 0, 50, 10), &s));
         assert_eq!(r.last().unwrap().stack, s);
-        assert!(!r.add(1, 2, 40, 10, &s));
-        r.add(1, 3, 60, 10, &s);
-        r.add(1, 2, 60, 10, &stack(&[], &[3, 4], StackEnd::Complete));
+        assert!(!r.add(&origin(1, 2, 0, 40, 10), &s));
+        r.add(&origin(1, 3, 0, 60, 10), &s);
+        r.add(
+            &origin(1, 2, 0, 60, 10),
+            &stack(&[], &[3, 4], StackEnd::Complete),
+        );
         assert_eq!(r.len(), 3);
         assert_eq!(r.samples(), 4);
         let (raw, stats) = r
@@ -167,10 +213,31 @@ mod tests {
     fn parts_and_ends_are_kept_apart() {
         let mut r = RawStacks::new();
         // The same addresses split differently, or ending differently, are different stacks.
-        r.add(1, 1, 0, 1, &stack(&[7], &[8, 9], StackEnd::Truncated));
-        r.add(1, 1, 0, 1, &stack(&[7, 8], &[9], StackEnd::Truncated));
-        r.add(1, 1, 0, 1, &stack(&[7], &[8, 9], StackEnd::Spliced));
-        assert_eq!(r.len(), 3);
+        r.add(
+            &origin(1, 1, 0, 0, 1),
+            &stack(&[7], &[8, 9], StackEnd::Truncated),
+        );
+        r.add(
+            &origin(1, 1, 0, 0, 1),
+            &stack(&[7, 8], &[9], StackEnd::Truncated),
+        );
+        r.add(
+            &origin(1, 1, 0, 0, 1),
+            &stack(&[7], &[8, 9], StackEnd::Spliced),
+        );
+        // The same stack in another context of the thread is another group.
+        r.add(
+            &origin(1, 1, 7, 0, 1),
+            &stack(&[7], &[8, 9], StackEnd::Spliced),
+        );
+        assert_eq!(r.len(), 4);
+        // Or of another process on the same pid.
+        let reused = SampleOrigin {
+            process_start: 99,
+            ..origin(1, 1, 0, 0, 1)
+        };
+        r.add(&reused, &stack(&[7], &[8, 9], StackEnd::Spliced));
+        assert_eq!(r.len(), 5);
         let found: Vec<Stack<'_>> = r.iter().map(|(s, _)| s.stack).collect();
         assert!(found.contains(&stack(&[7], &[8, 9], StackEnd::Truncated)));
         assert!(found.contains(&stack(&[7, 8], &[9], StackEnd::Truncated)));

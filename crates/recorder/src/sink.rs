@@ -2,7 +2,11 @@
 //! side-band records to the process model (and to the unwinders and pinned files, which follow
 //! it); close windows whose time has passed.
 
+use std::collections::HashMap;
+
 use procmap::{MappedFile, ProcessTable};
+use profile::SampleOrigin;
+use rustc_hash::FxBuildHasher;
 use sampler::{decode_with, RawRecord, Record, RecordSink, Sample, SampleFormat, Sampler};
 use symbolize::FrameCache;
 use unwind::StackBuilder;
@@ -12,6 +16,48 @@ use crate::preload::Preloader;
 use crate::report::{ClosedWindow, Progress, RecordingStats, Tracked};
 use crate::windows::Windows;
 use procmap::PinnedFiles;
+
+/// A number per live thread that changes whenever the thread's identity does: it is created
+/// (FORK: possibly on a reused tid), renamed or exec'd (COMM). Samples are counted per
+/// (thread, context), so that one group never mixes two identities (they are named at the
+/// group's first sample time). Records of different CPUs are ordered only to within a drain
+/// round, so a sample read after its thread's change but taken before it lands in the new
+/// context; it is still named by its own time.
+#[derive(Default)]
+pub(crate) struct ThreadContexts {
+    /// Live threads' contexts (bounded by [`MAX_THREAD_CONTEXTS`]).
+    current: HashMap<u32, u32, FxBuildHasher>,
+    next: u32,
+}
+
+impl ThreadContexts {
+    /// The context of `tid` now (a new one for a thread not seen yet).
+    fn of(&mut self, tid: u32) -> u32 {
+        if self.current.len() >= MAX_THREAD_CONTEXTS {
+            // EXIT records were lost (a full ring): start afresh; samples are only split more.
+            self.current.clear();
+        }
+        let next = &mut self.next;
+        *self.current.entry(tid).or_insert_with(|| {
+            *next = next.wrapping_add(1);
+            *next
+        })
+    }
+
+    /// `tid` changed identity.
+    fn changed(&mut self, tid: u32) {
+        self.next = self.next.wrapping_add(1);
+        self.current.insert(tid, self.next);
+    }
+
+    /// `tid` exited: forget it (the map holds live threads only).
+    fn exited(&mut self, tid: u32) {
+        self.current.remove(&tid);
+    }
+}
+
+/// Most threads whose context is kept (far above the threads a machine runs at once).
+const MAX_THREAD_CONTEXTS: usize = 1 << 20;
 
 /// How often the online CPUs are compared with those sampled (a read of a sysfs file).
 const CPU_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
@@ -35,6 +81,9 @@ pub(crate) struct Collector<'p> {
     pub stacks: StackBuilder,
     /// Files released from the process model since the last window closed.
     pub released_files: Vec<u32>,
+    /// What each thread is now, so that its samples before and after a change of identity
+    /// are counted apart.
+    pub contexts: ThreadContexts,
     /// Whole system: open events on CPUs that come online (checked every
     /// [`CPU_CHECK_INTERVAL`]).
     pub follow_cpus: bool,
@@ -54,8 +103,19 @@ pub(crate) struct Collector<'p> {
 impl Collector<'_> {
     fn sample(&mut self, s: &Sample<'_>) {
         self.stats.samples += 1;
+        let origin = SampleOrigin {
+            pid: s.pid,
+            tid: s.tid,
+            process_start: self
+                .processes
+                .process_key(s.pid, s.time)
+                .map_or(0, |k| k.start_time),
+            thread_context: self.contexts.of(s.tid),
+            time: s.time,
+            period: s.period,
+        };
         let stack = self.stacks.build(&self.processes, s);
-        let new = self.windows.add(s.pid, s.tid, s.time, s.period, &stack);
+        let new = self.windows.add(&origin, &stack);
         // A stack not seen before in its window: have its binaries' symbols opened in the
         // background.
         if let (true, Some(preloader)) = (new, self.preloader.as_mut()) {
@@ -129,6 +189,10 @@ impl Collector<'_> {
     /// symbolizer drops what it holds for them.
     fn forget_before(&mut self, time: u64) {
         let pruned = self.processes.prune(time);
+        if let Some(unwinders) = self.stacks.unwinders_mut() {
+            let processes = &self.processes;
+            unwinders.retain_processes(|pid| processes.knows_pid(pid));
+        }
         for &file in &pruned.released_files {
             self.pinned.unpin(file);
             if let Some(unwinders) = self.stacks.unwinders_mut() {
@@ -186,6 +250,7 @@ impl RecordSink for Collector<'_> {
                 exec,
                 id,
             } => {
+                self.contexts.changed(tid);
                 self.processes
                     .set_comm(pid, tid, id.time, &String::from_utf8_lossy(comm), exec);
                 if exec {
@@ -200,8 +265,12 @@ impl RecordSink for Collector<'_> {
                 tid,
                 ptid,
                 time,
-            } => self.processes.fork(pid, ppid, tid, ptid, time),
+            } => {
+                self.contexts.changed(tid);
+                self.processes.fork(pid, ppid, tid, ptid, time);
+            }
             Record::Exit { pid, tid, time, .. } => {
+                self.contexts.exited(tid);
                 self.processes.exit(pid, tid, time);
                 if pid == tid {
                     if let Some(unwinders) = self.stacks.unwinders_mut() {
@@ -253,5 +322,27 @@ impl Collector<'_> {
             samples: self.stats.samples,
             lost: self.stats.lost,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ThreadContexts;
+
+    #[test]
+    fn a_thread_that_changes_identity_gets_a_new_context() {
+        let mut c = ThreadContexts::default();
+        let first = c.of(10);
+        assert_eq!(c.of(10), first, "stable while nothing happens");
+        c.changed(10); // renamed, exec'd, or a new thread on the same tid
+        let second = c.of(10);
+        assert_ne!(second, first);
+        c.exited(10);
+        assert!(c.current.is_empty(), "exited threads are forgotten");
+        let third = c.of(10);
+        assert!(
+            third != first && third != second,
+            "a context is never handed out twice"
+        );
     }
 }

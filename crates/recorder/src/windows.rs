@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use profile::{RawStacks, Stack};
+use profile::{RawStacks, SampleOrigin, Stack};
 
 /// One open window.
 pub(crate) struct OpenWindow {
@@ -55,14 +55,8 @@ impl Windows {
     }
 
     /// Count a sample of `stack` taken at `time`; true when the stack is new to its window.
-    pub(crate) fn add(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        time: u64,
-        period: u64,
-        stack: &Stack<'_>,
-    ) -> bool {
+    pub(crate) fn add(&mut self, origin: &SampleOrigin, stack: &Stack<'_>) -> bool {
+        let time = origin.time;
         let index = match self.length {
             Some(len) => time.saturating_sub(self.origin) / len,
             None => 0,
@@ -81,7 +75,7 @@ impl Windows {
                 stacks: RawStacks::new(),
             });
         }
-        self.open[at].stacks.add(pid, tid, time, period, stack)
+        self.open[at].stacks.add(origin, stack)
     }
 
     /// Take the oldest window if it ended at least `grace` ns before `now`.
@@ -137,12 +131,22 @@ mod tests {
         user_end: StackEnd::FramePointer,
     };
 
+    fn at(time: u64) -> SampleOrigin {
+        SampleOrigin {
+            pid: 1,
+            tid: 1,
+            time,
+            period: 1,
+            ..SampleOrigin::default()
+        }
+    }
+
     #[test]
     fn samples_go_to_the_window_of_their_timestamp_whatever_the_arrival_order() {
         let mut w = Windows::new(Some(100), 1000);
-        w.add(1, 1, 1250, 1, &S); // window 2
-        w.add(1, 1, 1050, 1, &S); // window 0, arrives later
-        w.add(1, 1, 1150, 1, &S); // window 1
+        w.add(&at(1250), &S); // window 2
+        w.add(&at(1050), &S); // window 0, arrives later
+        w.add(&at(1150), &S); // window 1
         assert!(
             w.pop_closed(1105, 10).is_none(),
             "window 0 ends at 1100 + grace"
@@ -150,7 +154,7 @@ mod tests {
         let w0 = w.pop_closed(1110, 10).expect("window 0 closes");
         assert_eq!((w0.start, w0.end, w0.stacks.samples()), (1000, 1100, 1));
         // A straggler for window 0 goes to the oldest open window and is counted late.
-        w.add(1, 1, 1099, 1, &S);
+        w.add(&at(1099), &S);
         assert_eq!(w.late, 1);
         let w1 = w.pop_closed(1300, 10).unwrap();
         assert_eq!((w1.start, w1.stacks.samples()), (1100, 2));
@@ -166,8 +170,8 @@ mod tests {
     #[test]
     fn one_window_never_closes_by_itself() {
         let mut w = Windows::new(None, 5);
-        w.add(1, 1, 10, 1, &S);
-        w.add(1, 1, u64::MAX - 1, 1, &S);
+        w.add(&at(10), &S);
+        w.add(&at(u64::MAX - 1), &S);
         assert!(w.pop_closed(u64::MAX, 0).is_none());
         let all: Vec<OpenWindow> = w.drain_all().collect();
         assert_eq!(all.len(), 1);

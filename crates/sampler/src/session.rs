@@ -807,12 +807,23 @@ impl Sampler {
         self.rings.iter().map(|ring| &ring.event.fd)
     }
 
-    /// Read every ring buffer once; returns the number of records handed to `on_record`.
+    /// Read every ring buffer once, side-band rings first; returns the number of records
+    /// handed to `on_record`.
+    ///
+    /// Side-band records (mmap, comm, fork, exit) that were written before a round's samples
+    /// are thus handed on before them: a sample of a new process, or of a process on a reused
+    /// pid, finds its FORK and mappings already known, whichever CPU they came from.
     pub fn drain(&mut self, on_record: &mut dyn FnMut(RawRecord<'_>)) -> u64 {
-        self.rings
-            .iter_mut()
-            .map(|ring| ring.buffer.drain(on_record))
-            .sum()
+        let mut read = 0;
+        for stream in [Stream::Sideband, Stream::Samples] {
+            read += self
+                .rings
+                .iter_mut()
+                .filter(|ring| ring.event.stream == stream)
+                .map(|ring| ring.buffer.drain(on_record))
+                .sum::<u64>();
+        }
+        read
     }
 
     /// Ring counters summed over every buffer.

@@ -327,6 +327,21 @@ impl Unwinders {
         }
     }
 
+    /// Forget the unwinders of processes for which `keep` is false (those the process model
+    /// no longer knows): a sample read after its process's EXIT record rebuilds an unwinder
+    /// that no later record would forget.
+    pub fn retain_processes(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        let gone: Vec<u32> = self
+            .processes
+            .keys()
+            .copied()
+            .filter(|&pid| !keep(pid))
+            .collect();
+        for pid in gone {
+            self.forget(pid);
+        }
+    }
+
     /// Block until every binary asked for so far has been read and added to the process
     /// unwinders that map it, or `timeout` has passed; true when nothing is pending. For
     /// tests and tools that want whole stacks from the first sample: never on a thread that
