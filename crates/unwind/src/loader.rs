@@ -175,7 +175,7 @@ fn run(jobs: Receiver<LoadRequest>, done: mpsc::Sender<Loaded>, finder: SharedFi
         debug!(
             path = %job.path,
             found = sections.is_some(),
-            ms = started.elapsed().as_secs_f64() * 1e3,
+            us = started.elapsed().as_micros() as u64,
             "unwind sections read"
         );
         let loaded = Loaded {
