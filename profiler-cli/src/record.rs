@@ -165,6 +165,9 @@ fn name_windows(
         for &file in &closed.released_files {
             symbolizer.evict_file(file);
         }
+        if !closed.released_files.is_empty() {
+            recorder::release_free_memory();
+        }
         if report {
             let start = *first_start.get_or_insert(closed.window.start);
             eprintln!(

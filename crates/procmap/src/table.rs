@@ -732,9 +732,12 @@ impl ProcessTable {
         self.process_key_inner(pid, time)
     }
 
-    /// Whether any process (alive, or exited and not yet pruned) is known on `pid`.
-    pub fn knows_pid(&self, pid: u32) -> bool {
-        self.processes.contains_key(&pid)
+    /// Whether the latest process known on `pid` has exited (false for an unknown pid).
+    pub fn has_exited(&self, pid: u32) -> bool {
+        self.processes
+            .get(&pid)
+            .and_then(|list| list.last())
+            .is_some_and(|p| p.end().is_some())
     }
 
     fn process_key_inner(&self, pid: u32, time: u64) -> Option<ProcessKey> {

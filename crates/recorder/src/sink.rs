@@ -189,10 +189,6 @@ impl Collector<'_> {
     /// symbolizer drops what it holds for them.
     fn forget_before(&mut self, time: u64) {
         let pruned = self.processes.prune(time);
-        if let Some(unwinders) = self.stacks.unwinders_mut() {
-            let processes = &self.processes;
-            unwinders.retain_processes(|pid| processes.knows_pid(pid));
-        }
         for &file in &pruned.released_files {
             self.pinned.unpin(file);
             if let Some(unwinders) = self.stacks.unwinders_mut() {
@@ -303,6 +299,12 @@ impl Collector<'_> {
         let ring = sampler.ring_stats();
         self.stats.malformed_batches = ring.malformed;
         self.stats.late_samples = self.windows.late;
+        // Samples read after their process's EXIT record (in the same round) rebuilt its
+        // unwinder: processes that exited keep none.
+        if let Some(unwinders) = self.stacks.unwinders_mut() {
+            let processes = &self.processes;
+            unwinders.retain_processes(|pid| !processes.has_exited(pid));
+        }
         self.close_due();
         let since_start = self.started.elapsed();
         if self.follow_cpus && since_start >= self.last_cpu_check + CPU_CHECK_INTERVAL {

@@ -52,6 +52,12 @@ impl ProcessUsage {
     }
 }
 
+/// Return free heap memory to the kernel (after caches were dropped), so that resident memory
+/// follows what is held.
+pub fn release_free_memory() {
+    crate::sys::release_free_memory();
+}
+
 /// This process's resident memory in bytes (`VmRSS`), when /proc tells.
 pub fn resident_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

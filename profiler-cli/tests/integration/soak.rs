@@ -253,11 +253,15 @@ const BOUNDS: &[Bound] = &[
         recovery_slack: 10.0,
     },
     // Resident memory, MB: names, stacks, process model and symbolizers held for the churn
-    // (+26 MB measured, most of it the deploys' leak); after it, what the allocator keeps.
+    // (+35 MB measured at its peak). After it, +20 MB measured (108 MB against 88 MB, with
+    // free heap returned after each window): the baseline windows come before any symbolizer
+    // was opened for the churn's binaries, and what stays is the file-backed pages of debug
+    // information that the symbolizers the LRU keeps (profctl's own, libc's) have touched,
+    // and names cached; it no longer grows once the churn stops.
     Bound {
         field: "MB resident",
         churn_slack: 64.0,
-        recovery_slack: 16.0,
+        recovery_slack: 28.0,
     },
 ];
 
