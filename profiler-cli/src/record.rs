@@ -165,6 +165,9 @@ fn name_windows(
         for &file in &closed.released_files {
             symbolizer.evict_file(file);
         }
+        for &(pid, start) in &closed.ended_processes {
+            symbolizer.evict_process(pid, start);
+        }
         if !closed.released_files.is_empty() {
             recorder::release_free_memory();
         }

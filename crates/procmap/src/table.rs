@@ -381,6 +381,8 @@ pub struct Pruned {
     pub released_files: Vec<FileId>,
     /// Process incarnations forgotten.
     pub processes: usize,
+    /// Those incarnations: what other stages hold for them (JIT maps) can go.
+    pub removed: Vec<ProcessKey>,
     /// Threads forgotten.
     pub threads: usize,
     /// Mappings forgotten.
@@ -882,6 +884,7 @@ impl ProcessTable {
                     let end = end.unwrap_or(0);
                     if !p.holds_records_after_end(end) {
                         pruned.mappings += p.mappings.len();
+                        pruned.removed.push(key);
                         return false;
                     }
                     // Records of a later process whose FORK never came stay.
@@ -1205,6 +1208,13 @@ mod tests {
         // Pruning at 150 forgets A (and its worker thread); B is untouched.
         let pruned = t.prune(150);
         assert_eq!(pruned.processes, 1);
+        assert_eq!(pruned.removed.len(), 1, "A, by its own key");
+        assert_eq!(pruned.removed[0].pid, 100);
+        assert_ne!(
+            Some(pruned.removed[0]),
+            t.process_key(100, 250),
+            "not B, on the same pid"
+        );
         assert_eq!(pruned.threads, 1, "A's worker thread");
         assert_eq!(t.sizes().incarnations, 2);
         assert_eq!(file_at(&t, 100, 0x40_0100, 250).as_deref(), Some("/bin/b"));

@@ -163,6 +163,7 @@ pub async fn record(
         format: sampler.info().format,
         stacks,
         released_files: Vec::new(),
+        ended_processes: Vec::new(),
         contexts: Default::default(),
         follow_cpus: matches!(target, Target::System),
         last_cpu_check: Duration::ZERO,

@@ -51,6 +51,10 @@ pub struct ClosedWindow {
     /// released since the previous window: caches kept for them can be dropped once this
     /// window is named.
     pub released_files: Vec<u32>,
+    /// Processes (pid, start time as in [`profile::ThreadLabels::process_start`]) the
+    /// process model forgot since the previous window: what is kept for them (JIT maps) can
+    /// go once this window is named.
+    pub ended_processes: Vec<(u32, u64)>,
 }
 
 /// Sizes of what a recording holds, for bounds and status.

@@ -81,6 +81,8 @@ pub(crate) struct Collector<'p> {
     pub stacks: StackBuilder,
     /// Files released from the process model since the last window closed.
     pub released_files: Vec<u32>,
+    /// Processes forgotten by the process model since the last window closed.
+    pub ended_processes: Vec<(u32, u64)>,
     /// What each thread is now, so that its samples before and after a change of identity
     /// are counted apart.
     pub contexts: ThreadContexts,
@@ -145,6 +147,7 @@ impl Collector<'_> {
             window: normalized,
             tracked,
             released_files: std::mem::take(&mut self.released_files),
+            ended_processes: std::mem::take(&mut self.ended_processes),
         });
     }
 
@@ -197,6 +200,8 @@ impl Collector<'_> {
         }
         self.released_files
             .extend(pruned.released_files.iter().map(|f| f.0));
+        self.ended_processes
+            .extend(pruned.removed.iter().map(|k| (k.pid, k.start_time)));
     }
 
     /// Close every window still open (at the end of the session).

@@ -456,7 +456,16 @@ impl Unwinders {
 
     fn build(&mut self, table: &ProcessTable, pid: u32, time: u64) -> ProcessUnwinder {
         let mut p = ProcessUnwinder::new();
-        let mappings: Vec<Mapping> = table.mappings_at(pid, time).copied().collect();
+        // The mappings in effect at the sample's time, and those in effect now: records are
+        // read ahead of samples taken a little earlier (side-band rings are drained first), so
+        // a mapping seen before this unwinder existed may start after `time`, and would
+        // otherwise never be added.
+        let mut mappings: Vec<Mapping> = table.mappings_at(pid, time).copied().collect();
+        for now in table.mappings_at(pid, u64::MAX - 1) {
+            if !mappings.iter().any(|m| m.start == now.start) {
+                mappings.push(*now);
+            }
+        }
         for mapping in &mappings {
             let lookup = self.section_for(table, pid, mapping);
             let name = table.files().get(mapping.file).basename();

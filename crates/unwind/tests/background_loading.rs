@@ -221,3 +221,38 @@ fn forget_file_drops_the_sections() {
     assert_eq!((sizes.sections, sizes.mapped_bytes), (0, 0), "{sizes:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Records are read ahead of samples taken a little earlier (the side-band rings are drained
+/// first): a mapping seen before the process had an unwinder, starting after the sample that
+/// builds it, must still be part of it.
+#[test]
+fn a_mapping_seen_before_an_earlier_sample_still_unwinds_it() {
+    let dir = scratch("later-mapping");
+    let (input, expected) = needs_cfi(TEMPLATE_FUNCS);
+    let path = dir.join("late.elf");
+    let elf = input.elf();
+    std::fs::write(&path, &elf).expect("write input file");
+    let mut table = ProcessTable::new();
+    let pid = FAKE_PID;
+    // The mapping's record says time 100; it is read, and handed to the unwinders, first.
+    let mapping = table.add_mapping(
+        pid,
+        100,
+        MAP_START,
+        (elf.len() as u64 + 0xfff) & !0xfff,
+        0,
+        MappedFile {
+            path: path.to_str().expect("utf-8 path").to_string(),
+            build_id: None,
+            dev_ino: None,
+        },
+    );
+    let mut u = Unwinders::new();
+    u.on_mapping(&table, pid, &mapping);
+    assert!(u.wait_loaded(WAIT), "the binary was not read");
+    // A sample taken at time 1, read after it, builds the process's unwinder.
+    let (frames, end) = unwind(&mut u, &table, pid, &input);
+    assert_eq!(end, StackEnd::Complete, "{frames:x?}");
+    assert_eq!(frames, expected);
+    let _ = std::fs::remove_dir_all(&dir);
+}

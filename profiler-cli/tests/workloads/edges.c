@@ -79,9 +79,13 @@ NOINLINE static void run_thread(void)
 
 /* --- signal ------------------------------------------------------------------------- */
 
+/* A third of each 2 ms SIGPROF period, by the thread's CPU clock: a fixed count of loops
+ * would, on a slower CPU, outlast the period, and the handler would then run for ever. */
 NOINLINE void signal_hot(void)
 {
-    spin(3000000);
+    long long start = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+    while (cpu_ns(CLOCK_THREAD_CPUTIME_ID) - start < 700000)
+        spin(20000);
 }
 
 NOINLINE void signal_handler(int sig)
