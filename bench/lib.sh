@@ -18,8 +18,9 @@ ratio() { awk -v a="$1" -v b="$2" -v f="${3:-%.3f}" 'BEGIN { if (b + 0 == 0) pri
 # verdict RATIO LIMIT: PASS when RATIO <= LIMIT
 verdict() { awk -v r="$1" -v l="$2" 'BEGIN { if (r == "-") print "n/a"; else print (r + 0 <= l + 0 ? "PASS" : "FAIL") }'; }
 
-# bench_setup TOOL...: check the tools, perf access and inferno; build profctl (unless
-# BENCH_NO_BUILD=1) and the wrapper; make the temp dir.
+# bench_setup TOOL...: check the tools, perf access and inferno (unless the sourcing script
+# set BENCH_NEEDS_INFERNO=0: it draws no flamegraph); build profctl (unless BENCH_NO_BUILD=1)
+# and the wrapper; make the temp dir.
 bench_setup() {
     HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
     ROOT=$(dirname "$HERE")
@@ -37,7 +38,8 @@ bench_setup() {
     if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -gt 0 ]; then
         die "run as root (or with kernel.perf_event_paranoid <= 0)"
     fi
-    if ! command -v inferno-collapse-perf >/dev/null || ! command -v inferno-flamegraph >/dev/null; then
+    if [ "${BENCH_NEEDS_INFERNO:-1}" = 1 ] &&
+        { ! command -v inferno-collapse-perf >/dev/null || ! command -v inferno-flamegraph >/dev/null; }; then
         command -v cargo >/dev/null ||
             die "inferno is missing and so is cargo: install Rust, then 'cargo install inferno --locked'"
         note "inferno missing: cargo install inferno --locked (into ~/.cargo/bin)"

@@ -56,38 +56,10 @@ SAMPLE_SECS=${BENCH_SAMPLE_SECS:-5}
 DEPLOY_SECS=2
 
 # --------------------------------------------------------------------- setup
-# As bench_setup (bench/lib.sh) does, less inferno, which this bench does not use.
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(dirname "$HERE")
-PROFCTL=$ROOT/target/release/profctl
+BENCH_NEEDS_INFERNO=0
+bench_setup
 CHURN_SRC=$ROOT/profiler-cli/tests/workloads/churn.c
-WRAP_SRC=$HERE/workloads/cpuwrap.c
-for t in cc perf awk; do
-    command -v "$t" >/dev/null || die "missing tool: $t"
-done
 [ -f "$CHURN_SRC" ] || die "missing workload source $CHURN_SRC"
-[ -f "$WRAP_SRC" ] || die "missing $WRAP_SRC"
-if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -gt 0 ]; then
-    die "run as root (or with kernel.perf_event_paranoid <= 0)"
-fi
-if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
-    note "BENCH_NO_BUILD=1: using $PROFCTL as it is"
-elif [ ! -x "$PROFCTL" ] || [ -n "$(find "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" "$ROOT/crates" \
-        "$ROOT/profiler-cli/src" "$ROOT/profiler-cli/Cargo.toml" -newer "$PROFCTL" -print -quit)" ]; then
-    command -v cargo >/dev/null || die "profctl must be built and cargo is missing"
-    note "building profctl (cargo build --release -p profiler-cli)"
-    (cd "$ROOT" && cargo build --release -p profiler-cli >&2) ||
-        die "cargo build failed (BENCH_NO_BUILD=1 runs the existing binary, if any)"
-fi
-[ -x "$PROFCTL" ] || die "no $PROFCTL after the build"
-T=$(mktemp -d "${TMPDIR:-/tmp}/profctl-$BENCH_NAME.XXXXXX")
-if [ "${BENCH_KEEP:-0}" = 1 ]; then
-    note "keeping temp files in $T"
-else
-    trap 'rm -rf "$T"' EXIT
-fi
-cc -O2 -static -o "$T/cpuwrap" "$WRAP_SRC" 2>/dev/null || cc -O2 -o "$T/cpuwrap" "$WRAP_SRC"
-WRAP=$T/cpuwrap
 cc -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-optimize-sibling-calls \
     -pthread -o "$T/churn" "$CHURN_SRC"
 CHURN_SECS=$((MINUTES * 60))

@@ -214,7 +214,7 @@ fn window_line(
         .collect();
     let usage = recorder::ProcessUsage::now();
     format!(
-        "profctl: window {:.1}-{:.1} s: {} samples, {} stacks; hottest: {}; tracking {} processes, {} threads, {} mappings, {} files, {} pinned, {} unwinders, {} unwind sections; {} symbolizers, {:.1} MB symbolizers (estimated), {} names cached, {} JIT maps; {} open fds, {:.1} MB resident, {:.1} ms CPU",
+        "profctl: window {:.1}-{:.1} s: {} samples, {} stacks; hottest: {}; tracking {} processes, {} threads, {} mappings, {} files, {} pinned, {} unwinders, {} unwind sections; {} symbolizers, {:.1} MB symbolizers (estimated), {} names cached, {} JIT maps; {} open fds, {:.1} MB resident, {:.1} MB anonymous, {:.1} ms CPU",
         secs(w.start),
         secs(w.end),
         profile.total(),
@@ -233,6 +233,7 @@ fn window_line(
         symbols.jit_maps,
         recorder::open_fds().unwrap_or(0),
         recorder::resident_bytes().unwrap_or(0) as f64 / 1e6,
+        recorder::anonymous_resident_bytes().unwrap_or(0) as f64 / 1e6,
         usage.cpu().as_secs_f64() * 1e3,
     )
 }

@@ -26,7 +26,9 @@ pub use report::{ClosedWindow, CpuMarks, Progress, RecordingStats, Tracked};
 pub use resolve::{
     resolve_options, ResolveOptions, ResolveStats, SymbolFeed, Symbolizer, UserSymbolStats,
 };
-pub use usage::{open_fds, release_free_memory, resident_bytes, ProcessUsage};
+pub use usage::{
+    anonymous_resident_bytes, open_fds, release_free_memory, resident_bytes, ProcessUsage,
+};
 
 /// profctl's cache directory: `$XDG_CACHE_HOME/profctl`, else `~/.cache/profctl` (kernel
 /// symbols per boot, frames per build-id, decompressed debug sections per build-id).

@@ -60,16 +60,26 @@ pub fn release_free_memory() {
 
 /// This process's resident memory in bytes (`VmRSS`), when /proc tells.
 pub fn resident_bytes() -> Option<u64> {
+    status_kb("VmRSS:").map(|kb| kb * 1024)
+}
+
+/// The anonymous part of [`resident_bytes`] (`RssAnon`): memory the process holds, without
+/// the pages of files it maps (binaries and debug info being read), which the kernel may
+/// reclaim.
+pub fn anonymous_resident_bytes() -> Option<u64> {
+    status_kb("RssAnon:").map(|kb| kb * 1024)
+}
+
+fn status_kb(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb: u64 = status
+    status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .find_map(|l| l.strip_prefix(field))?
         .trim()
         .trim_end_matches("kB")
         .trim()
         .parse()
-        .ok()?;
-    Some(kb * 1024)
+        .ok()
 }
 
 /// File descriptors this process has open.
