@@ -134,7 +134,7 @@ PC_CPM=$(calc "60000 * $PC_CPU / $PC_WALL"); PF_CPM=$(calc "60000 * $PF_CPU / $P
 PC_PCT=$(calc "100 * $PC_CPU / $PC_WALL"); PF_PCT=$(calc "100 * $PF_CPU / $PF_WALL")
 PC_WPM=$(calc "60 * $PC_VOL / $PC_WALL"); PF_WPM=$(calc "60 * $PF_VOL / $PF_WALL")
 read -r PC_ROUNDS PC_RU_VOL < <(sed -n -E \
-    's/^profctl: own CPU .*, ([0-9]+) drain rounds, ([0-9]+) \+ [0-9]+ context switches.*/\1 \2/p' "$T/pc.err") || true
+    's/^profctl: own CPU .*, ([0-9]+) drain rounds( \(longest [0-9.]+ ms\))?, ([0-9]+) \+ [0-9]+ context switches.*/\1 \3/p' "$T/pc.err") || true
 [ -n "${PC_ROUNDS:-}" ] || { tail -20 "$T/pc.err" >&2; die "cannot parse profctl's -v summary"; }
 PC_RPM=$(calc "60 * $PC_ROUNDS / $PC_WALL")
 PF_WOKEN=$(sed -n -E 's/.*Woken up ([0-9]+) times.*/\1/p' "$T/perf.err" | tail -1)
