@@ -68,6 +68,20 @@ fn workload_src(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Runs a tool, panicking with its stderr unless it succeeds; returns its stdout.
+pub fn tool(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Compiles `src` (under tests/workloads) to `out` with `flags` then `extra`, via a temporary
 /// name and an atomic rename so that concurrent runs of the suite never see a half-written
 /// binary.

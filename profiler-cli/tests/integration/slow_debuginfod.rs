@@ -61,20 +61,6 @@ fn workload() -> &'static Path {
     })
 }
 
-/// Runs a tool, panicking with its stderr unless it succeeds; returns its stdout.
-fn tool(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A stripped copy of the workload at `bin` (no symbols, no DWARF, no `.debug_frame`, no
 /// debuglink) and its debug file's bytes; the build-id in hex.
 fn stripped_copy(bin: &Path) -> (Vec<u8>, String) {

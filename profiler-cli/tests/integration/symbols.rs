@@ -76,20 +76,6 @@ fn sym_workloads() -> &'static SymWorkloads {
     })
 }
 
-/// Runs a tool, panicking with its stderr unless it succeeds; returns its stdout.
-fn tool(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// `readelf -SW` of a file.
 fn sections(path: &Path) -> String {
     tool(Command::new("readelf").arg("-SW").arg(path))
