@@ -268,11 +268,13 @@ const BOUNDS: &[Bound] = &[
         recovery_slack: 48.0,
     },
     // Anonymous resident memory, MB: what profctl itself holds (heap: names cached, windows'
-    // stacks, process model, unwinders). Measured: see the note on the issue.
+    // stacks, process model, unwinders, and the merged profile it will write, which grows
+    // with the distinct stacks seen). Measured after the churn: +11.8 MB run alone, +17.3 MB
+    // in the whole suite, where other tests' processes run beside it and get sampled too.
     Bound {
         field: "MB anonymous",
         churn_slack: 48.0,
-        recovery_slack: 16.0,
+        recovery_slack: 24.0,
     },
 ];
 
