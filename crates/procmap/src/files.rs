@@ -19,6 +19,15 @@ pub struct MappedFile {
 }
 
 impl MappedFile {
+    /// A file known by its path alone (no build-id, device or inode).
+    pub fn with_path(path: impl Into<String>) -> MappedFile {
+        MappedFile {
+            path: path.into(),
+            build_id: None,
+            dev_ino: None,
+        }
+    }
+
     /// The last component of the path (`libc.so.6`), for unnamed frames.
     pub fn basename(&self) -> &str {
         self.path.rsplit('/').next().unwrap_or(&self.path)
@@ -104,11 +113,7 @@ mod tests {
     use super::*;
 
     fn file(path: &str) -> MappedFile {
-        MappedFile {
-            path: path.into(),
-            build_id: None,
-            dev_ino: None,
-        }
+        MappedFile::with_path(path)
     }
 
     #[test]

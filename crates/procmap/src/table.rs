@@ -1008,11 +1008,7 @@ mod tests {
     use super::*;
 
     fn file(path: &str) -> MappedFile {
-        MappedFile {
-            path: path.into(),
-            build_id: None,
-            dev_ino: None,
-        }
+        MappedFile::with_path(path)
     }
 
     #[test]
