@@ -967,13 +967,6 @@ impl ProcessTable {
         }
         used.len() - in_use
     }
-
-    /// Forget processes that ended before `time`: [`ProcessTable::prune`], which forgets
-    /// more; returns the number of process incarnations forgotten. Prefer `prune`, whose
-    /// released files other stages must drop.
-    pub fn remove_exited(&mut self, time: u64) -> usize {
-        self.prune(time).processes
-    }
 }
 
 /// Set `series[time] = value` in a time-sorted series (replacing a value at the same time).

@@ -83,8 +83,7 @@ impl RawStacks {
 
     /// Count one sample of `stack` taken as `origin` says. Samples of different identities
     /// (see [`SampleOrigin`]) are never counted together, so each group is named by one
-    /// identity. Allocates only for a stack not seen before; returns true for such a new stack
-    /// (see [`RawStacks::last`]).
+    /// identity. Allocates only for a stack not seen before; returns true for such a new stack.
     pub fn add(&mut self, origin: &SampleOrigin, stack: &Stack<'_>) -> bool {
         let SampleOrigin {
             pid,
@@ -118,11 +117,6 @@ impl RawStacks {
             },
         );
         true
-    }
-
-    /// The stack [`RawStacks::add`] counted last.
-    pub fn last(&self) -> Option<RawStack<'_>> {
-        (self.scratch.len() >= HEADER_WORDS).then(|| decode(&self.scratch))
     }
 
     /// Every distinct stack with its counts.
@@ -190,7 +184,6 @@ mod tests {
         let mut r = RawStacks::new();
         let s = stack(&[], &[3, 4, 5], StackEnd::Complete);
         assert!(r.add(&origin(1, 2, 0, 50, 10), &s));
-        assert_eq!(r.last().unwrap().stack, s);
         assert!(!r.add(&origin(1, 2, 0, 40, 10), &s));
         r.add(&origin(1, 3, 0, 60, 10), &s);
         r.add(

@@ -196,6 +196,8 @@ pub(crate) fn monotonic_ns() -> u64 {
 /// arenas); a long recording calls it after dropping caches, so that its resident size
 /// follows what it holds.
 pub(crate) fn release_free_memory() {
+    // glibc's malloc only: other allocators return memory by themselves or not at all.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists; it takes no pointer.
     unsafe {
         libc::malloc_trim(0);
