@@ -2,12 +2,12 @@
 //! (never per sample), find the files its user frames are in and ask the symbol service to
 //! open them ([`symbolize::service::PreloadQueue`]); the service's own thread does the work.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use procmap::{FileId, ProcessTable};
 use rustc_hash::FxBuildHasher;
-use symbolize::service::{PreloadQueue, PreloadRequest};
+use symbolize::service::{ContentKey, PreloadQueue, PreloadRequest};
 use symbolize::FrameCache;
 
 use procmap::{live_path, PinnedFiles};
@@ -20,6 +20,8 @@ const MAX_REQUESTED: usize = 1 << 16;
 pub(crate) struct Preloader {
     queue: PreloadQueue,
     requested: HashSet<FileId, FxBuildHasher>,
+    /// Content keys of the files seen (one `fstat` per file), emptied with `requested`.
+    content: HashMap<FileId, Option<ContentKey>, FxBuildHasher>,
 }
 
 impl Preloader {
@@ -29,6 +31,7 @@ impl Preloader {
         Preloader {
             queue,
             requested: HashSet::default(),
+            content: HashMap::default(),
         }
     }
 
@@ -53,16 +56,26 @@ impl Preloader {
             if file.is_pseudo() {
                 continue;
             }
+            if self.requested.len().max(self.content.len()) >= MAX_REQUESTED {
+                self.requested.clear();
+                self.content.clear();
+            }
+            let content = self
+                .content
+                .entry(mapping.file)
+                .or_insert_with(|| {
+                    let held = pinned.handle(mapping.file)?;
+                    ContentKey::of(file.build_id.as_deref(), &held)
+                })
+                .clone();
             // Frames an earlier run saw need no symbolizer.
             let offset = mapping.file_offset(entry);
-            if let Some(id) = file.build_id.as_deref() {
-                if frame_cache.contains(id, offset, false) || frame_cache.contains(id, offset, true)
+            if let Some(id) = content.as_ref().map(ContentKey::cache_id) {
+                if frame_cache.contains(&id, offset, false)
+                    || frame_cache.contains(&id, offset, true)
                 {
                     continue;
                 }
-            }
-            if self.requested.len() >= MAX_REQUESTED {
-                self.requested.clear();
             }
             self.requested.insert(mapping.file);
             let plain = PathBuf::from(file.path.trim_end_matches(" (deleted)"));
@@ -74,8 +87,10 @@ impl Preloader {
                 (None, Some(fd)) => (fd, plain),
                 (None, None) => (plain.clone(), plain),
             };
+            // Copies of a file the service holds (a redeployed binary) are not opened again.
             self.queue.request(PreloadRequest {
                 file: mapping.file.0,
+                content,
                 read_from,
                 path,
                 build_id: file.build_id.clone(),

@@ -230,6 +230,94 @@ fn evict_file_releases_the_mapping() {
     assert!(!service.evict_file(7));
 }
 
+/// A window like [`window`], each file held open as a recording pins it.
+fn pinned_window(files: &[(u32, PathBuf)], frames: &[(u32, u64)]) -> NormalizedWindow {
+    let mut w = window(
+        &files
+            .iter()
+            .map(|(id, path)| {
+                let id_hex = common::readelf_build_id(path).expect("a build-id");
+                let bytes = (0..id_hex.len() / 2)
+                    .map(|i| u8::from_str_radix(&id_hex[2 * i..2 * i + 2], 16).unwrap())
+                    .collect();
+                (*id, path.clone(), Some(bytes))
+            })
+            .collect::<Vec<_>>(),
+        frames,
+    );
+    for (file, (_, path)) in w.files.iter_mut().zip(files) {
+        file.pinned = Some(std::sync::Arc::new(std::fs::File::open(path).unwrap()));
+    }
+    w
+}
+
+#[test]
+fn copies_of_a_binary_share_a_symbolizer_and_names_but_not_across_owners() {
+    let fx = common::fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second, theirs) = (
+        dir.path().join("deploy-1"),
+        dir.path().join("deploy-2"),
+        dir.path().join("theirs"),
+    );
+    std::fs::copy(&fx.pie, &first).unwrap();
+    std::fs::copy(&fx.pie, &second).unwrap();
+    // Another user's file with the same build-id and size whose function is named otherwise.
+    let bytes = std::fs::read(&fx.pie).unwrap();
+    let (from, to) = (b"compute_alpha", b"compute_omega");
+    let mut patched = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(from) {
+            patched.extend_from_slice(to);
+            i += from.len();
+        } else {
+            patched.push(bytes[i]);
+            i += 1;
+        }
+    }
+    std::fs::write(&theirs, &patched).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+
+    let alpha = offset_of(&fx.pie, "compute_alpha");
+    let beta = offset_of(&fx.pie, "compute_beta");
+    let files = vec![(1u32, first.clone()), (2, second.clone()), (3, theirs)];
+    let mut service = SymbolService::new(options(Limits::default()), None);
+    let (_, stats) = service.symbolize(&pinned_window(&files, &[(0, alpha)]));
+    assert_eq!((stats.user.files, stats.user.cache_misses), (1, 1));
+    // The second copy: no file opened, the first copy's name.
+    let w = pinned_window(&files, &[(1, alpha)]);
+    let (_, stats) = service.symbolize(&w);
+    assert_eq!((stats.user.files, stats.user.cache_hits), (0, 1));
+    assert_eq!(leaf_names(&mut service, &w), vec!["compute_alpha"]);
+    assert_eq!((service.sizes().files, service.sizes().sources), (2, 1));
+    // Another owner's file is a source of its own, named from itself.
+    let w = pinned_window(&files, &[(2, alpha)]);
+    assert_eq!(leaf_names(&mut service, &w), vec!["compute_omega"]);
+    assert_eq!(service.sizes().symbolizers, 2);
+
+    // The copy the symbolizer was read from is released: it is closed, so the copy's space
+    // can be freed; the names stay for the other copy, which is opened when a new address
+    // needs it.
+    assert!(mappings_of(&first) > 0);
+    assert!(service.evict_file(1));
+    assert_eq!(mappings_of(&first), 0, "nothing maps the released copy");
+    let w = pinned_window(&files, &[(1, alpha)]);
+    let (_, stats) = service.symbolize(&w);
+    assert_eq!((stats.user.files, stats.user.cache_hits), (0, 1));
+    let w = pinned_window(&files, &[(1, beta)]);
+    assert_eq!(leaf_names(&mut service, &w), vec!["compute_beta"]);
+    assert!(
+        mappings_of(&second) > 0,
+        "opened from the copy still mapped"
+    );
+    // Releasing the last copy ends the source.
+    assert!(service.evict_file(2));
+    assert_eq!(mappings_of(&second), 0);
+    assert!(service.evict_file(3));
+    assert_eq!((service.sizes().files, service.sizes().sources), (0, 0));
+}
+
 #[test]
 fn name_cache_stays_bounded_and_answers_right() {
     let fx = common::fixtures();
@@ -308,6 +396,7 @@ fn files_are_opened_ahead_through_the_feed() {
     let feed = service.feed();
     assert!(feed.preloaded.request(PreloadRequest {
         file: 3,
+        content: None,
         read_from: path.clone(),
         path: path.clone(),
         build_id: None,
@@ -316,6 +405,7 @@ fn files_are_opened_ahead_through_the_feed() {
     // Asked once: a second request for the same file is not queued.
     assert!(!feed.preloaded.request(PreloadRequest {
         file: 3,
+        content: None,
         read_from: path.clone(),
         path: path.clone(),
         build_id: None,
@@ -338,6 +428,7 @@ fn files_are_opened_ahead_through_the_feed() {
     // The service holds it now: asking again is a no-op.
     assert!(!feed.preloaded.request(PreloadRequest {
         file: 3,
+        content: None,
         read_from: path.clone(),
         path,
         build_id: None,

@@ -2,6 +2,11 @@
 //! estimated bytes ([`FileSymbolizer::estimated_bytes`], which grows as lookups parse more
 //! DWARF units, so a symbolizer is weighed again after each lookup). Dropping one releases
 //! its mappings, and so the disk space of a deleted binary that nothing else holds.
+//!
+//! Symbolizers are kept by source ([`super::sources`]): copies of one binary share the
+//! symbolizer of the copy opened first, until that copy is released (then the symbolizer is
+//! closed, so that it does not keep a deleted copy's space, and the next copy that needs one
+//! opens it again).
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -13,23 +18,32 @@ use tracing::{debug, warn};
 
 use super::debuginfod::Fetcher;
 use super::lru::Lru;
-use super::preload::{Opened, PreloadQueue, Preloader};
+use super::preload::{Opened, PreloadQueue, Preloaded, Preloader};
+use super::sources::{SourceId, Sources};
 use super::stats::UserSymbolStats;
 use crate::{DebugSearch, FileSymbolizer};
 
 /// Weight of a file remembered as unreadable.
 const UNREADABLE_WEIGHT: u64 = 256;
 
-/// Open symbolizers by window file id.
+/// A symbolizer held, and the file it was opened from.
+struct Held {
+    opened: Opened,
+    /// The window file id it reads.
+    origin: u32,
+}
+
+/// Open symbolizers by source.
 pub(crate) struct OpenFiles {
-    lru: Lru<u32, Opened>,
+    lru: Lru<SourceId, Held>,
+    sources: Sources,
     preloader: Preloader,
     search: DebugSearch,
     fetcher: Fetcher,
 }
 
-fn weight(opened: &Opened) -> u64 {
-    opened.as_ref().map_or(UNREADABLE_WEIGHT, |s| {
+fn weight(held: &Held) -> u64 {
+    held.opened.as_ref().map_or(UNREADABLE_WEIGHT, |s| {
         s.estimated_bytes().max(UNREADABLE_WEIGHT)
     })
 }
@@ -47,6 +61,7 @@ impl OpenFiles {
     ) -> OpenFiles {
         OpenFiles {
             lru: Lru::new(max_files, max_bytes),
+            sources: Sources::default(),
             preloader: Preloader::new(search.clone(), preload_queue, max_files),
             search,
             fetcher,
@@ -58,7 +73,18 @@ impl OpenFiles {
         self.preloader.queue()
     }
 
-    /// The symbolizer of `file` (None: it cannot be read), opening it if it is not open.
+    /// The source of `file`: the key of names cached for it.
+    pub(crate) fn source(&mut self, file: &WindowFile) -> SourceId {
+        self.sources.of(file)
+    }
+
+    /// The key of `source`, while one of its files is not released.
+    pub(crate) fn key(&self, source: SourceId) -> Option<&super::sources::SourceKey> {
+        self.sources.key(source)
+    }
+
+    /// The symbolizer of `file` (None: it cannot be read), opening it if neither it nor a
+    /// copy of it is open.
     pub(crate) fn symbolizer(
         &mut self,
         file: &WindowFile,
@@ -66,18 +92,30 @@ impl OpenFiles {
         now: Instant,
         stats: &mut UserSymbolStats,
     ) -> Option<Arc<FileSymbolizer>> {
-        if let Some(hit) = self.lru.get(&file.id) {
-            return hit.clone();
+        let source = self.sources.of(file);
+        if let Some(hit) = self.lru.get(&source) {
+            return hit.opened.clone();
         }
-        let opened = match self.preloader.take(file.id) {
+        let key = self.sources.key(source)?.clone();
+        let (opened, origin) = match self.preloader.take(&key) {
             // Opened ahead; files without DWARF still go through `open` when debuginfod may
             // supply it.
-            Some(Some(ready)) if self.complete(&ready, window, now) => Some(ready),
-            _ if file.path.starts_with('/') => self.open(file, window, now, stats),
-            _ => None,
+            Some(Preloaded {
+                origin,
+                opened: Some(ready),
+            }) if self.complete(&ready, window, now) => (Some(ready), origin),
+            _ if file.path.starts_with('/') => (self.open(file, window, now, stats), file.id),
+            _ => (None, file.id),
         };
         stats.files += opened.is_some() as usize;
-        self.insert(file.id, opened.clone(), stats);
+        self.insert(
+            source,
+            Held {
+                opened: opened.clone(),
+                origin,
+            },
+            stats,
+        );
         opened
     }
 
@@ -88,13 +126,26 @@ impl OpenFiles {
         now: Instant,
         stats: &mut UserSymbolStats,
     ) {
-        for (id, opened) in self.preloader.take_all() {
-            let Some(ready) = opened else { continue };
-            if self.lru.peek(&id).is_some() || !self.complete(&ready, window, now) {
+        for (key, preloaded) in self.preloader.take_all() {
+            let Some(ready) = preloaded.opened else {
+                continue;
+            };
+            // The file it was opened from has no source when it was released meanwhile.
+            let Some(source) = self.sources.source_of_file(preloaded.origin) else {
+                continue;
+            };
+            if self.sources.key(source) != Some(&key)
+                || self.lru.peek(&source).is_some()
+                || !self.complete(&ready, window, now)
+            {
                 continue;
             }
             stats.files += 1;
-            self.insert(id, Some(ready), stats);
+            let held = Held {
+                opened: Some(ready),
+                origin: preloaded.origin,
+            };
+            self.insert(source, held, stats);
         }
     }
 
@@ -104,46 +155,70 @@ impl OpenFiles {
         ready.has_dwarf() || !self.fetcher.available(window, now)
     }
 
-    fn insert(&mut self, id: u32, opened: Opened, stats: &mut UserSymbolStats) {
-        let w = weight(&opened);
-        self.preloader.set_open(id, true);
-        let dropped = self.lru.insert(id, opened, w);
+    fn insert(&mut self, source: SourceId, held: Held, stats: &mut UserSymbolStats) {
+        let w = weight(&held);
+        if let Some(key) = self.sources.key(source) {
+            self.preloader.set_open(key, true);
+        }
+        let dropped = self.lru.insert(source, held, w);
         self.dropped(dropped, stats);
     }
 
-    fn dropped(&mut self, dropped: Vec<(u32, Opened)>, stats: &mut UserSymbolStats) {
-        for (id, _) in dropped {
-            debug!(file = id, "symbolizer closed (least recently used)");
-            self.preloader.set_open(id, false);
+    fn dropped(&mut self, dropped: Vec<(SourceId, Held)>, stats: &mut UserSymbolStats) {
+        for (source, held) in dropped {
+            debug!(
+                file = held.origin,
+                "symbolizer closed (least recently used)"
+            );
+            if let Some(key) = self.sources.key(source) {
+                self.preloader.set_open(key, false);
+            }
             stats.files_evicted += 1;
         }
     }
 
-    /// Weigh the symbolizer of `id` again (after lookups that may have parsed DWARF).
-    pub(crate) fn reweigh(&mut self, id: u32, stats: &mut UserSymbolStats) {
-        let Some(opened) = self.lru.peek(&id) else {
+    /// Weigh the symbolizer of `source` again (after lookups that may have parsed DWARF).
+    pub(crate) fn reweigh(&mut self, source: SourceId, stats: &mut UserSymbolStats) {
+        let Some(held) = self.lru.peek(&source) else {
             return;
         };
-        let w = weight(opened);
-        let dropped = self.lru.reweigh(&id, w);
+        let w = weight(held);
+        let dropped = self.lru.reweigh(&source, w);
         self.dropped(dropped, stats);
     }
 
-    /// Close the symbolizer of `id` and forget it was asked for; true if one was open.
-    pub(crate) fn evict(&mut self, id: u32) -> bool {
-        self.preloader.forget(id);
-        self.lru.remove(&id).is_some()
+    /// No process maps `file` any more: close the symbolizer opened from it, or its source's
+    /// when it was the last copy, and forget what was asked for them. True if one was open.
+    pub(crate) fn evict(&mut self, file: u32) -> bool {
+        let Some(released) = self.sources.release(file) else {
+            return false;
+        };
+        let opened_from_it = self
+            .lru
+            .peek(&released.source)
+            .is_some_and(|held| held.origin == file);
+        if !(released.last || opened_from_it) {
+            return false;
+        }
+        self.preloader.forget(&released.key);
+        self.lru.remove(&released.source).is_some()
     }
 
-    /// Close every symbolizer and drop what was opened ahead.
+    /// Close every symbolizer, drop what was opened ahead, and forget every file.
     pub(crate) fn clear(&mut self) {
         self.preloader.clear();
         self.lru.clear();
+        self.sources.clear();
     }
 
     /// Files held, their estimated bytes, and results of the preloader not yet taken.
     pub(crate) fn sizes(&self) -> (usize, u64, usize) {
         (self.lru.len(), self.lru.weight(), self.preloader.sizes().0)
+    }
+
+    /// Files seen and not released, and the sources they make.
+    pub(crate) fn sources(&self) -> (usize, usize) {
+        self.sources.sizes()
     }
 
     fn open(

@@ -2,8 +2,9 @@
 //! ([`profile::NormalizedWindow`]), for a recording or for a daemon that runs for weeks.
 //!
 //! What it keeps between windows is bounded ([`Limits`]), each by a rule of its own:
-//! - open symbolizers (`files.rs`): an LRU by count and estimated bytes;
-//! - names of user addresses by (file id, offset), and of kernel addresses (`names.rs`,
+//! - open symbolizers (`files.rs`): an LRU by count and estimated bytes, one per source
+//!   (`sources.rs`: copies of a binary with the same build-id, size and owner are one);
+//! - names of user addresses by (source, offset), and of kernel addresses (`names.rs`,
 //!   `kernel.rs`): two generations, bounded by entries and bytes of names;
 //! - JIT perf maps (`jit.rs`): by (pid, process start), an LRU by count and bytes, each map
 //!   refused past a size; read again when the file changed, at most once per window;
@@ -23,6 +24,7 @@ mod lru;
 mod names;
 mod options;
 mod preload;
+mod sources;
 mod stats;
 
 use std::collections::HashMap;
@@ -36,6 +38,7 @@ use tracing::debug;
 
 pub use options::{Limits, ServiceOptions};
 pub use preload::{PreloadQueue, PreloadRequest};
+pub use sources::ContentKey;
 pub use stats::{ResolveStats, ServiceSizes, UserSymbolStats};
 
 use self::debuginfod::{Backoff, DebugInfoSource, Fetcher};
@@ -43,6 +46,7 @@ use self::files::OpenFiles;
 use self::jit::JitMaps;
 use self::kernel::{KernelLoader, KernelNames};
 use self::names::{NameCache, Names};
+use self::sources::SourceId;
 use crate::{ElfFile, FileOffset, FrameCache, ResolvedFrame};
 
 /// What a recording hands the service while it records: files to open ahead, and the
@@ -66,7 +70,8 @@ impl SymbolFeed {
 pub struct SymbolService {
     lines: bool,
     files: OpenFiles,
-    names: NameCache<(u32, u64)>,
+    /// Names by source (copies of a file share them) and file offset.
+    names: NameCache<(SourceId, u64)>,
     kernel: KernelNames,
     jit: JitMaps,
     vdso: Option<Option<Arc<ElfFile>>>,
@@ -237,21 +242,28 @@ impl SymbolService {
                 return false;
             }
         };
-        let key = (file.id, offset);
+        let source = self.files.source(file);
+        let key = (source, offset);
         let names = if self.names.get(&key).is_some() {
             self.stats.cache_hits += 1;
             self.names.get(&key).expect("just found")
         } else {
             self.stats.cache_misses += 1;
-            let names = self.name_file_offset(file, offset, now);
+            let names = self.name_file_offset(file, source, offset, now);
             self.names.insert(key, names)
         };
         out.extend(names.names().iter().rev().map(|name| profile.intern(name)));
         names.named()
     }
 
-    /// Name `offset` of `file` (a cache miss).
-    fn name_file_offset(&mut self, file: &WindowFile, offset: u64, now: Instant) -> Names {
+    /// Name `offset` of `file`, one of `source` (a cache miss).
+    fn name_file_offset(
+        &mut self,
+        file: &WindowFile,
+        source: SourceId,
+        offset: u64,
+        now: Instant,
+    ) -> Names {
         let mut names: Vec<Box<str>> = Vec::new();
         let mut named = false;
         if file.path == "[vdso]" {
@@ -268,15 +280,14 @@ impl SymbolService {
             let lines = self.lines;
             let window = self.window;
             // Frames seen by an earlier run come from the frame cache, without opening the
-            // file (when the kernel gave its build-id) or at least without indexing its DWARF.
-            let mut build_id = file.build_id.clone();
-            if build_id.is_none() {
-                build_id = self
-                    .files
-                    .symbolizer(file, window, now, &mut self.stats)
-                    .and_then(|s| s.elf().build_id().map(<[u8]>::to_vec));
-            }
-            let cached = build_id
+            // file. Its entries are keyed by content (build-id, size and owner), so a file
+            // that only claims another's build-id never reads or writes that one's frames.
+            let cache_id = self
+                .files
+                .key(source)
+                .and_then(|k| k.content())
+                .map(ContentKey::cache_id);
+            let cached = cache_id
                 .as_deref()
                 .and_then(|id| self.frame_cache.get(id, offset, lines));
             self.scratch.clear();
@@ -290,7 +301,7 @@ impl SymbolService {
                     // Only frames from DWARF are kept: names from a symbol table alone would
                     // hide debug info installed later.
                     if let (Some(id), false, true) =
-                        (&build_id, self.scratch.is_empty(), symbolizer.has_dwarf())
+                        (&cache_id, self.scratch.is_empty(), symbolizer.has_dwarf())
                     {
                         self.frame_cache.insert(id, offset, lines, &self.scratch);
                     }
@@ -300,7 +311,7 @@ impl SymbolService {
                 }
                 drop(symbolizer);
                 // The lookup may have parsed more DWARF.
-                self.files.reweigh(file.id, &mut self.stats);
+                self.files.reweigh(source, &mut self.stats);
             }
             for frame in &self.scratch {
                 names.push(match (&frame.file, frame.line) {
@@ -337,10 +348,11 @@ impl SymbolService {
         }
     }
 
-    /// No process maps the file `file_id` ([`profile::WindowFile::id`]) any more: close its
-    /// symbolizer (releasing its mappings, and so a deleted binary's disk space if nothing
-    /// else holds it) and drop what was opened ahead for it. Its cached names age out with
-    /// their generation. Returns whether a symbolizer was open.
+    /// No process maps the file `file_id` ([`profile::WindowFile::id`]) any more: close the
+    /// symbolizer read from it (releasing its mappings, and so a deleted binary's disk space
+    /// if nothing else holds it) and drop what was opened ahead for it. Its cached names,
+    /// shared with its copies, age out with their generation. Returns whether a symbolizer
+    /// was closed.
     pub fn evict_file(&mut self, file_id: u32) -> bool {
         self.files.evict(file_id)
     }
@@ -363,11 +375,14 @@ impl SymbolService {
     /// What the service holds now.
     pub fn sizes(&self) -> ServiceSizes {
         let (symbolizers, symbolizer_bytes, preloaded) = self.files.sizes();
+        let (files, sources) = self.files.sources();
         let (jit_maps, jit_bytes) = self.jit.sizes();
         ServiceSizes {
             symbolizers,
             symbolizer_bytes,
             preloaded,
+            files,
+            sources,
             names: self.names.len(),
             name_bytes: self.names.bytes(),
             kernel_names: self.kernel.sizes().0,

@@ -5,7 +5,8 @@
 //! its bound a request is dropped, and the file is opened when a window needs it). The
 //! worker opens one file at a time, looks one address up (which builds its DWARF index) and
 //! leaves the result for the service, which takes it when it needs the file or when a window
-//! starts. The worker waits while as many results as the service may keep open are not yet
+//! starts. Requests are told apart by source ([`super::sources`]): a copy of a file the
+//! service holds, or that is queued or being opened, is not opened again. The worker waits while as many results as the service may keep open are not yet
 //! taken, so what it holds is bounded too. A file the service asks for while the worker is
 //! opening it is waited for, not opened twice; one still queued is opened by the service.
 
@@ -17,6 +18,7 @@ use std::thread::JoinHandle;
 use rustc_hash::FxBuildHasher;
 use tracing::debug;
 
+use super::sources::{ContentKey, SourceKey};
 use crate::{DebugSearch, FileOffset, FileSymbolizer};
 
 /// A file to open ahead.
@@ -24,6 +26,9 @@ use crate::{DebugSearch, FileOffset, FileSymbolizer};
 pub struct PreloadRequest {
     /// The id its frames carry ([`profile::WindowFile::id`]).
     pub file: u32,
+    /// Its content key ([`ContentKey::of`] of the held file), when it has one: copies with
+    /// the same key are opened once.
+    pub content: Option<ContentKey>,
     /// Where to read it from: the file as a live process sees it, or a held descriptor
     /// (`/proc/self/fd/N`).
     pub read_from: PathBuf,
@@ -38,18 +43,34 @@ pub struct PreloadRequest {
 /// Opened ahead: the symbolizer, or None when the file could not be opened.
 pub(crate) type Opened = Option<Arc<FileSymbolizer>>;
 
+impl PreloadRequest {
+    fn key(&self) -> SourceKey {
+        self.content
+            .clone()
+            .map_or(SourceKey::File(self.file), SourceKey::Content)
+    }
+}
+
+/// A result of the worker: what was opened, and from which file.
+pub(crate) struct Preloaded {
+    /// The window file id it was opened from.
+    pub(crate) origin: u32,
+    /// The symbolizer, or None.
+    pub(crate) opened: Opened,
+}
+
 #[derive(Default)]
 struct State {
-    queue: VecDeque<PreloadRequest>,
-    queued: HashSet<u32, FxBuildHasher>,
-    /// The file the worker is opening.
-    opening: Option<u32>,
+    queue: VecDeque<(SourceKey, PreloadRequest)>,
+    queued: HashSet<SourceKey, FxBuildHasher>,
+    /// The source the worker is opening.
+    opening: Option<SourceKey>,
     /// Whether the result of `opening` is no longer wanted (the file was evicted meanwhile).
     discard_opening: bool,
     /// Results not yet taken by the service.
-    done: HashMap<u32, Opened, FxBuildHasher>,
-    /// Files the service holds: requests for them are dropped.
-    open: HashSet<u32, FxBuildHasher>,
+    done: HashMap<SourceKey, Preloaded, FxBuildHasher>,
+    /// Sources the service holds: requests for them are dropped.
+    open: HashSet<SourceKey, FxBuildHasher>,
     closed: bool,
     /// Requests dropped because the queue was full.
     dropped: u64,
@@ -77,16 +98,17 @@ pub struct PreloadQueue {
 }
 
 impl PreloadQueue {
-    /// Queue `request`, unless its file is already open, queued or being opened, or the
-    /// queue is full. Returns whether it was queued. The worker thread starts on the first.
+    /// Queue `request`, unless its file (or a copy of it) is already open, queued or being
+    /// opened, or the queue is full. Returns whether it was queued. The worker thread starts
+    /// on the first.
     pub fn request(&self, request: PreloadRequest) -> bool {
+        let key = request.key();
         let mut state = self.shared.lock();
-        let id = request.file;
         if state.closed
-            || state.open.contains(&id)
-            || state.queued.contains(&id)
-            || state.opening == Some(id)
-            || state.done.contains_key(&id)
+            || state.open.contains(&key)
+            || state.queued.contains(&key)
+            || state.opening.as_ref() == Some(&key)
+            || state.done.contains_key(&key)
         {
             return false;
         }
@@ -94,8 +116,8 @@ impl PreloadQueue {
             state.dropped += 1;
             return false;
         }
-        state.queued.insert(id);
-        state.queue.push_back(request);
+        state.queued.insert(key.clone());
+        state.queue.push_back((key, request));
         drop(state);
         self.start_worker();
         self.shared.changed.notify_all();
@@ -127,18 +149,18 @@ impl std::fmt::Debug for PreloadQueue {
 fn work(shared: &Shared) {
     let mut frames = Vec::new();
     loop {
-        let request = {
+        let (key, request) = {
             let mut state = shared.lock();
             loop {
                 if state.closed {
                     return;
                 }
                 if state.done.len() < shared.max_done {
-                    if let Some(r) = state.queue.pop_front() {
-                        state.queued.remove(&r.file);
-                        state.opening = Some(r.file);
+                    if let Some((key, r)) = state.queue.pop_front() {
+                        state.queued.remove(&key);
+                        state.opening = Some(key.clone());
                         state.discard_opening = false;
-                        break r;
+                        break (key, r);
                     }
                 }
                 state = shared
@@ -153,8 +175,9 @@ fn work(shared: &Shared) {
         .unwrap_or(None);
         let mut state = shared.lock();
         state.opening = None;
-        if !state.discard_opening && !state.open.contains(&request.file) {
-            state.done.insert(request.file, opened);
+        if !state.discard_opening && !state.open.contains(&key) {
+            let origin = request.file;
+            state.done.insert(key, Preloaded { origin, opened });
         }
         drop(state);
         shared.changed.notify_all();
@@ -212,54 +235,54 @@ impl Preloader {
         }
     }
 
-    /// What was opened ahead for `file`: waits if the worker is opening it; a request still
-    /// queued is dropped (the caller opens the file itself). None: not opened ahead.
-    pub(crate) fn take(&self, file: u32) -> Option<Opened> {
+    /// What was opened ahead for source `key`: waits if the worker is opening it; a request
+    /// still queued is dropped (the caller opens the file itself). None: not opened ahead.
+    pub(crate) fn take(&self, key: &SourceKey) -> Option<Preloaded> {
         let mut state = self.shared.lock();
-        if state.queued.remove(&file) {
-            state.queue.retain(|r| r.file != file);
+        if state.queued.remove(key) {
+            state.queue.retain(|(k, _)| k != key);
         }
-        while state.opening == Some(file) {
+        while state.opening.as_ref() == Some(key) {
             state = self
                 .shared
                 .changed
                 .wait(state)
                 .unwrap_or_else(|e| e.into_inner());
         }
-        let taken = state.done.remove(&file);
+        let taken = state.done.remove(key);
         drop(state);
         self.shared.changed.notify_all();
         taken
     }
 
     /// Every result not yet taken.
-    pub(crate) fn take_all(&self) -> Vec<(u32, Opened)> {
+    pub(crate) fn take_all(&self) -> Vec<(SourceKey, Preloaded)> {
         let taken: Vec<_> = self.shared.lock().done.drain().collect();
         self.shared.changed.notify_all();
         taken
     }
 
-    /// Note that the service holds `file` (`open`) or no longer does.
-    pub(crate) fn set_open(&self, file: u32, open: bool) {
+    /// Note that the service holds source `key` (`open`) or no longer does.
+    pub(crate) fn set_open(&self, key: &SourceKey, open: bool) {
         let mut state = self.shared.lock();
         if open {
-            state.open.insert(file);
+            state.open.insert(key.clone());
         } else {
-            state.open.remove(&file);
+            state.open.remove(key);
         }
     }
 
-    /// Drop everything about `file`: queued, being opened, opened.
-    pub(crate) fn forget(&self, file: u32) {
+    /// Drop everything about source `key`: queued, being opened, opened.
+    pub(crate) fn forget(&self, key: &SourceKey) {
         let mut state = self.shared.lock();
-        if state.queued.remove(&file) {
-            state.queue.retain(|r| r.file != file);
+        if state.queued.remove(key) {
+            state.queue.retain(|(k, _)| k != key);
         }
-        if state.opening == Some(file) {
+        if state.opening.as_ref() == Some(key) {
             state.discard_opening = true;
         }
-        state.done.remove(&file);
-        state.open.remove(&file);
+        state.done.remove(key);
+        state.open.remove(key);
         drop(state);
         self.shared.changed.notify_all();
     }

@@ -92,6 +92,10 @@ pub struct ServiceSizes {
     pub symbolizer_bytes: u64,
     /// Symbolizers opened ahead, not yet taken.
     pub preloaded: usize,
+    /// Files seen and not yet released ([`super::SymbolService::evict_file`]).
+    pub files: usize,
+    /// The sources those files make (copies of one binary are one source).
+    pub sources: usize,
     /// User addresses whose names are cached.
     pub names: usize,
     /// Bytes of those names (as counted against the bound).

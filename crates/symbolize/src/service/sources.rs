@@ -1,0 +1,240 @@
+//! Which mapped files name their frames alike, so that they share one symbolizer and one set
+//! of cached names.
+//!
+//! A service redeployed as a fresh copy of the same binary, or a library mapped from several
+//! containers, is a new mapped file each time; opening, indexing and naming each copy again
+//! cost most of the service's CPU under such churn. Files with the same build-id, the same
+//! size and the same owner are one *source*: the first copy's symbolizer and names serve the
+//! others. The owner is part of the key so that a file one user made can never name another
+//! user's frames: a user's file carrying the build-id of root's libc is a source of its own.
+//! A file without a build-id, or that is not held open, is a source alone.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+
+use profile::WindowFile;
+use rustc_hash::FxBuildHasher;
+
+/// What makes two files interchangeable for naming: the same build-id, size and owner.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ContentKey {
+    build_id: Box<[u8]>,
+    size: u64,
+    owner: u32,
+}
+
+impl ContentKey {
+    /// The key of `file` (held open) whose build-id is `build_id`; None without a build-id
+    /// or when the file cannot be inspected (it is then a source alone).
+    pub fn of(build_id: Option<&[u8]>, file: &File) -> Option<ContentKey> {
+        let build_id = build_id.filter(|id| !id.is_empty())?;
+        let meta = file.metadata().ok()?;
+        Some(ContentKey {
+            build_id: build_id.into(),
+            size: meta.size(),
+            owner: meta.uid(),
+        })
+    }
+
+    /// The id of this content in the [`crate::FrameCache`]: the build-id, then the size and
+    /// the owner (so that frames one user's file produced never name another user's).
+    pub fn cache_id(&self) -> Vec<u8> {
+        let mut id = Vec::with_capacity(self.build_id.len() + 12);
+        id.extend_from_slice(&self.build_id);
+        id.extend_from_slice(&self.size.to_le_bytes());
+        id.extend_from_slice(&self.owner.to_le_bytes());
+        id
+    }
+}
+
+/// How the service and the preloader tell sources apart: by content, or by the window file
+/// id of a file that is a source alone.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum SourceKey {
+    /// Files with this content.
+    Content(ContentKey),
+    /// This file alone ([`profile::WindowFile::id`]).
+    File(u32),
+}
+
+impl SourceKey {
+    /// The content key, when the source is one.
+    pub(crate) fn content(&self) -> Option<&ContentKey> {
+        match self {
+            SourceKey::Content(key) => Some(key),
+            SourceKey::File(_) => None,
+        }
+    }
+
+    /// The key of a file with `build_id`, held open as `pinned` (if it is), and window id
+    /// `file`.
+    pub(crate) fn of(file: u32, build_id: Option<&[u8]>, pinned: Option<&File>) -> SourceKey {
+        pinned
+            .and_then(|f| ContentKey::of(build_id, f))
+            .map_or(SourceKey::File(file), SourceKey::Content)
+    }
+}
+
+/// A small id for a source, the key of the service's caches. Never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct SourceId(pub(crate) u32);
+
+struct Source {
+    key: SourceKey,
+    /// Files of the source not yet released.
+    files: u32,
+}
+
+/// The sources of the files the service has seen and not yet released: bounded by the files
+/// its owner has not released ([`Sources::release`]).
+#[derive(Default)]
+pub(crate) struct Sources {
+    of_file: HashMap<u32, SourceId, FxBuildHasher>,
+    by_key: HashMap<SourceKey, SourceId, FxBuildHasher>,
+    sources: HashMap<SourceId, Source, FxBuildHasher>,
+    next: u32,
+}
+
+/// What [`Sources::release`] found.
+pub(crate) struct Released {
+    /// The source the file was one of.
+    pub(crate) source: SourceId,
+    /// Its key.
+    pub(crate) key: SourceKey,
+    /// Whether it was the source's last file.
+    pub(crate) last: bool,
+}
+
+impl Sources {
+    /// The source of `file` (inspecting it the first time it is seen).
+    pub(crate) fn of(&mut self, file: &WindowFile) -> SourceId {
+        if let Some(&id) = self.of_file.get(&file.id) {
+            return id;
+        }
+        let key = SourceKey::of(file.id, file.build_id.as_deref(), file.pinned.as_deref());
+        let id = match self.by_key.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = SourceId(self.next);
+                // Wrapping would let an old id name a new source: stay on the last one.
+                self.next = self.next.saturating_add(1);
+                self.by_key.insert(key.clone(), id);
+                self.sources.insert(id, Source { key, files: 0 });
+                id
+            }
+        };
+        if let Some(source) = self.sources.get_mut(&id) {
+            source.files += 1;
+        }
+        self.of_file.insert(file.id, id);
+        id
+    }
+
+    /// The source of `file`, if it was seen and not released.
+    pub(crate) fn source_of_file(&self, file: u32) -> Option<SourceId> {
+        self.of_file.get(&file).copied()
+    }
+
+    /// The key of source `id`, while one of its files is not released.
+    pub(crate) fn key(&self, id: SourceId) -> Option<&SourceKey> {
+        self.sources.get(&id).map(|s| &s.key)
+    }
+
+    /// File `file` is released: no process maps it any more. None if it was never seen.
+    pub(crate) fn release(&mut self, file: u32) -> Option<Released> {
+        let id = self.of_file.remove(&file)?;
+        let source = self.sources.get_mut(&id)?;
+        source.files = source.files.saturating_sub(1);
+        let last = source.files == 0;
+        let key = if last {
+            let source = self.sources.remove(&id)?;
+            self.by_key.remove(&source.key);
+            source.key
+        } else {
+            source.key.clone()
+        };
+        Some(Released {
+            source: id,
+            key,
+            last,
+        })
+    }
+
+    /// Forget every file and source (ids are not reused).
+    pub(crate) fn clear(&mut self) {
+        self.of_file.clear();
+        self.by_key.clear();
+        self.sources.clear();
+    }
+
+    /// Files and sources held.
+    pub(crate) fn sizes(&self) -> (usize, usize) {
+        (self.of_file.len(), self.sources.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::sync::Arc;
+
+    fn window_file(id: u32, build_id: Option<&[u8]>, pinned: Option<&Arc<File>>) -> WindowFile {
+        WindowFile {
+            id,
+            path: format!("/copy{id}"),
+            build_id: build_id.map(<[u8]>::to_vec),
+            live_path: None,
+            pinned: pinned.cloned(),
+        }
+    }
+
+    fn temp_file(bytes: &[u8]) -> (tempfile::TempDir, Arc<File>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(bytes)
+            .unwrap();
+        let file = Arc::new(File::open(&path).unwrap());
+        (dir, file)
+    }
+
+    #[test]
+    fn copies_with_the_same_build_id_size_and_owner_share_a_source() {
+        let (_a, a) = temp_file(b"0123456789");
+        let (_b, b) = temp_file(b"abcdefghij");
+        let (_c, c) = temp_file(b"longer than ten");
+        let mut s = Sources::default();
+        let first = s.of(&window_file(1, Some(b"id"), Some(&a)));
+        assert_eq!(s.of(&window_file(2, Some(b"id"), Some(&b))), first);
+        assert_ne!(s.of(&window_file(3, Some(b"id"), Some(&c))), first, "size");
+        assert_ne!(s.of(&window_file(4, Some(b"other"), Some(&a))), first);
+        assert_ne!(s.of(&window_file(5, None, Some(&a))), first, "no build-id");
+        assert_ne!(s.of(&window_file(6, Some(b"id"), None)), first, "not held");
+        assert_eq!(s.sizes(), (6, 5));
+        // Released one by one: the source goes with its last file.
+        let r = s.release(1).unwrap();
+        assert!(!r.last);
+        let r = s.release(2).unwrap();
+        assert!(r.last && r.source == first);
+        assert!(s.key(first).is_none());
+        assert!(s.release(2).is_none(), "released twice");
+        // A later copy with the same content gets a new source (ids are never reused).
+        let again = s.of(&window_file(7, Some(b"id"), Some(&a)));
+        assert_ne!(again, first);
+    }
+
+    #[test]
+    fn the_owner_is_part_of_the_key() {
+        let (_a, a) = temp_file(b"0123456789");
+        let key = ContentKey::of(Some(b"id"), &a).unwrap();
+        let other_owner = ContentKey {
+            owner: key.owner.wrapping_add(1),
+            ..key.clone()
+        };
+        assert_ne!(key, other_owner);
+        assert_eq!(key.owner, a.metadata().unwrap().uid());
+    }
+}
