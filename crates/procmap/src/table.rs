@@ -104,6 +104,10 @@ struct Process {
     mappings: Vec<Entry>,
     /// (time, effective uid), sorted by time.
     uids: Vec<(u64, u32)>,
+    /// The last exec whose uid was not read yet: its time and the name it took. Read when
+    /// the process is first sampled after it ([`ProcessTable::read_exec_uid`]); most
+    /// short-lived processes never are.
+    exec_uid_unread: Option<(u64, u32)>,
 }
 
 impl Process {
@@ -116,6 +120,7 @@ impl Process {
             execs: Vec::new(),
             mappings: Vec::new(),
             uids: Vec::new(),
+            exec_uid_unread: None,
         }
     }
 
@@ -449,6 +454,12 @@ impl ProcessTable {
         list.get(index_at(list, time)?)
     }
 
+    fn process_at_mut(&mut self, pid: u32, time: u64) -> Option<&mut Process> {
+        let list = self.processes.get_mut(&pid)?;
+        let at = index_at(list, time)?;
+        list.get_mut(at)
+    }
+
     /// The incarnation a record of `pid` at `time` belongs to; one started at 0 when the
     /// record is older than every known one.
     fn process_for_record(&mut self, pid: u32, time: u64) -> &mut Process {
@@ -489,7 +500,7 @@ impl ProcessTable {
     }
 
     /// Record a thread's new name; `exec` means the process replaced its address space (and
-    /// its effective uid is read again from /proc, when the process is still there).
+    /// its effective uid is read again from /proc when it is first sampled after the exec).
     pub fn set_comm(&mut self, pid: u32, tid: u32, time: u64, name: &str, exec: bool) {
         self.stats.comms += 1;
         let id = self.intern_name(name);
@@ -512,14 +523,35 @@ impl ProcessTable {
                 process.execs.insert(at, time);
             }
             process.end_mappings_before(time);
-            // One small read per exec; not when the process is known to have exited since (its
-            // pid may name another process already), nor when /proc shows another name (the
-            // process renamed itself since, or the pid was reused): the uid stays the
-            // inherited one.
-            if read_proc && process.end().is_none_or(|end| end <= time) {
-                if let Some(uid) = read_uid(pid, Some(name)) {
-                    set_at(&mut process.uids, time, uid);
-                }
+            if read_proc && process.exec_uid_unread.is_none_or(|(t, _)| t <= time) {
+                process.exec_uid_unread = Some((time, id));
+            }
+        }
+    }
+
+    /// The process on `pid` is sampled at `time`: if it exec'd before and its uid since the
+    /// exec was not read, read it now from /proc (one small read per exec of a sampled
+    /// process). Not when the process is known to have exited (its pid may name another
+    /// process already), nor when /proc shows another name than the exec gave (the process
+    /// renamed itself since, or the pid was reused): the uid stays the inherited one.
+    pub fn read_exec_uid(&mut self, pid: u32, time: u64) {
+        let Some(process) = self.process_at_mut(pid, time) else {
+            return;
+        };
+        let Some((exec, name)) = process.exec_uid_unread else {
+            return;
+        };
+        if exec > time {
+            return;
+        }
+        process.exec_uid_unread = None;
+        if process.end().is_some() {
+            return;
+        }
+        let name = self.names.get(name as usize).map(String::as_str);
+        if let Some(uid) = name.and_then(|name| read_uid(pid, Some(name))) {
+            if let Some(process) = self.process_at_mut(pid, time) {
+                set_at(&mut process.uids, exec, uid);
             }
         }
     }
@@ -594,6 +626,9 @@ impl ProcessTable {
                 new.execs = prev.execs.split_off(split);
                 let split = prev.uids.partition_point(|&(t, _)| t < time);
                 new.uids = prev.uids.split_off(split);
+                if prev.exec_uid_unread.is_some_and(|(t, _)| t >= time) {
+                    new.exec_uid_unread = prev.exec_uid_unread.take();
+                }
                 // An exit at or after `time` is this process's (its EXIT came first); the
                 // one before ended by `time` at the latest.
                 let split = prev.exits.partition_point(|&t| t < time);
@@ -751,7 +786,8 @@ impl ProcessTable {
     }
 
     /// The effective uid of the process on `pid` at `time`: read from /proc for processes
-    /// alive at start, inherited at fork, read again at exec.
+    /// alive at start, inherited at fork, read again after an exec when the process is first
+    /// sampled ([`ProcessTable::read_exec_uid`]).
     pub fn uid(&self, pid: u32, time: u64) -> Option<u32> {
         let uids = &self.process_at(pid, time)?.uids;
         let at = uids.partition_point(|&(t, _)| t <= time);
@@ -1401,7 +1437,7 @@ mod tests {
     }
 
     #[test]
-    fn uid_is_read_inherited_and_read_again_at_exec() {
+    fn uid_is_read_inherited_and_read_again_when_sampled_after_exec() {
         use std::os::unix::fs::MetadataExt;
         let own = std::process::id();
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -1418,17 +1454,31 @@ mod tests {
         assert_eq!(t.uid(child, 15), Some(4242), "inherited");
         // Exec of a process /proc does not have: the inherited uid stays.
         t.set_comm(child, child, 20, "x", true);
+        t.read_exec_uid(child, 25);
         assert_eq!(t.uid(child, 25), Some(4242));
         // Exec of a live process: read again, from the exec on.
         t.fork(own, parent, own, parent, 100);
         assert_eq!(t.uid(own, 105), Some(4242));
         t.set_comm(own, own, 110, "someone-else", true);
+        t.read_exec_uid(own, 115);
         assert_eq!(
             t.uid(own, 115),
             Some(4242),
             "another name: not this process"
         );
         t.set_comm(own, own, 120, parsed.name, true);
+        assert_eq!(
+            t.uid(own, 125),
+            Some(4242),
+            "read when first sampled, not at exec"
+        );
+        t.read_exec_uid(own, 119);
+        assert_eq!(
+            t.uid(own, 125),
+            Some(4242),
+            "a sample before the exec reads nothing"
+        );
+        t.read_exec_uid(own, 125);
         assert_eq!(t.uid(own, 125), Some(euid));
         assert_eq!(t.uid(own, 115), Some(4242));
         assert_eq!(t.uid(own, 5), Some(euid), "the synthesized process before");

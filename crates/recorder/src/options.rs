@@ -48,8 +48,10 @@ pub mod defaults {
     /// The drain interval when recording in windows (`RecordOptions::window`), where the
     /// side-band ring is read by watermark and this tick.
     pub const WINDOW_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
-    /// Bytes of side-band records that wake the reader when recording in windows.
-    pub const SIDEBAND_WATERMARK: u32 = 4096;
+    /// Bytes of side-band records that wake the reader when recording in windows: more than
+    /// the side-band ring holds, so that it is read at the drain tick and woken only when
+    /// three quarters full (a fork/exec storm), never per process.
+    pub const SIDEBAND_WATERMARK: u32 = u32::MAX;
     /// The drain interval while a live progress line is shown.
     pub const LIVE_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
     /// Most ring buffer pages chosen by [`ring_pages_with_stacks`] (8 MiB per CPU).

@@ -87,10 +87,11 @@ pub async fn record(
         include_kernel: options.include_kernel,
         event: options.event,
         sideband_wakeup: if options.window.is_some() {
-            // Streaming (a long recording of windows): the side-band ring wakes the reader
-            // by a watermark, not at every record (about 24 times fewer wake-ups under an
-            // exec churn); records then wait up to a drain interval, and binaries of
-            // processes gone by then are pinned by path once their identity matches.
+            // Streaming (a long recording of windows): the side-band ring is read at the
+            // drain tick, and wakes the reader only when three quarters full, not at every
+            // record (several wake-ups per process under an exec churn); records then wait
+            // up to a drain interval, and binaries of processes gone by then are pinned by
+            // path once their identity matches.
             SidebandWakeup::Bytes(defaults::SIDEBAND_WATERMARK)
         } else {
             SidebandWakeup::EveryRecord

@@ -118,6 +118,11 @@ impl Collector<'_> {
         };
         let stack = self.stacks.build(&self.processes, s);
         let new = self.windows.add(&origin, &stack);
+        if new {
+            // A process's first sample after an exec is always a new stack (its key holds
+            // the thread's context, which the exec changed).
+            self.processes.read_exec_uid(s.pid, s.time);
+        }
         // A stack not seen before in its window: have its binaries' symbols opened in the
         // background.
         if let (true, Some(preloader)) = (new, self.preloader.as_mut()) {

@@ -311,11 +311,21 @@ fn copies_of_a_binary_share_a_symbolizer_and_names_but_not_across_owners() {
         mappings_of(&second) > 0,
         "opened from the copy still mapped"
     );
-    // Releasing the last copy ends the source.
+    // Releasing the last copy leaves the source idle (known for the next deploy), with
+    // nothing open.
     assert!(service.evict_file(2));
     assert_eq!(mappings_of(&second), 0);
     assert!(service.evict_file(3));
-    assert_eq!((service.sizes().files, service.sizes().sources), (0, 0));
+    assert_eq!(service.sizes().symbolizers, 0);
+    assert_eq!((service.sizes().files, service.sizes().sources), (0, 2));
+    let third = dir.path().join("deploy-3");
+    std::fs::copy(&fx.pie, &third).unwrap();
+    let (_, stats) = service.symbolize(&pinned_window(&[(4, third)], &[(0, alpha)]));
+    assert_eq!(
+        (stats.user.files, stats.user.cache_hits),
+        (0, 1),
+        "the next deploy"
+    );
 }
 
 #[test]

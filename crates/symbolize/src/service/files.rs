@@ -6,7 +6,8 @@
 //! Symbolizers are kept by source ([`super::sources`]): copies of one binary share the
 //! symbolizer of the copy opened first, until that copy is released (then the symbolizer is
 //! closed, so that it does not keep a deleted copy's space, and the next copy that needs one
-//! opens it again).
+//! opens it again). The preloader is told which sources the service knows, and opens no
+//! copy of them ahead: their names are cached.
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -165,14 +166,13 @@ impl OpenFiles {
     }
 
     fn dropped(&mut self, dropped: Vec<(SourceId, Held)>, stats: &mut UserSymbolStats) {
-        for (source, held) in dropped {
+        // The source stays known to the preloader: its names are cached, and an address
+        // they miss opens the file when a window needs it.
+        for (_, held) in dropped {
             debug!(
                 file = held.origin,
                 "symbolizer closed (least recently used)"
             );
-            if let Some(key) = self.sources.key(source) {
-                self.preloader.set_open(key, false);
-            }
             stats.files_evicted += 1;
         }
     }
@@ -187,21 +187,23 @@ impl OpenFiles {
         self.dropped(dropped, stats);
     }
 
-    /// No process maps `file` any more: close the symbolizer opened from it, or its source's
-    /// when it was the last copy, and forget what was asked for them. True if one was open.
+    /// No process maps `file` any more: close the symbolizer opened from it (so that it
+    /// holds no released file; a copy still mapped opens it again when a window needs an
+    /// address its cached names miss), and forget sources idle too long. True if a
+    /// symbolizer was closed.
     pub(crate) fn evict(&mut self, file: u32) -> bool {
         let Some(released) = self.sources.release(file) else {
             return false;
         };
+        for (source, key) in &released.dropped {
+            self.preloader.forget(key);
+            self.lru.remove(source);
+        }
         let opened_from_it = self
             .lru
             .peek(&released.source)
             .is_some_and(|held| held.origin == file);
-        if !(released.last || opened_from_it) {
-            return false;
-        }
-        self.preloader.forget(&released.key);
-        self.lru.remove(&released.source).is_some()
+        opened_from_it && self.lru.remove(&released.source).is_some()
     }
 
     /// Close every symbolizer, drop what was opened ahead, and forget every file.

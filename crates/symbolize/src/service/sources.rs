@@ -8,8 +8,12 @@
 //! others. The owner is part of the key so that a file one user made can never name another
 //! user's frames: a user's file carrying the build-id of root's libc is a source of its own.
 //! A file without a build-id, or that is not held open, is a source alone.
+//!
+//! A source whose files are all released stays known, idle, so that the next copy (a deploy
+//! seen only in a later window) finds its names; at most [`MAX_IDLE`] idle sources are kept,
+//! the longest idle dropped first.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 
@@ -80,19 +84,27 @@ impl SourceKey {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct SourceId(pub(crate) u32);
 
+/// Idle sources (every file released) kept known.
+pub(crate) const MAX_IDLE: usize = 4096;
+
 struct Source {
     key: SourceKey,
     /// Files of the source not yet released.
     files: u32,
+    /// When idle: its key in `Sources::idle`.
+    idle_since: Option<u64>,
 }
 
-/// The sources of the files the service has seen and not yet released: bounded by the files
-/// its owner has not released ([`Sources::release`]).
+/// The sources of the files the service has seen and not yet released, and up to
+/// [`MAX_IDLE`] sources whose files were all released.
 #[derive(Default)]
 pub(crate) struct Sources {
     of_file: HashMap<u32, SourceId, FxBuildHasher>,
     by_key: HashMap<SourceKey, SourceId, FxBuildHasher>,
     sources: HashMap<SourceId, Source, FxBuildHasher>,
+    /// Idle sources by the tick they became idle, oldest first.
+    idle: BTreeMap<u64, SourceId>,
+    tick: u64,
     next: u32,
 }
 
@@ -100,10 +112,8 @@ pub(crate) struct Sources {
 pub(crate) struct Released {
     /// The source the file was one of.
     pub(crate) source: SourceId,
-    /// Its key.
-    pub(crate) key: SourceKey,
-    /// Whether it was the source's last file.
-    pub(crate) last: bool,
+    /// Sources dropped (idle too long), with their keys: forget what is held for them.
+    pub(crate) dropped: Vec<(SourceId, SourceKey)>,
 }
 
 impl Sources {
@@ -120,12 +130,20 @@ impl Sources {
                 // Wrapping would let an old id name a new source: stay on the last one.
                 self.next = self.next.saturating_add(1);
                 self.by_key.insert(key.clone(), id);
-                self.sources.insert(id, Source { key, files: 0 });
+                let source = Source {
+                    key,
+                    files: 0,
+                    idle_since: None,
+                };
+                self.sources.insert(id, source);
                 id
             }
         };
         if let Some(source) = self.sources.get_mut(&id) {
             source.files += 1;
+            if let Some(tick) = source.idle_since.take() {
+                self.idle.remove(&tick);
+            }
         }
         self.of_file.insert(file.id, id);
         id
@@ -141,23 +159,31 @@ impl Sources {
         self.sources.get(&id).map(|s| &s.key)
     }
 
-    /// File `file` is released: no process maps it any more. None if it was never seen.
+    /// File `file` is released: no process maps it any more. A source left without files
+    /// becomes idle; the longest idle beyond [`MAX_IDLE`] are dropped. None if the file was
+    /// never seen.
     pub(crate) fn release(&mut self, file: u32) -> Option<Released> {
         let id = self.of_file.remove(&file)?;
         let source = self.sources.get_mut(&id)?;
         source.files = source.files.saturating_sub(1);
-        let last = source.files == 0;
-        let key = if last {
-            let source = self.sources.remove(&id)?;
-            self.by_key.remove(&source.key);
-            source.key
-        } else {
-            source.key.clone()
-        };
+        if source.files == 0 && source.idle_since.is_none() {
+            self.tick += 1;
+            source.idle_since = Some(self.tick);
+            self.idle.insert(self.tick, id);
+        }
+        let mut dropped = Vec::new();
+        while self.idle.len() > MAX_IDLE {
+            let Some((_, oldest)) = self.idle.pop_first() else {
+                break;
+            };
+            if let Some(source) = self.sources.remove(&oldest) {
+                self.by_key.remove(&source.key);
+                dropped.push((oldest, source.key));
+            }
+        }
         Some(Released {
             source: id,
-            key,
-            last,
+            dropped,
         })
     }
 
@@ -166,9 +192,10 @@ impl Sources {
         self.of_file.clear();
         self.by_key.clear();
         self.sources.clear();
+        self.idle.clear();
     }
 
-    /// Files and sources held.
+    /// Files and sources held (idle ones included).
     pub(crate) fn sizes(&self) -> (usize, usize) {
         (self.of_file.len(), self.sources.len())
     }
@@ -214,16 +241,36 @@ mod tests {
         assert_ne!(s.of(&window_file(5, None, Some(&a))), first, "no build-id");
         assert_ne!(s.of(&window_file(6, Some(b"id"), None)), first, "not held");
         assert_eq!(s.sizes(), (6, 5));
-        // Released one by one: the source goes with its last file.
-        let r = s.release(1).unwrap();
-        assert!(!r.last);
-        let r = s.release(2).unwrap();
-        assert!(r.last && r.source == first);
-        assert!(s.key(first).is_none());
+        // Released one by one: the source stays known, idle, for the next copy.
+        assert_eq!(s.release(1).unwrap().source, first);
+        assert_eq!(s.release(2).unwrap().source, first);
+        assert!(s.key(first).is_some(), "idle, still known");
         assert!(s.release(2).is_none(), "released twice");
-        // A later copy with the same content gets a new source (ids are never reused).
-        let again = s.of(&window_file(7, Some(b"id"), Some(&a)));
-        assert_ne!(again, first);
+        let (_d, d) = temp_file(b"9876543210");
+        assert_eq!(
+            s.of(&window_file(7, Some(b"id"), Some(&d))),
+            first,
+            "the next deploy"
+        );
+        assert_eq!(s.sizes(), (5, 5));
+    }
+
+    #[test]
+    fn idle_sources_are_bounded() {
+        let (_a, a) = temp_file(b"0123456789");
+        let mut s = Sources::default();
+        let mut dropped = Vec::new();
+        for i in 0..(MAX_IDLE as u32 + 10) {
+            let id = i.to_le_bytes();
+            let source = s.of(&window_file(i, Some(&id), Some(&a)));
+            let released = s.release(i).unwrap();
+            assert_eq!(released.source, source);
+            dropped.extend(released.dropped.into_iter().map(|(id, _)| id));
+        }
+        assert_eq!(s.sizes(), (0, MAX_IDLE));
+        assert_eq!(dropped.len(), 10, "the longest idle go first");
+        assert_eq!(dropped[0], SourceId(0));
+        assert!(s.key(SourceId(0)).is_none());
     }
 
     #[test]
