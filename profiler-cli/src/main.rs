@@ -19,8 +19,12 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("profctl: error: {err:#}");
-            ExitCode::FAILURE
+            eprintln!("profctl: error: {}", output::printable(&format!("{err:#}")));
+            if err.downcast_ref::<cli::UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
