@@ -40,7 +40,10 @@ fn init_logging(verbose: u8, quiet: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| output::Escaping(std::io::stderr()))
+        // No colours: log lines carry names other users chose, and every control character
+        // in them is escaped by the writer (colours would be too).
+        .with_ansi(false)
         .with_target(false)
         .without_time()
         .init();

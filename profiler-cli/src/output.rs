@@ -299,6 +299,38 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// A writer that shows control characters other than newline and tab (terminal escapes among
+/// them, C1 controls included) as `\xNN`, for log lines that carry names other users chose.
+pub struct Escaping<W: Write>(pub W);
+
+impl<W: Write> Write for Escaping<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut out = Vec::with_capacity(buf.len());
+        let mut i = 0;
+        while i < buf.len() {
+            let b = buf[i];
+            let c1 = b == 0xc2 && buf.get(i + 1).is_some_and(|n| (0x80..0xa0).contains(n));
+            if c1 {
+                out.extend_from_slice(format!("\\x{:02x}", buf[i + 1]).as_bytes());
+                i += 2;
+                continue;
+            }
+            if (b < 0x20 && b != b'\n' && b != b'\t') || b == 0x7f {
+                out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
+            } else {
+                out.push(b);
+            }
+            i += 1;
+        }
+        self.0.write_all(&out)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,6 +339,13 @@ mod tests {
     fn control_characters_are_escaped() {
         assert_eq!(printable("main"), "main");
         assert_eq!(printable("a\x1b]0;x\x07b"), "a\\u{1b}]0;x\\u{7}b");
+    }
+
+    #[test]
+    fn log_lines_escape_control_characters() {
+        let mut out = Escaping(Vec::new());
+        out.write_all("a\x1b]0;x\x07b\u{9b}c\td\n".as_bytes()).unwrap();
+        assert_eq!(String::from_utf8(out.0).unwrap(), "a\\x1b]0;x\\x07b\\x9bc\td\n");
     }
 
     #[test]
