@@ -344,8 +344,12 @@ mod tests {
     #[test]
     fn log_lines_escape_control_characters() {
         let mut out = Escaping(Vec::new());
-        out.write_all("a\x1b]0;x\x07b\u{9b}c\td\n".as_bytes()).unwrap();
-        assert_eq!(String::from_utf8(out.0).unwrap(), "a\\x1b]0;x\\x07b\\x9bc\td\n");
+        out.write_all("a\x1b]0;x\x07b\u{9b}c\td\n".as_bytes())
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out.0).unwrap(),
+            "a\\x1b]0;x\\x07b\\x9bc\td\n"
+        );
     }
 
     #[test]

@@ -418,7 +418,7 @@ fn print_summary(
         for (binary, counts) in resolved.unwind.worst_binaries(3) {
             say!(
                 "profctl:   stopped early in {}: {}",
-                crate::output::printable(&binary.to_string()),
+                crate::output::printable(binary),
                 counts.describe()
             );
         }

@@ -26,7 +26,17 @@ impl Rng {
 /// of three entries) as the ring holds it.
 fn sample_record() -> Vec<u8> {
     let mut body = Vec::new();
-    for v in [0x401000u64, (7u64 << 32) | 7, 123, 1, 1000, 3, 0x401000, 0x401100, 0x401200] {
+    for v in [
+        0x401000u64,
+        (7u64 << 32) | 7,
+        123,
+        1,
+        1000,
+        3,
+        0x401000,
+        0x401100,
+        0x401200,
+    ] {
         body.extend_from_slice(&v.to_le_bytes());
     }
     let mut rec = Vec::new();
@@ -70,7 +80,10 @@ fn garbage_rings_never_panic() {
         }
         records += fuzz_records::run(&input);
     }
-    assert!(records > 1000, "too few records decoded ({records}): the input never parses");
+    assert!(
+        records > 1000,
+        "too few records decoded ({records}): the input never parses"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(60),
         "20,000 inputs took {:?}",

@@ -51,7 +51,8 @@ fn corrupt_binaries_never_panic() {
                 // Overwrite aligned words with extreme values (sizes, offsets, counts).
                 for _ in 0..(1 + rng.next() % 8) {
                     let at = ((rng.next() as usize) % data.len()) & !7;
-                    let v = [u64::MAX, 0, 1 << 40, 0x8000_0000, rng.next()][rng.next() as usize % 5];
+                    let v =
+                        [u64::MAX, 0, 1 << 40, 0x8000_0000, rng.next()][rng.next() as usize % 5];
                     let end = (at + 8).min(data.len());
                     data[at..end].copy_from_slice(&v.to_le_bytes()[..end - at]);
                 }
@@ -63,10 +64,6 @@ fn corrupt_binaries_never_panic() {
         }
         let t = Instant::now();
         harness.run(&data);
-        assert!(
-            t.elapsed() < CALL_LIMIT,
-            "input {i} took {:?}",
-            t.elapsed()
-        );
+        assert!(t.elapsed() < CALL_LIMIT, "input {i} took {:?}", t.elapsed());
     }
 }

@@ -134,14 +134,7 @@ fn fifos_huge_jit_maps_and_escapes_from_another_user() {
     let out = scratch();
 
     let mut profctl = root_record(
-        &[
-            "--duration",
-            "4",
-            "--folded",
-            "out.folded",
-            "-o",
-            "out.svg",
-        ],
+        &["--duration", "4", "--folded", "out.folded", "-o", "out.svg"],
         out.path(),
     );
     thread::sleep(Duration::from_millis(700));
@@ -281,15 +274,26 @@ fn planted_links_and_fifos_at_output_paths_change_nothing() {
     )
     .wait_or_panic(Duration::from_secs(30));
     reader.kill_tree();
-    assert!(!run.status.success(), "writing into another user's FIFO was not refused");
-    assert!(run.stderr.contains("owned by uid"), "stderr: {}", run.stderr);
+    assert!(
+        !run.status.success(),
+        "writing into another user's FIFO was not refused"
+    );
+    assert!(
+        run.stderr.contains("owned by uid"),
+        "stderr: {}",
+        run.stderr
+    );
     assert!(
         started.elapsed() < Duration::from_secs(1) + Duration::from_millis(900),
         "refused only after {:.1?} (it must be before recording)",
         started.elapsed()
     );
     let leaked = fs::read(attacker.path("leaked")).unwrap_or_default();
-    assert!(leaked.is_empty(), "the attacker read {} bytes", leaked.len());
+    assert!(
+        leaked.is_empty(),
+        "the attacker read {} bytes",
+        leaked.len()
+    );
 }
 
 /// Item 5: a running binary swapped for a symlink to a root-only ELF, and a JIT map that is a
@@ -346,7 +350,10 @@ fn root_only_files_linked_by_another_user_are_not_shown() {
     assert!(attack_run.status.success(), "attack: {}", attack_run.stderr);
     let text = fs::read_to_string(out.path().join("out.folded")).unwrap();
     let stacks = parse_folded(&text);
-    assert!(comm_total(&stacks, "b") > 0, "the attacker's b was not sampled");
+    assert!(
+        comm_total(&stacks, "b") > 0,
+        "the attacker's b was not sampled"
+    );
     assert!(
         !text.contains("ROOT_SECRET_JIT"),
         "a root-only JIT map was read:\n{}",
@@ -400,7 +407,11 @@ fn a_signal_during_naming_ends_profctl() {
         signalled.elapsed()
     );
     assert_eq!(run.status.code(), Some(130), "stderr: {}", run.stderr);
-    assert!(run.stderr.contains("stopping now"), "stderr: {}", run.stderr);
+    assert!(
+        run.stderr.contains("stopping now"),
+        "stderr: {}",
+        run.stderr
+    );
     let leftovers: Vec<_> = fs::read_dir(dir.path())
         .unwrap()
         .flatten()

@@ -331,8 +331,8 @@ impl JitMaps {
         // (a hard link to a root-only file must not put its lines in the profile: the map is
         // read with the process's access, as perf does when run by that user).
         let world_readable = meta.mode() & 0o004 != 0;
-        let allowed = Some(owner) == expected
-            || (owner == 0 && (expected == Some(0) || world_readable));
+        let allowed =
+            Some(owner) == expected || (owner == 0 && (expected == Some(0) || world_readable));
         if !allowed {
             return Err(JitMapError::Owner {
                 path: path.to_owned(),
@@ -610,7 +610,10 @@ mod tests {
             uid: Some(0),
             ..thread(18, 1)
         };
-        assert_eq!(maps.lookup(&root, 0x1004, 1, &mut stats), Some("root_secret"));
+        assert_eq!(
+            maps.lookup(&root, 0x1004, 1, &mut stats),
+            Some("root_secret")
+        );
     }
 
     #[test]
