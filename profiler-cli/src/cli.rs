@@ -136,7 +136,8 @@ pub struct RecordArgs {
     #[arg(long, value_enum, default_value_t = CallGraphArg::Auto)]
     pub call_graph: CallGraphArg,
     /// Bytes of user stack copied per sample for DWARF unwinding (multiple of 8, up to 61440).
-    #[arg(long, value_name = "BYTES", default_value_t = recorder::defaults::STACK_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = recorder::defaults::STACK_BYTES,
+          value_parser = parse_stack_size)]
     pub stack_size: u32,
     /// Put file:line on frames (from DWARF), in folded and SVG output.
     #[arg(long)]
@@ -150,12 +151,60 @@ pub struct RecordArgs {
     /// Data pages per ring buffer (a power of two). Default: 128 with --call-graph fp; when
     /// stacks are copied, a quarter of a ring holds a tenth of a second of samples (2048 at
     /// 999 Hz with 16 KiB stacks; 256 to 2048).
-    #[arg(long, value_name = "PAGES")]
+    #[arg(long, value_name = "PAGES", value_parser = parse_ring_pages)]
     pub ring_pages: Option<usize>,
     /// The command to run and profile (after --). Recording ends when it exits; if the
     /// recording ends first (--duration, Ctrl-C), the command is sent SIGTERM.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+/// `--stack-size`: a multiple of 8 from 8 to [`sampler::MAX_STACK_BYTES`] (checked by clap,
+/// so that a bad value exits 2 before anything is started).
+fn parse_stack_size(text: &str) -> Result<u32, String> {
+    let bytes: u32 = text
+        .parse()
+        .map_err(|_| format!("not a number of bytes: {text:?}"))?;
+    if bytes == 0 || bytes % 8 != 0 || bytes > sampler::MAX_STACK_BYTES {
+        return Err(format!(
+            "the stack size must be a multiple of 8 from 8 to {}, got {bytes}",
+            sampler::MAX_STACK_BYTES
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `--ring-pages`: a power of two (whether it holds a sample is checked with the other options).
+fn parse_ring_pages(text: &str) -> Result<usize, String> {
+    let pages: usize = text
+        .parse()
+        .map_err(|_| format!("not a number of pages: {text:?}"))?;
+    if pages == 0 || !pages.is_power_of_two() || pages > 1 << 20 {
+        return Err(format!(
+            "the ring size must be a power of two of pages from 1 to 1048576, got {pages}"
+        ));
+    }
+    Ok(pages)
+}
+
+/// Invalid arguments found after parsing (a combination clap does not check): exit status 2,
+/// like clap's own errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Largest sample record, in bytes, with `stack_bytes` of user stack copied (0 for none):
+/// header, ip, tid, time, cpu, period, a callchain of up to 127 frames and its context
+/// markers, user registers, the stack copy and its two sizes.
+pub fn max_sample_bytes(stack_bytes: u32) -> usize {
+    let fixed = 8 + 5 * 8;
+    let callchain = 8 + (127 + 8) * 8;
+    let stacks = if stack_bytes == 0 {
+        0
+    } else {
+        8 + 3 * 8 + 8 + stack_bytes as usize + 8
+    };
+    fixed + callchain + stacks
 }
 
 fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
@@ -182,6 +231,29 @@ impl RecordArgs {
     }
 
     /// The recorder's options.
+    /// Combinations of arguments clap does not check: a ring buffer must hold at least two of
+    /// the largest samples (a smaller one records nothing and says nothing of it).
+    pub fn validate(&self) -> Result<(), UsageError> {
+        let options = self.to_options();
+        let stack_bytes = match self.call_graph {
+            CallGraphArg::Fp => 0,
+            _ => self.stack_size,
+        };
+        let need = 2 * max_sample_bytes(stack_bytes);
+        let have = options.ring_pages * 4096;
+        if have < need {
+            let pages = need.div_ceil(4096).next_power_of_two();
+            return Err(UsageError(format!(
+                "--ring-pages {} ({have} bytes) cannot hold two samples of up to {} bytes \
+                 (with --stack-size {}); use at least --ring-pages {pages}",
+                options.ring_pages,
+                need / 2,
+                self.stack_size
+            )));
+        }
+        Ok(())
+    }
+
     pub fn to_options(&self) -> RecordOptions {
         let target = match (&self.pid, self.command.is_empty()) {
             (Some(pid), _) => RecordTarget::Pid(*pid),
@@ -248,5 +320,22 @@ mod tests {
         assert!(Cli::try_parse_from(["profctl", "record", "--pid", "1", "--", "ls"]).is_err());
         assert!(Cli::try_parse_from(["profctl", "record", "-d", "-1"]).is_err());
         assert!(Cli::try_parse_from(["profctl", "record", "-F", "0"]).is_err());
+        assert!(Cli::try_parse_from(["profctl", "record", "-d", "1e20"]).is_err());
+        assert!(Cli::try_parse_from(["profctl", "record", "--stack-size", "12"]).is_err());
+        assert!(Cli::try_parse_from(["profctl", "record", "--stack-size", "1000000"]).is_err());
+        assert!(Cli::try_parse_from(["profctl", "record", "--ring-pages", "3"]).is_err());
+        let small = |extra: &[&str]| {
+            let mut argv = vec!["profctl", "record", "--ring-pages", "1"];
+            argv.extend_from_slice(extra);
+            let Command::Record(args) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("not a record command")
+            };
+            args.validate()
+        };
+        assert!(
+            small(&[]).is_err(),
+            "one page cannot hold a 16 KiB stack copy"
+        );
+        assert!(small(&["--call-graph", "fp"]).is_ok());
     }
 }

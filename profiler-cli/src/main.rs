@@ -19,8 +19,12 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("profctl: error: {err:#}");
-            ExitCode::FAILURE
+            eprintln!("profctl: error: {}", output::printable(&format!("{err:#}")));
+            if err.downcast_ref::<cli::UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -36,7 +40,10 @@ fn init_logging(verbose: u8, quiet: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| output::Escaping(std::io::stderr()))
+        // No colours: log lines carry names other users chose, and every control character
+        // in them is escaped by the writer (colours would be too).
+        .with_ansi(false)
         .with_target(false)
         .without_time()
         .init();

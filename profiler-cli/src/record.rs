@@ -23,16 +23,12 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
         (None, None) => Some(DEFAULT_SVG.into()),
         (svg, _) => svg.clone(),
     };
-    if options.ring_pages == 0 || !options.ring_pages.is_power_of_two() {
-        anyhow::bail!(
-            "--ring-pages must be a power of two, got {}",
-            options.ring_pages
-        );
-    }
+    args.validate()?;
     // Find unwritable outputs before recording, not after.
     for path in svg_path.iter().chain(args.folded.iter()) {
         check_writable(path)?;
     }
+    let mut signals = Signals::watch()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -75,19 +71,15 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
         .spawn(move || name_windows(symbolizer, closed, streaming))
         .context("starting the symbolizer thread")?;
     let recording = runtime.block_on(async {
-        let stop = async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-            }
-        };
+        let stop = signals.first();
         let mut on_window = |w: recorder::ClosedWindow| {
             let _ = windows.send(w);
         };
         recorder::record(&options, Some(&feed), stop, &mut progress, &mut on_window).await
     });
     drop(windows);
+    // From here a signal ends profctl at once (naming or writing may take long).
+    signals.sampling_over();
     bar.finish_and_clear();
     let post_started = std::time::Instant::now();
     let named = naming.join();
@@ -96,33 +88,44 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
         named.map_err(|_| anyhow::anyhow!("the symbolizer thread panicked"))?;
     for note in &recording.notes {
         if !quiet {
-            eprintln!("profctl: note: {note}");
+            eprintln!(
+                "profctl: note: {}",
+                crate::output::printable(&note.to_string())
+            );
         }
     }
     let cpu_at_resolved = recorder::ProcessUsage::now().cpu();
     let stacks_quality = stack_quality(&resolve_stats);
     let mut written = Vec::new();
+    // Each output on its own: one that fails does not lose the other.
+    let mut failures = Vec::new();
     if let Some(path) = &args.folded {
-        write_atomically(path, |out| profile.write_folded(out).map_err(Into::into))
-            .with_context(|| format!("writing folded stacks to {}", path.display()))?;
-        written.push(path.display().to_string());
+        match write_atomically(path, |out| profile.write_folded(out).map_err(Into::into))
+            .with_context(|| format!("writing folded stacks to {}", printable_path(path)))
+        {
+            Ok(()) => written.push(printable_path(path)),
+            Err(e) => failures.push(e),
+        }
     }
     if let Some(path) = &svg_path {
         if profile.total() == 0 {
             eprintln!(
                 "profctl: no samples were recorded; not writing {}",
-                path.display()
+                printable_path(path)
             );
         } else {
             let options = profile::SvgOptions {
                 title: title(&args),
                 subtitle: Some(subtitle(&recording, stacks_quality.as_deref())),
             };
-            write_atomically(path, |out| {
+            match write_atomically(path, |out| {
                 profile.write_svg(out, &options).map_err(Into::into)
             })
-            .with_context(|| format!("writing the flamegraph to {}", path.display()))?;
-            written.push(path.display().to_string());
+            .with_context(|| format!("writing the flamegraph to {}", printable_path(path)))
+            {
+                Ok(()) => written.push(printable_path(path)),
+                Err(e) => failures.push(e),
+            }
         }
     }
     if !quiet {
@@ -147,7 +150,100 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
             );
         }
     }
+    if let Some(first) = failures.into_iter().next() {
+        if !written.is_empty() {
+            eprintln!(
+                "profctl: wrote {} despite the error below",
+                written.join(", ")
+            );
+        }
+        return Err(first);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A path as printed: control characters escaped (another user may have chosen it).
+fn printable_path(path: &std::path::Path) -> String {
+    crate::output::printable(&path.display().to_string()).into_owned()
+}
+
+/// SIGINT and SIGTERM: the first one during sampling ends the recording (outputs are still
+/// written); a second one, or any after sampling ended (naming frames, writing outputs),
+/// ends profctl at once with status 130, removing its temporary files. Watched on a thread of
+/// its own, so that no blocked open or long symbolization can swallow a signal.
+struct Signals {
+    first: Option<tokio::sync::oneshot::Receiver<()>>,
+    over: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Signals {
+    /// Install the handlers (before anything is started, so no signal is missed) and start
+    /// the watching thread.
+    fn watch() -> Result<Signals> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use tokio::signal::unix::{signal, SignalKind};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the signal runtime")?;
+        let (mut interrupt, mut terminate) = {
+            let _entered = runtime.enter();
+            (
+                signal(SignalKind::interrupt()).context("watching SIGINT")?,
+                signal(SignalKind::terminate()).context("watching SIGTERM")?,
+            )
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let over = std::sync::Arc::new(AtomicBool::new(false));
+        let seen_over = std::sync::Arc::clone(&over);
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                let mut tx = Some(tx);
+                runtime.block_on(async {
+                    loop {
+                        let name = tokio::select! {
+                            _ = interrupt.recv() => "SIGINT",
+                            _ = terminate.recv() => "SIGTERM",
+                        };
+                        if !seen_over.load(Ordering::SeqCst) {
+                            if let Some(tx) = tx.take() {
+                                tracing::debug!("{name}: ending the recording");
+                                let _ = tx.send(());
+                                continue;
+                            }
+                        }
+                        crate::output::remove_pending_temporaries();
+                        eprintln!("profctl: {name}: stopping now; outputs not written");
+                        std::process::exit(130);
+                    }
+                })
+            })
+            .context("starting the signal thread")?;
+        Ok(Signals {
+            first: Some(rx),
+            over,
+        })
+    }
+
+    /// A future that resolves at the first signal.
+    fn first(&mut self) -> impl std::future::Future<Output = ()> {
+        let rx = self.first.take();
+        async move {
+            let signalled = match rx {
+                Some(rx) => rx.await.is_ok(),
+                None => false,
+            };
+            if !signalled {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Sampling is over: any signal from now on ends profctl.
+    fn sampling_over(&self) {
+        self.over.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Name every window as it arrives and merge them; with `report`, print a line per window.
@@ -321,7 +417,8 @@ fn print_summary(
         say!("profctl: user stacks ({} unwinding): {q}", r.call_graph);
         for (binary, counts) in resolved.unwind.worst_binaries(3) {
             say!(
-                "profctl:   stopped early in {binary}: {}",
+                "profctl:   stopped early in {}: {}",
+                crate::output::printable(binary),
                 counts.describe()
             );
         }
@@ -340,7 +437,10 @@ fn print_summary(
             user.debuginfod_fetched
         );
         for failure in &user.debuginfod_failures {
-            say!("profctl:   could not fetch: {failure}");
+            say!(
+                "profctl:   could not fetch: {}",
+                crate::output::printable(&failure.to_string())
+            );
         }
     }
     if verbose {

@@ -79,12 +79,15 @@ impl Preloader {
             }
             self.requested.insert(mapping.file);
             let plain = PathBuf::from(file.path.trim_end_matches(" (deleted)"));
+            // The pinned descriptor first: it was checked to be the mapped file, where the
+            // path may name another one now (a symlink to a file the process's user could
+            // not read); the live path only says where to look for a debuglink.
             let (read_from, path) = match (
                 live_path(pid, mapping, &file.path),
                 pinned.path(mapping.file),
             ) {
-                (Some(live), _) => (live.clone(), live),
-                (None, Some(fd)) => (fd, plain),
+                (live, Some(fd)) => (fd, live.unwrap_or(plain)),
+                (Some(live), None) => (live.clone(), live),
                 (None, None) => (plain.clone(), plain),
             };
             // Copies of a file the service holds (a redeployed binary) are not opened again.

@@ -183,6 +183,10 @@ pub async fn record(
         info!("{note}");
     }
     let duration = options.duration;
+    let target_pid = match &options.target {
+        RecordTarget::Pid(pid) => Some(*pid),
+        _ => None,
+    };
     let child_exit = async {
         match &mut launched {
             Some(child) => child.wait().await,
@@ -196,6 +200,9 @@ pub async fn record(
                 () = stop => {}
                 () = sleep_or_forever(duration) => {}
                 s = child_exit => status = s,
+                () = process_gone(target_pid) => {
+                    info!("the recorded process exited; recording ends");
+                }
             }
         };
         drain_following_cpus(
@@ -255,6 +262,33 @@ async fn drain_following_cpus(
         collector.cpus_changed = false;
     }
     Ok(())
+}
+
+/// Resolves once process `pid` has exited (gone, a zombie, or its pid reused: its start time
+/// changed), checked every 250 ms; never for None.
+async fn process_gone(pid: Option<u32>) {
+    let Some(pid) = pid else {
+        return std::future::pending().await;
+    };
+    // (state, start time) from /proc/PID/stat; the name before them may hold spaces.
+    let read = || -> Option<(char, u64)> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let mut fields = rest.split_whitespace();
+        let state = fields.next()?.chars().next()?;
+        let start = fields.nth(18)?.parse().ok()?;
+        Some((state, start))
+    };
+    let Some((_, started)) = read() else {
+        return;
+    };
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        match read() {
+            Some((state, start)) if start == started && !matches!(state, 'Z' | 'X') => {}
+            _ => return,
+        }
+    }
 }
 
 async fn sleep_or_forever(duration: Option<Duration>) {

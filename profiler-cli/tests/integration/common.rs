@@ -595,3 +595,42 @@ pub fn check_svg(path: &Path) -> String {
     );
     text
 }
+
+/// The unprivileged user tests run as (created when missing, as root).
+pub const TEST_USER: &str = "profctl-test";
+
+/// The number `id ARGS` prints (e.g. `-u`, `-u NAME`), if it names one.
+pub fn id(args: &[&str]) -> Option<u32> {
+    let out = Command::new("id").args(args).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+/// uid and gid of [`TEST_USER`], creating it if needed.
+pub fn ensure_test_user() -> (u32, u32) {
+    if id(&["-u", TEST_USER]).is_none() {
+        let out = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                TEST_USER,
+            ])
+            .output()
+            .expect("run useradd");
+        // Another run may have created it meanwhile: only the final lookup counts.
+        if !out.status.success() && id(&["-u", TEST_USER]).is_none() {
+            panic!(
+                "useradd {TEST_USER} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    (
+        id(&["-u", TEST_USER]).expect("uid of test user"),
+        id(&["-g", TEST_USER]).expect("gid of test user"),
+    )
+}

@@ -57,6 +57,11 @@ fn sym_compile(src: &str, out: &Path, extra: &[&str]) {
     compile_with(src, out, SYM_CFLAGS, extra);
 }
 
+/// The jitmap workload (built with the symbol workloads).
+pub fn jitmap_workload() -> &'static Path {
+    &sym_workloads().jitmap
+}
+
 fn sym_workloads() -> &'static SymWorkloads {
     static BUILT: OnceLock<SymWorkloads> = OnceLock::new();
     BUILT.get_or_init(|| {

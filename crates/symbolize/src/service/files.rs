@@ -230,16 +230,18 @@ impl OpenFiles {
         now: Instant,
         stats: &mut UserSymbolStats,
     ) -> Option<Arc<FileSymbolizer>> {
-        // The file as a live process sees it (its debuglink is searched beside that path);
-        // else the descriptor pinned when the mapping was seen; else the path as we see it.
+        // The descriptor pinned when the mapping was seen, checked to be the mapped file (the
+        // path may name another file now: a symlink to one the process's user could not
+        // read); else the file as a live process sees it; else the path as we see it. The
+        // debuglink is searched beside the path the process sees.
         let plain = PathBuf::from(file.path.trim_end_matches(" (deleted)"));
         let live = file.live_path.clone().filter(|p| p.exists());
         let (read_from, path) = match (live, &file.pinned) {
-            (Some(live), _) => (live.clone(), live),
-            (None, Some(pinned)) => (
+            (live, Some(pinned)) => (
                 PathBuf::from(format!("/proc/self/fd/{}", pinned.as_raw_fd())),
-                plain,
+                live.unwrap_or(plain),
             ),
+            (Some(live), None) => (live.clone(), live),
             (None, None) => (plain.clone(), plain),
         };
         let build_id = file.build_id.as_deref();

@@ -40,8 +40,8 @@ pub(crate) enum JitMapError {
         /// The map's path.
         path: PathBuf,
     },
-    /// Someone other than the process's user or root owns it.
-    #[error("the JIT map {} belongs to uid {owner}, neither the process's user ({}) nor root; ignored", path.display(), expected.map_or_else(|| "unknown".to_string(), |u| u.to_string()))]
+    /// Someone other than the process's user owns it (root may, if anyone may read it).
+    #[error("the JIT map {} belongs to uid {owner}, not to the process's user ({}), nor to root and readable by all; ignored", path.display(), expected.map_or_else(|| "unknown".to_string(), |u| u.to_string()))]
     Owner {
         /// The map's path.
         path: PathBuf,
@@ -327,7 +327,13 @@ impl JitMaps {
         }
         let expected = thread.uid.or_else(|| process_uid(thread.pid));
         let owner = meta.uid();
-        if owner != 0 && Some(owner) != expected {
+        // The process's own file; or root's, when the process is root's or anyone may read it
+        // (a hard link to a root-only file must not put its lines in the profile: the map is
+        // read with the process's access, as perf does when run by that user).
+        let world_readable = meta.mode() & 0o004 != 0;
+        let allowed =
+            Some(owner) == expected || (owner == 0 && (expected == Some(0) || world_readable));
+        if !allowed {
             return Err(JitMapError::Owner {
                 path: path.to_owned(),
                 owner,
@@ -386,6 +392,7 @@ fn process_uid(pid: u32) -> Option<u32> {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
     use std::sync::mpsc;
     use std::time::Duration;
 
@@ -579,6 +586,34 @@ mod tests {
             ..thread(17, 1)
         };
         assert_eq!(maps.lookup(&owner, 0x1004, 1, &mut stats), Some("owned"));
+    }
+
+    #[test]
+    fn a_root_only_map_is_not_read_for_another_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("perf-18.map");
+        append(&path, "1000 10 root_secret\n");
+        if std::os::unix::fs::chown(&path, Some(0), None).is_err() {
+            eprintln!("skipped: not allowed to change the owner of a file");
+            return;
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut stats = UserSymbolStats::default();
+        let mut maps = maps_in(dir.path(), (1 << 20, 1000));
+        let user = ThreadLabels {
+            uid: Some(12345),
+            ..thread(18, 0)
+        };
+        assert_eq!(maps.lookup(&user, 0x1004, 1, &mut stats), None);
+        assert_eq!(stats.jit_refused, 1);
+        let root = ThreadLabels {
+            uid: Some(0),
+            ..thread(18, 1)
+        };
+        assert_eq!(
+            maps.lookup(&root, 0x1004, 1, &mut stats),
+            Some("root_secret")
+        );
     }
 
     #[test]

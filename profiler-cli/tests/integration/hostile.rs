@@ -1,0 +1,421 @@
+//! Hostile input from other users (issue 11): an unprivileged user the test creates
+//! (`profctl-test`, through `setpriv`) attacks a root `profctl record` of the whole system, and
+//! the recording must end in bounded time and memory, change no file outside its outputs, put
+//! no root-only content in any output, and print no raw terminal escape.
+//!
+//! Every test here needs root (to create the user and to record the whole system); run as
+//! another user they say so and pass.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+/// A directory in /tmp owned by the test user, and a way to run commands as that user.
+struct Attacker {
+    uid: u32,
+    gid: u32,
+    dir: tempfile::TempDir,
+}
+
+impl Attacker {
+    /// None (with a note) when not root.
+    fn new() -> Option<Attacker> {
+        if id(&["-u"]) != Some(0) {
+            eprintln!("note: not root: the hostile-user tests need root; skipped");
+            return None;
+        }
+        let (uid, gid) = ensure_test_user();
+        let dir = tempfile::Builder::new()
+            .prefix("profctl-hostile-")
+            .tempdir_in("/tmp")
+            .expect("tempdir in /tmp");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).expect("chown attacker dir");
+        Some(Attacker { uid, gid, dir })
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A copy of `bin` in the attacker's directory, owned by the attacker.
+    fn install(&self, bin: &Path, name: &str) -> PathBuf {
+        let to = self.path(name);
+        fs::copy(bin, &to).expect("copy workload");
+        fs::set_permissions(&to, fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::chown(&to, Some(self.uid), Some(self.gid)).unwrap();
+        to
+    }
+
+    /// `sh -c SCRIPT` as the attacker, in the attacker's directory.
+    fn shell(&self, script: &str) -> Spawned {
+        let mut cmd = Command::new("setpriv");
+        cmd.arg(format!("--reuid={}", self.uid))
+            .arg(format!("--regid={}", self.gid))
+            .arg("--clear-groups")
+            .args(["--", "sh", "-c", script])
+            .current_dir(self.dir.path());
+        Spawned::spawn(cmd, "the attacker's script")
+    }
+}
+
+/// A directory only root may enter, for files the attacker must never get into a profile.
+fn root_only_dir() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("profctl-rootonly-")
+        .tempdir_in("/tmp")
+        .expect("root-only dir");
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+/// Peak resident memory (VmHWM) of a live process, in KiB.
+fn peak_kib(pid: u32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Wait up to `limit` for `p`, following its peak resident memory; panics past the limit.
+fn wait_measuring(p: &mut Spawned, limit: Duration) -> (Run, u64) {
+    let deadline = Instant::now() + limit;
+    let mut peak = 0;
+    loop {
+        if let Some(kib) = peak_kib(p.pid()) {
+            peak = peak.max(kib);
+        }
+        if let Some(run) = p.wait_timeout(Duration::from_millis(20)) {
+            return (run, peak);
+        }
+        if Instant::now() >= deadline {
+            p.wait_or_panic(Duration::ZERO);
+        }
+    }
+}
+
+/// Root's whole-system `profctl record ARGS` in `cwd`.
+fn root_record(args: &[&str], cwd: &Path) -> Spawned {
+    let mut cmd = Command::new(profctl());
+    cmd.arg("record").args(args).current_dir(cwd);
+    Spawned::spawn(cmd, "root's profctl record")
+}
+
+fn assert_no_escapes(what: &str, bytes: &[u8]) {
+    assert!(
+        !bytes.iter().any(|&b| b == 0x1b || b == 0x07),
+        "{what} holds a raw terminal escape:\n{}",
+        String::from_utf8_lossy(bytes)
+    );
+}
+
+/// Items 1, 7 and 13: a binary swapped for a FIFO right after its exec, a JIT map that is a
+/// FIFO, a 2 GB sparse JIT map, and a program whose name is a terminal escape, all while root
+/// records the whole system: the recording ends on time, within a memory bound, and escapes
+/// nothing raw.
+#[test]
+fn fifos_huge_jit_maps_and_escapes_from_another_user() {
+    let Some(attacker) = Attacker::new() else {
+        return;
+    };
+    let _guard = sampling_lock();
+    let w = workloads();
+    attacker.install(&w.burner, "burner");
+    let jit = crate::symbols::jitmap_workload();
+    attacker.install(jit, "j");
+    let escape_name = "e\x1b]0;pwned\x07x";
+    attacker.install(&w.burner, escape_name);
+    let out = scratch();
+
+    let mut profctl = root_record(
+        &["--duration", "4", "--folded", "out.folded", "-o", "out.svg"],
+        out.path(),
+    );
+    thread::sleep(Duration::from_millis(700));
+    let script = format!(
+        r#"
+        ./j 3 > j1.out &
+        ./j 3 > j2.out &
+        "./{escape_name}" 2 &
+        sleep 0.3
+        p1=$(sed -n 's/^pid //p' j1.out); p2=$(sed -n 's/^pid //p' j2.out)
+        rm -f /tmp/perf-$p1.map; mkfifo /tmp/perf-$p1.map
+        truncate -s 2G /tmp/perf-$p2.map
+        echo "jit $p1 $p2" > pids
+        for i in $(seq 30); do
+            cp burner b; ./b 0.04 & sleep 0.005; mv -f b b.old; mkfifo b; wait $!; rm -f b
+        done
+        wait
+        "#
+    );
+    let mut attack = attacker.shell(&script);
+    let (run, peak) = wait_measuring(&mut profctl, Duration::from_secs(60));
+    let attack_run = attack.wait_or_panic(Duration::from_secs(60));
+    // Remove what the attacker left in /tmp.
+    if let Ok(pids) = fs::read_to_string(attacker.path("pids")) {
+        for pid in pids.split_whitespace().skip(1) {
+            let _ = fs::remove_file(format!("/tmp/perf-{pid}.map"));
+        }
+    }
+    run.assert_success("root's recording under the attack");
+    assert!(
+        attack_run.status.success(),
+        "the attack script failed: {}",
+        attack_run.stderr
+    );
+    eprintln!(
+        "hostile fifos: recording took {:.1?}, peak resident {:.1} MB",
+        run.elapsed,
+        peak as f64 / 1024.0
+    );
+    assert!(
+        run.elapsed < Duration::from_secs(30),
+        "a 4 s recording took {:.1?}",
+        run.elapsed
+    );
+    assert!(
+        peak < 400 * 1024,
+        "peak resident memory {:.1} MB (a 2 GB JIT map must not be read whole)",
+        peak as f64 / 1024.0
+    );
+    let folded = fs::read(out.path().join("out.folded")).expect("folded output written");
+    assert!(out.path().join("out.svg").exists(), "SVG written");
+    assert_no_escapes("the folded output", &folded);
+    assert_no_escapes("profctl's stderr", run.stderr.as_bytes());
+    assert_no_escapes("profctl's stdout", run.stdout.as_bytes());
+    let text = String::from_utf8_lossy(&folded);
+    assert!(
+        text.contains("e\\u{1b}]0:pwned\\u{7}x"),
+        "the escape-named program is in the profile, escaped:\n{}",
+        top_lines(&parse_folded(&text), 20)
+    );
+}
+
+/// Item 2: the output goes into a directory the attacker owns. Links planted at the old
+/// predictable temporary and probe names, and symlinks at the output names, must change no
+/// file outside the outputs; a FIFO of the attacker's at the output path is refused before
+/// recording, and the attacker's reader gets nothing.
+#[test]
+fn planted_links_and_fifos_at_output_paths_change_nothing() {
+    let Some(attacker) = Attacker::new() else {
+        return;
+    };
+    let _guard = sampling_lock();
+    let victims = root_only_dir();
+    let victim = victims.path().join("victim");
+    fs::write(&victim, "precious").unwrap();
+    let victim_dir_before = fs::read_dir(victims.path()).unwrap().count();
+    // The pids profctl may get: the next few hundred after the last one handed out.
+    let last: u32 = fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1000);
+    let script = format!(
+        r#"
+        for p in $(seq {from} {to}); do
+            ln -s {victim} .out.svg.$p.tmp; ln -s {victim} .out.folded.$p.tmp
+            ln -s {victim} .profctl-probe-$p
+        done
+        ln -s {victim} out.svg
+        ln -s {victims}/created-by-root out.folded
+        "#,
+        from = last + 1,
+        to = last + 400,
+        victim = victim.display(),
+        victims = victims.path().display(),
+    );
+    attacker
+        .shell(&script)
+        .wait_or_panic(Duration::from_secs(60))
+        .assert_success("planting links");
+    let mut profctl = root_record(
+        &[
+            "--duration",
+            "1",
+            "-o",
+            attacker.path("out.svg").to_str().unwrap(),
+            "--folded",
+            attacker.path("out.folded").to_str().unwrap(),
+        ],
+        attacker.dir.path(),
+    );
+    let run = profctl.wait_or_panic(Duration::from_secs(60));
+    run.assert_success("recording into the attacker's directory");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
+    assert_eq!(
+        fs::read_dir(victims.path()).unwrap().count(),
+        victim_dir_before,
+        "a file was created in the root-only directory"
+    );
+    for name in ["out.svg", "out.folded"] {
+        let meta = fs::symlink_metadata(attacker.path(name)).unwrap();
+        assert!(meta.is_file(), "{name} is not a regular file now");
+        assert_eq!(meta.uid(), 0, "{name} is not root's");
+    }
+
+    // A FIFO of the attacker's at the output path, with the attacker reading it.
+    let mut reader = attacker.shell("rm -f leak.fifo; mkfifo leak.fifo; cat leak.fifo > leaked");
+    thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let run = root_record(
+        &[
+            "--duration",
+            "1",
+            "--folded",
+            attacker.path("leak.fifo").to_str().unwrap(),
+        ],
+        attacker.dir.path(),
+    )
+    .wait_or_panic(Duration::from_secs(30));
+    reader.kill_tree();
+    assert!(
+        !run.status.success(),
+        "writing into another user's FIFO was not refused"
+    );
+    assert!(
+        run.stderr.contains("owned by uid"),
+        "stderr: {}",
+        run.stderr
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1) + Duration::from_millis(900),
+        "refused only after {:.1?} (it must be before recording)",
+        started.elapsed()
+    );
+    let leaked = fs::read(attacker.path("leaked")).unwrap_or_default();
+    assert!(
+        leaked.is_empty(),
+        "the attacker read {} bytes",
+        leaked.len()
+    );
+}
+
+/// Item 5: a running binary swapped for a symlink to a root-only ELF, and a JIT map that is a
+/// symlink to a root-only file: neither file's names get into the profile.
+#[test]
+fn root_only_files_linked_by_another_user_are_not_shown() {
+    let Some(attacker) = Attacker::new() else {
+        return;
+    };
+    let _guard = sampling_lock();
+    let w = workloads();
+    attacker.install(&w.burner, "b");
+    attacker.install(crate::symbols::jitmap_workload(), "j");
+    let secrets = root_only_dir();
+    let secret_elf = secrets.path().join("secret_elf");
+    fs::copy(&w.split, &secret_elf).unwrap();
+    let secret_map = secrets.path().join("secret.map");
+    fs::write(&secret_map, "0 7fffffffffff ROOT_SECRET_JIT\n").unwrap();
+    fs::set_permissions(&secret_map, fs::Permissions::from_mode(0o600)).unwrap();
+    // Functions only the root-only ELF (split.c) has; burner.c has main and thread_cpu_ns.
+    let secret_only = [
+        "hot_a",
+        "hot_b",
+        "hot_c",
+        "jitter",
+        "calibrate",
+        "worker",
+        "flush_thread",
+        "write_results",
+    ];
+    let out = scratch();
+    let mut profctl = root_record(&["--duration", "4", "--folded", "out.folded"], out.path());
+    thread::sleep(Duration::from_millis(700));
+    let script = format!(
+        r#"
+        ./b 3 &
+        ./j 3 > j.out &
+        sleep 0.2
+        mv b b.real; ln -s {elf} b
+        p=$(sed -n 's/^pid //p' j.out); rm -f /tmp/perf-$p.map; ln -s {map} /tmp/perf-$p.map
+        echo $p > pid
+        wait
+        "#,
+        elf = secret_elf.display(),
+        map = secret_map.display()
+    );
+    let mut attack = attacker.shell(&script);
+    let run = profctl.wait_or_panic(Duration::from_secs(60));
+    let attack_run = attack.wait_or_panic(Duration::from_secs(60));
+    if let Ok(pid) = fs::read_to_string(attacker.path("pid")) {
+        let _ = fs::remove_file(format!("/tmp/perf-{}.map", pid.trim()));
+    }
+    run.assert_success("root's recording under the attack");
+    assert!(attack_run.status.success(), "attack: {}", attack_run.stderr);
+    let text = fs::read_to_string(out.path().join("out.folded")).unwrap();
+    let stacks = parse_folded(&text);
+    assert!(
+        comm_total(&stacks, "b") > 0,
+        "the attacker's b was not sampled"
+    );
+    assert!(
+        !text.contains("ROOT_SECRET_JIT"),
+        "a root-only JIT map was read:\n{}",
+        top_lines(&stacks, 10)
+    );
+    for stack in stacks.iter().filter(|s| s.comm == "b") {
+        for name in &secret_only {
+            assert!(
+                !stack.frames.iter().any(|f| f == name),
+                "the root-only ELF named a frame of b ({name}): {}",
+                stack.line()
+            );
+        }
+    }
+}
+
+/// Item 9: a signal while frames are being named (here: waiting on a debuginfod server that
+/// never answers) ends profctl at once, with status 130.
+#[test]
+fn a_signal_during_naming_ends_profctl() {
+    let _guard = sampling_lock();
+    let w = workloads();
+    let dir = scratch();
+    let stripped = dir.path().join("stripped");
+    fs::copy(&w.burner, &stripped).unwrap();
+    tool(Command::new("strip").arg(&stripped));
+    // A server that accepts connections (the kernel's backlog) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let mut cmd = Command::new(profctl());
+    cmd.args(["record", "--folded", "out.folded", "--"])
+        .arg(&stripped)
+        .arg("1")
+        .env("DEBUGINFOD_URLS", &url)
+        .current_dir(dir.path());
+    let mut profctl = Spawned::spawn(cmd, "profctl with a silent debuginfod");
+    thread::sleep(Duration::from_millis(2500));
+    if let Some(run) = profctl.wait_timeout(Duration::ZERO) {
+        eprintln!(
+            "note: profctl ended before the signal ({}); nothing to interrupt",
+            run.status
+        );
+        return;
+    }
+    let signalled = Instant::now();
+    send_signal(profctl.pid(), "INT");
+    let run = profctl.wait_or_panic(Duration::from_secs(5));
+    assert!(
+        signalled.elapsed() < Duration::from_secs(2),
+        "SIGINT while naming ended profctl only after {:.1?}",
+        signalled.elapsed()
+    );
+    assert_eq!(run.status.code(), Some(130), "stderr: {}", run.stderr);
+    assert!(
+        run.stderr.contains("stopping now"),
+        "stderr: {}",
+        run.stderr
+    );
+    let leftovers: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
