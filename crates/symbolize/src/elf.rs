@@ -248,6 +248,28 @@ enum Symbols<'a> {
     Cached(&'a Path),
 }
 
+/// Most symbols one file's tables may hold; a file with more has its symbols skipped.
+pub const MAX_SYMBOLS: usize = 8 << 20;
+/// Longest symbol name kept (longer ones are cut).
+pub const MAX_SYMBOL_NAME: usize = 4096;
+/// Most name bytes one file's tables may hold: at most twice the file's size (names come from
+/// its string tables; many symbols naming one long string must not multiply it) and at most
+/// this; a file with more has its symbols skipped.
+pub const MAX_SYMBOL_NAME_BYTES: u64 = 1 << 30;
+
+/// The name-byte cap of a file of `file_len` bytes (see [`MAX_SYMBOL_NAME_BYTES`]).
+fn name_bytes_cap(file_len: usize) -> u64 {
+    (file_len as u64)
+        .saturating_mul(2)
+        .max(1 << 20)
+        .min(MAX_SYMBOL_NAME_BYTES)
+}
+
+/// `raw` cut to at most [`MAX_SYMBOL_NAME`] bytes.
+fn cut_symbol_name(raw: &[u8]) -> &[u8] {
+    &raw[..raw.len().min(MAX_SYMBOL_NAME)]
+}
+
 /// First bytes of a cached symbol table file.
 const SYMTAB_MAGIC: &[u8; 8] = b"PCSYMT02";
 /// Tables with fewer symbols are parsed every time (well under a millisecond).
@@ -331,7 +353,10 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
         Symbols::None => &[],
         Symbols::Parse | Symbols::Cached(_) => &[elf::SHT_SYMTAB, elf::SHT_DYNSYM],
     };
-    for &sh_type in sh_types {
+    let names_cap = name_bytes_cap(data.len());
+    let mut name_bytes = 0u64;
+    let mut over_cap = None;
+    'tables: for &sh_type in sh_types {
         let symtab = sections.symbols(endian, data, sh_type).map_err(perr)?;
         for (index, sym) in symtab.enumerate() {
             if sym.is_undefined(endian) {
@@ -384,6 +409,16 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
                 binding,
                 tag: 0,
             };
+            let raw = cut_symbol_name(raw);
+            name_bytes += raw.len() as u64;
+            if name_bytes > names_cap {
+                over_cap = Some(format!("names over {names_cap} bytes"));
+                break 'tables;
+            }
+            if funcs.len() + text.len() >= MAX_SYMBOLS {
+                over_cap = Some(format!("over {MAX_SYMBOLS} symbols"));
+                break 'tables;
+            }
             let sym_name = String::from_utf8_lossy(raw);
             let target = if is_func { &mut funcs } else { &mut text };
             if !target.push(cand, &sym_name) {
@@ -392,9 +427,21 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
             }
         }
     }
+    let skipped = over_cap.is_some();
+    if let Some(why) = over_cap {
+        tracing::warn!(file = name, limit = %why, "symbol tables over their cap; the file's symbols are skipped");
+        funcs = TableBuilder::default();
+        text = TableBuilder::default();
+    }
     let mut table = if funcs.len() > 0 { funcs } else { text };
-    if !matches!(symbols, Symbols::None) && header.e_machine(endian) == elf::EM_X86_64 {
-        add_plt_symbols::<Elf>(endian, data, &sections, &mut table);
+    if !matches!(symbols, Symbols::None) && header.e_machine(endian) == elf::EM_X86_64 && !skipped {
+        let mut budget = names_cap - name_bytes;
+        if !add_plt_symbols::<Elf>(endian, data, &sections, &mut table, &mut budget) {
+            tracing::warn!(
+                file = name,
+                "PLT names over the symbol-name cap; the rest skipped"
+            );
+        }
     }
     let table = table.build();
     if !matches!(symbols, Symbols::None) {
@@ -450,22 +497,23 @@ fn add_plt_symbols<'data, Elf: FileHeader<Endian = Endianness>>(
     data: &'data [u8],
     sections: &object::read::elf::SectionTable<'data, Elf, &'data [u8]>,
     table: &mut TableBuilder,
-) {
+    name_budget: &mut u64,
+) -> bool {
     const STUB: u64 = 16;
     let Some((_, rela_plt)) = sections.section_by_name(endian, b".rela.plt") else {
-        return;
+        return true;
     };
     let Ok(Some((relocations, symtab_index))) = rela_plt.rela(endian, data) else {
-        return;
+        return true;
     };
     let Ok(symtab) = sections.symbol_table_by_index(endian, data, symtab_index) else {
-        return;
+        return true;
     };
     let stubs = match sections.section_by_name(endian, b".plt.sec") {
         Some((_, sec)) => (sec, 0),
         None => match sections.section_by_name(endian, b".plt") {
             Some((_, plt)) => (plt, 1),
-            None => return,
+            None => return true,
         },
     };
     let (section, first) = stubs;
@@ -501,10 +549,17 @@ fn add_plt_symbols<'data, Elf: FileHeader<Endian = Endianness>>(
             binding: Binding::Local,
             tag: 0,
         };
+        let name = cut_symbol_name(name);
+        let cost = name.len() as u64 + 4;
+        if cost > *name_budget || table.len() >= MAX_SYMBOLS {
+            return false;
+        }
+        *name_budget -= cost;
         if !table.push(cand, &format!("{}@plt", String::from_utf8_lossy(name))) {
-            return;
+            return false;
         }
     }
+    true
 }
 
 #[cfg(test)]

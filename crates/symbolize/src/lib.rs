@@ -15,6 +15,7 @@
 //! names and JIT maps, and opens files ahead on a thread of its own.
 
 pub mod address;
+pub mod decompress;
 pub mod demangle;
 mod disk_cache;
 pub mod elf;

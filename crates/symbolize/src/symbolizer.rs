@@ -71,8 +71,12 @@ pub fn crc32(data: &[u8]) -> u32 {
     crc32fast::hash(data)
 }
 
-/// Decompressed MiniDebugInfo larger than this is ignored (corrupt input).
-const MAX_MINI_DEBUG_INFO: usize = 256 << 20;
+/// A debug file named by `.gnu_debuglink` is CRC-checked (read whole) only up to this size;
+/// a larger one is skipped (a multi-GB sparse file would cost seconds of reading).
+pub const MAX_DEBUGLINK_BYTES: u64 = 1 << 30;
+
+/// Longest function name or source path a frame carries (longer ones are cut, ending in `…`).
+pub const MAX_FRAME_NAME: usize = 4096;
 
 /// The mapped ELF file holding the DWARF, and its dwz supplementary file.
 struct DwarfOwner {
@@ -214,6 +218,15 @@ fn try_debug_file(path: &Path, want: Want<'_>) -> Option<DebugFile> {
         }
     }
     if let Some(want_crc) = want.crc {
+        if map.len() as u64 > MAX_DEBUGLINK_BYTES {
+            tracing::warn!(
+                candidate = %path.display(),
+                bytes = map.len(),
+                limit = MAX_DEBUGLINK_BYTES,
+                "debuglink file too large to check its CRC; skipped"
+            );
+            return None;
+        }
         let found = crc32(&map);
         if found != want_crc {
             tracing::debug!(
@@ -269,29 +282,30 @@ fn plain_file_name(name: &str) -> bool {
     !name.is_empty() && !name.contains('/') && name != "." && name != ".."
 }
 
-/// Decompress `.gnu_debugdata` (xz), bounded.
-fn xz_decompress(data: &[u8]) -> Option<Vec<u8>> {
-    struct Bounded(Vec<u8>);
-    impl std::io::Write for Bounded {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            if self.0.len().saturating_add(buf.len()) > MAX_MINI_DEBUG_INFO {
-                return Err(std::io::Error::other("MiniDebugInfo too large"));
-            }
-            self.0.extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut out = Bounded(Vec::new());
-    let mut input = data;
-    match lzma_rs::xz_decompress(&mut input, &mut out) {
-        Ok(()) => Some(out.0),
-        Err(err) => {
-            tracing::debug!(%err, "cannot decompress .gnu_debugdata");
+/// Decompress `.gnu_debugdata` (xz), bounded (see [`crate::decompress::xz`]).
+fn xz_decompress(data: &[u8], binary: &Path) -> Option<Vec<u8>> {
+    match crate::decompress::xz(data) {
+        Ok(out) => Some(out),
+        Err(err @ crate::decompress::DecompressError::TooLarge { .. }) => {
+            tracing::warn!(file = %binary.display(), %err, "MiniDebugInfo (.gnu_debugdata) skipped");
             None
         }
+        Err(err) => {
+            tracing::debug!(file = %binary.display(), %err, "cannot decompress .gnu_debugdata");
+            None
+        }
+    }
+}
+
+/// `s` cut to at most [`MAX_FRAME_NAME`] bytes (at a character boundary, ending in `…`).
+fn cut_name(s: &mut String) {
+    if s.len() > MAX_FRAME_NAME {
+        let mut end = MAX_FRAME_NAME - '…'.len_utf8();
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
     }
 }
 
@@ -455,7 +469,7 @@ impl FileSymbolizer {
         }
         // 3. MiniDebugInfo
         if let (false, Some(xz)) = (done(&found), &mini) {
-            if let Some(data) = xz_decompress(xz) {
+            if let Some(data) = xz_decompress(xz, path) {
                 let name = format!("{} [.gnu_debugdata]", path.display());
                 match ElfFile::parse(&data, &name) {
                     Ok(mini_elf) => match (mini_elf.build_id(), build_id.as_deref()) {
@@ -689,6 +703,16 @@ impl FileSymbolizer {
     /// [`FileSymbolizer::frames`] into `out` (cleared first), to reuse its
     /// allocation.
     pub fn frames_into(&self, addr: SymbolAddr, with_lines: bool, out: &mut Vec<ResolvedFrame>) {
+        self.frames_uncut(addr, with_lines, out);
+        for f in out.iter_mut() {
+            cut_name(&mut f.function);
+            if let Some(file) = &mut f.file {
+                cut_name(file);
+            }
+        }
+    }
+
+    fn frames_uncut(&self, addr: SymbolAddr, with_lines: bool, out: &mut Vec<ResolvedFrame>) {
         out.clear();
         self.dwarf_frames(addr, with_lines, out);
         if out.is_empty() {
@@ -924,6 +948,8 @@ fn load_dwarf(f: &DwarfFile) -> Option<gimli::Dwarf<Reader<'_>>> {
             .as_deref()
             .and_then(|dir| crate::section_cache::SectionCache::for_file(dir, &obj));
         let mut v = Vec::new();
+        // Every section of one file together stays under the absolute cap too.
+        let mut budget = crate::decompress::MAX_SECTION_BYTES;
         for id in NAMING_SECTIONS {
             let Some(sec) = obj.section_by_name(id.name()) else {
                 continue;
@@ -934,21 +960,27 @@ fn load_dwarf(f: &DwarfFile) -> Option<gimli::Dwarf<Reader<'_>>> {
             if c.format == CompressionFormat::None {
                 continue;
             }
-            let cached = cache.as_ref().and_then(|cache| cache.get(id.name(), c.uncompressed_size));
+            let cap = crate::decompress::cap_for(c.data.len() as u64, budget);
+            let cached = (c.uncompressed_size <= cap)
+                .then(|| cache.as_ref()?.get(id.name(), c.uncompressed_size))
+                .flatten();
             if let Some(bytes) = cached {
+                budget -= bytes.bytes().len() as u64;
                 v.push((id, bytes));
                 continue;
             }
-            match c.decompress() {
+            match crate::decompress::section(&c, budget) {
                 Ok(data) => {
-                    let data = data.into_owned();
+                    budget -= data.len() as u64;
                     if let Some(cache) = &cache {
                         cache.put(id.name(), &data);
                     }
                     v.push((id, crate::section_cache::SectionBytes::Owned(data)));
                 }
                 Err(err) => {
-                    tracing::debug!(file = %f.name, section = id.name(), %err, "cannot decompress DWARF section")
+                    // Over a cap (or corrupt): the section is left out, the file's other
+                    // sections and symbols still name what they can.
+                    tracing::warn!(file = %f.name, section = id.name(), %err, "compressed DWARF section skipped")
                 }
             }
         }

@@ -15,6 +15,51 @@ use crate::sys;
 
 /// Largest compressed `.debug_frame` that is decompressed (corrupt sizes are refused).
 const MAX_DECOMPRESSED: u64 = 64 << 20;
+/// Most a compressed `.debug_frame` may expand relative to its compressed bytes (real call
+/// frame information compresses a few times; a bomb thousands).
+const MAX_RATIO: u64 = 64;
+
+/// A compressed section's bytes, trusting neither its declared size nor its stream: refused
+/// when it declares more than [`MAX_DECOMPRESSED`] or [`MAX_RATIO`] times its compressed size
+/// (at least 1 MiB), and stopped as soon as it expands past what it declared.
+fn decompress_bounded(c: &object::CompressedData<'_>) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let cap = (c.data.len() as u64)
+        .saturating_mul(MAX_RATIO)
+        .max(1 << 20)
+        .min(MAX_DECOMPRESSED);
+    let declared = c.uncompressed_size;
+    if declared > cap {
+        tracing::warn!(
+            declared,
+            cap,
+            "compressed .debug_frame over its cap; skipped"
+        );
+        return None;
+    }
+    let mut out = Vec::with_capacity(declared as usize);
+    let mut input = c.data;
+    match c.format {
+        object::CompressionFormat::Zlib => {
+            flate2::read::ZlibDecoder::new(input)
+                .take(declared + 1)
+                .read_to_end(&mut out)
+                .ok()?;
+        }
+        object::CompressionFormat::Zstandard => {
+            while !input.is_empty() && out.len() as u64 <= declared {
+                let left = declared + 1 - out.len() as u64;
+                ruzstd::StreamingDecoder::new(&mut input)
+                    .ok()?
+                    .take(left)
+                    .read_to_end(&mut out)
+                    .ok()?;
+            }
+        }
+        _ => return None,
+    }
+    (out.len() as u64 == declared).then_some(out)
+}
 
 /// A PT_LOAD segment: file range and address.
 #[derive(Clone, Copy, Debug)]
@@ -95,12 +140,10 @@ impl UnwindSections {
             ) {
                 // Only `.debug_frame` is read compressed (debug files often are): decompressed
                 // once into a mapping of its own.
-                if name != ".debug_frame"
-                    || s.compressed_data().ok()?.uncompressed_size > MAX_DECOMPRESSED
-                {
+                if name != ".debug_frame" {
                     return None;
                 }
-                let bytes = s.uncompressed_data().ok()?;
+                let bytes = decompress_bounded(&s.compressed_data().ok()?)?;
                 let own = Arc::new(sys::copy_to_map(&bytes).ok()?);
                 return Some(Section {
                     svma: s.address()..s.address().saturating_add(s.size()),
@@ -317,6 +360,36 @@ fn eh_frame_hdr_is_sound(hdr: &Section, eh_frame: &Section) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A zstd frame of RLE blocks: 4 bytes each expanding to 128 KiB.
+    fn zstd_bomb(blocks: usize) -> Vec<u8> {
+        let mut out = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
+        for i in 0..blocks {
+            let header = (128u32 << 10) << 3 | 1 << 1 | u32::from(i + 1 == blocks);
+            out.extend_from_slice(&header.to_le_bytes()[..3]);
+            out.push(0);
+        }
+        out
+    }
+
+    #[test]
+    fn compressed_debug_frame_is_bounded() {
+        let compressed = |data: &'static [u8], size| object::CompressedData {
+            format: object::CompressionFormat::Zstandard,
+            data,
+            uncompressed_size: size,
+        };
+        let bomb: &'static [u8] = Box::leak(zstd_bomb(16_000).into_boxed_slice());
+        // 64 KB expanding to 2 GB: declaring 1 MiB, stopped there; declaring 2 GB, refused.
+        assert!(decompress_bounded(&compressed(bomb, 1 << 20)).is_none());
+        assert!(decompress_bounded(&compressed(bomb, 16_000 << 17)).is_none());
+        // An honest small frame decompresses.
+        let small: &'static [u8] = Box::leak(zstd_bomb(2).into_boxed_slice());
+        assert_eq!(
+            decompress_bounded(&compressed(small, 2 << 17)).map(|v| v.len()),
+            Some(2 << 17)
+        );
+    }
 
     fn seg(offset: u64, vaddr: u64, file_size: u64, executable: bool) -> LoadSegment {
         LoadSegment {
