@@ -419,3 +419,115 @@ fn a_signal_during_naming_ends_profctl() {
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
+
+/// Items 4 and 6: the attacker runs binaries carrying a 66 KB zstd bomb in `.debug_info`
+/// (2.1 GB of output, declaring 4 MiB), a 2 MB zlib bomb declaring 2 GiB, zstd bombs in
+/// `.debug_abbrev`, `.debug_str` and `.debug_line`, 500k symbols sharing one 8 KB name, and a
+/// `.gnu_debuglink` naming a 4 GiB sparse file beside it, while root records the whole
+/// system: the recording ends on time, in bounded memory, and still names the binaries' frames
+/// where their symbols were not skipped.
+#[test]
+fn compression_bombs_huge_symbol_tables_and_debuglinks_are_bounded() {
+    use crate::hostile_elf as h;
+    let Some(attacker) = Attacker::new() else {
+        return;
+    };
+    let _guard = sampling_lock();
+    let w = workloads();
+    let burner = fs::read(&w.burner).unwrap();
+    let write_as = |name: &str, bytes: &[u8]| {
+        let p = attacker.path(name);
+        fs::write(&p, bytes).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::chown(&p, Some(attacker.uid), Some(attacker.gid)).unwrap();
+    };
+    let zstd = h::zstd_bomb(66_000);
+    write_as(
+        "zstdbomb",
+        &h::with_compressed_section(&burner, ".debug_info", h::ZSTD, 4 << 20, &zstd),
+    );
+    write_as(
+        "zlibbomb",
+        &h::with_compressed_section(
+            &burner,
+            ".debug_info",
+            h::ZLIB,
+            2 << 30,
+            &h::zlib_bomb(2 << 20),
+        ),
+    );
+    let mut multi = burner.clone();
+    for s in [".debug_abbrev", ".debug_str", ".debug_line"] {
+        multi = h::with_compressed_section(&multi, s, h::ZSTD, 4 << 20, &zstd);
+    }
+    write_as("multibomb", &multi);
+    write_as(
+        "symbols",
+        &h::with_shared_long_names(&burner, 500_000, 8192),
+    );
+    // A stripped copy whose debuglink names a 4 GiB sparse file the attacker makes.
+    let link = attacker.path("link.contents");
+    fs::write(&link, h::debuglink_contents("big.debug", 0x1234_5678)).unwrap();
+    let status = Command::new("objcopy")
+        .arg("--strip-debug")
+        .arg(format!("--add-section=.gnu_debuglink={}", link.display()))
+        .arg(&w.burner)
+        .arg(attacker.path("linked"))
+        .status()
+        .expect("objcopy");
+    assert!(status.success());
+    std::os::unix::fs::chown(
+        attacker.path("linked"),
+        Some(attacker.uid),
+        Some(attacker.gid),
+    )
+    .unwrap();
+    let out = scratch();
+
+    let mut profctl = root_record(
+        &["--duration", "5", "--folded", "out.folded", "-o", "out.svg"],
+        out.path(),
+    );
+    thread::sleep(Duration::from_millis(700));
+    let mut attack = attacker.shell(
+        r#"
+        truncate -s 4G big.debug
+        for b in zstdbomb zlibbomb multibomb symbols linked; do ./$b 0.5; done
+        "#,
+    );
+    let (run, peak) = wait_measuring(&mut profctl, Duration::from_secs(60));
+    let attack_run = attack.wait_or_panic(Duration::from_secs(60));
+    run.assert_success("root's recording under the attack");
+    assert!(attack_run.status.success(), "{}", attack_run.stderr);
+    eprintln!(
+        "hostile bombs: recording took {:.1?}, peak resident {:.1} MB",
+        run.elapsed,
+        peak as f64 / 1024.0
+    );
+    assert!(
+        run.elapsed < Duration::from_secs(20),
+        "a 5 s recording took {:.1?}",
+        run.elapsed
+    );
+    assert!(
+        peak < 300 * 1024,
+        "peak resident memory {:.1} MB",
+        peak as f64 / 1024.0
+    );
+    let text = fs::read_to_string(out.path().join("out.folded")).expect("folded output");
+    let stacks = parse_folded(&text);
+    for comm in ["zstdbomb", "zlibbomb", "multibomb", "linked"] {
+        assert!(
+            stacks.iter().any(|s| s.comm == comm && s.has("child_hot")),
+            "{comm}'s child_hot is named:\n{}",
+            top_lines(&stacks, 30)
+        );
+    }
+    // Over a cap, a warning names the file.
+    assert!(
+        run.stderr.contains("compressed DWARF section skipped")
+            && run.stderr.contains("symbol tables over their cap"),
+        "no warning names the skipped files:\n{}",
+        run.stderr
+    );
+}

@@ -9,6 +9,8 @@ mod common;
 mod errors;
 mod fork_exec;
 mod hostile;
+#[path = "../../../crates/symbolize/tests/support/hostile_elf.rs"]
+mod hostile_elf;
 mod nonroot;
 mod pid;
 mod sigint;
