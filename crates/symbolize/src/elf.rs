@@ -55,17 +55,18 @@ impl ElfFile {
         Self::parse_with(data, name, Symbols::Parse)
     }
 
-    /// [`ElfFile::parse`], taking the symbol table from `cache_dir` when an earlier process
-    /// left it there for this file (same build-id and size), and leaving it there for the
-    /// next when the table is large. Building libc's table (sorting thousands of symbols)
+    /// [`ElfFile::parse`], taking the symbol table from `cache` (a directory, and the identity
+    /// of the file `data` was mapped from) when an earlier process left it there for this file
+    /// (same build-id, size, owner, device, inode and modification time), and leaving it there
+    /// for the next when the table is large. Building libc's table (sorting thousands of symbols)
     /// costs a millisecond or more; mapping a cached one costs nothing until lookups.
     pub(crate) fn parse_cached(
         data: &[u8],
         name: &str,
-        cache_dir: Option<&Path>,
+        cache: Option<(&Path, FileIdentity)>,
     ) -> Result<ElfFile, Error> {
-        match cache_dir {
-            Some(dir) => Self::parse_with(data, name, Symbols::Cached(dir)),
+        match cache {
+            Some((dir, id)) => Self::parse_with(data, name, Symbols::Cached(dir, id)),
             None => Self::parse(data, name),
         }
     }
@@ -181,8 +182,49 @@ impl std::fmt::Debug for ElfFile {
     }
 }
 
+/// Which file on disk some bytes came from: what the on-disk caches are keyed by (with the
+/// build-id), so that an entry made from one file never serves another. A file another user
+/// made with root's libc's build-id differs from libc in owner, device and inode, and a file
+/// rewritten in place in size or modification time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    uid: u32,
+}
+
+impl FileIdentity {
+    /// The identity of the file `meta` describes.
+    pub(crate) fn of(meta: &std::fs::Metadata) -> FileIdentity {
+        use std::os::unix::fs::MetadataExt;
+        FileIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            uid: meta.uid(),
+        }
+    }
+
+    /// A file-name part naming this identity.
+    pub(crate) fn key(&self) -> String {
+        format!(
+            "{}-u{}-{:x}-{}-{}",
+            self.size, self.uid, self.dev, self.ino, self.mtime_ns
+        )
+    }
+}
+
 /// Map the regular, non-empty file at `path` read-only. Errors name the path.
 pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
+    map_file_identified(path).map(|(map, _)| map)
+}
+
+/// [`map_file`], with the identity of the file mapped (from the descriptor mapped, so that
+/// it is the identity of those bytes even if the path changes meanwhile).
+pub(crate) fn map_file_identified(path: &Path) -> Result<(memmap2::Mmap, FileIdentity), Error> {
     let io = |source| Error::Io {
         path: path.to_owned(),
         source,
@@ -210,7 +252,8 @@ pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
     // borrowed data. A concurrent truncation of the file could still raise
     // SIGBUS while reading; that is the accepted cost of not reading whole
     // binaries.
-    unsafe { memmap2::Mmap::map(&file) }.map_err(io)
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    Ok((map, FileIdentity::of(&meta)))
 }
 
 /// A copy of a byte slice starting at an 8-aligned address.
@@ -244,8 +287,8 @@ enum Symbols<'a> {
     None,
     /// Parse the symbol tables.
     Parse,
-    /// Parse them, or take them from this cache directory.
-    Cached(&'a Path),
+    /// Parse them, or take them from this cache directory, for the file of this identity.
+    Cached(&'a Path, FileIdentity),
 }
 
 /// Most symbols one file's tables may hold; a file with more has its symbols skipped.
@@ -277,8 +320,12 @@ const MIN_CACHED_SYMBOLS: usize = 2000;
 /// Cached symbol tables kept: the least recently written go first.
 const MAX_CACHED_TABLES: usize = 256;
 
-fn cached_table_path(dir: &Path, build_id: &[u8], file_len: usize) -> PathBuf {
-    dir.join(format!("{}-{file_len}.symtab", crate::error::hex(build_id)))
+fn cached_table_path(dir: &Path, build_id: &[u8], file: &FileIdentity) -> PathBuf {
+    dir.join(format!(
+        "{}-{}.symtab",
+        crate::error::hex(build_id),
+        file.key()
+    ))
 }
 
 /// The table cached at `path`, mapped and used in place; None when absent or not one.
@@ -333,7 +380,9 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
     let build_id = find_build_id::<Elf>(endian, data, phdrs, &sections).map_err(perr)?;
 
     let cache = match (symbols, &build_id) {
-        (Symbols::Cached(dir), Some(id)) => Some((dir, cached_table_path(dir, id, data.len()))),
+        (Symbols::Cached(dir, file), Some(id)) if file.size == data.len() as u64 => {
+            Some((dir, cached_table_path(dir, id, &file)))
+        }
         _ => None,
     };
     if let Some(table) = cache.as_ref().and_then(|(_, path)| load_cached_table(path)) {
@@ -351,7 +400,7 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
     let mut text = TableBuilder::default();
     let sh_types: &[u32] = match symbols {
         Symbols::None => &[],
-        Symbols::Parse | Symbols::Cached(_) => &[elf::SHT_SYMTAB, elf::SHT_DYNSYM],
+        Symbols::Parse | Symbols::Cached(..) => &[elf::SHT_SYMTAB, elf::SHT_DYNSYM],
     };
     let names_cap = name_bytes_cap(data.len());
     let mut name_bytes = 0u64;
@@ -588,11 +637,13 @@ mod symbol_cache_tests {
             .build_id()
             .expect("the test binary has a build-id")
             .to_vec();
-        let path = cached_table_path(dir.path(), &id, exe.len());
+        let ident = FileIdentity::of(&std::fs::metadata(std::env::current_exe().unwrap()).unwrap());
+        let cache = Some((dir.path(), ident));
+        let path = cached_table_path(dir.path(), &id, &ident);
 
-        let first = ElfFile::parse_cached(&exe, "test", Some(dir.path())).unwrap();
+        let first = ElfFile::parse_cached(&exe, "test", cache).unwrap();
         assert!(path.exists(), "the table was written");
-        let second = ElfFile::parse_cached(&exe, "test", Some(dir.path())).unwrap();
+        let second = ElfFile::parse_cached(&exe, "test", cache).unwrap();
         assert_eq!(names(&first), names(&parsed));
         assert_eq!(names(&second), names(&parsed));
         assert_eq!(second.symbol_count(), parsed.symbol_count());
@@ -612,13 +663,58 @@ mod symbol_cache_tests {
         let mut bytes = SYMTAB_MAGIC.to_vec();
         small.build().write_to(&mut bytes);
         std::fs::write(&path, &bytes).unwrap();
-        let foreign = ElfFile::parse_cached(&exe, "test", Some(dir.path())).unwrap();
+        let foreign = ElfFile::parse_cached(&exe, "test", cache).unwrap();
         assert_eq!(foreign.symbol_count(), 1);
 
         // A corrupt one is ignored, and replaced.
         std::fs::write(&path, b"PCSYMT01 short").unwrap();
-        let again = ElfFile::parse_cached(&exe, "test", Some(dir.path())).unwrap();
+        let again = ElfFile::parse_cached(&exe, "test", cache).unwrap();
         assert_eq!(names(&again), names(&parsed));
         assert!(load_cached_table(&path).is_some(), "rewritten");
+    }
+
+    /// Issue 11, item 3: a copy of a binary (same build-id and size) whose symbol names were
+    /// changed, symbolized first, leaves a cached table that never names the binary's own.
+    #[test]
+    fn another_files_table_never_serves_a_file_with_its_build_id() {
+        use object::{Object, ObjectSection, ObjectSymbol};
+        let exe_path = std::env::current_exe().unwrap();
+        let exe = std::fs::read(&exe_path).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (start, len) = object::File::parse(&*exe)
+            .unwrap()
+            .section_by_name(".strtab")
+            .and_then(|s| s.file_range())
+            .unwrap();
+        let mut poison = exe.clone();
+        for b in &mut poison[start as usize..(start + len) as usize] {
+            b.make_ascii_uppercase();
+        }
+        let poison_path = dir.path().join("poison");
+        std::fs::write(&poison_path, &poison).unwrap();
+        let identity = |p: &Path| FileIdentity::of(&std::fs::metadata(p).unwrap());
+        let cache = dir.path().join("cache");
+        let poisoned =
+            ElfFile::parse_cached(&poison, "poison", Some((&cache, identity(&poison_path))))
+                .unwrap();
+        // The names at the first 500 function addresses.
+        let funcs: Vec<u64> = object::File::parse(&*exe)
+            .unwrap()
+            .symbols()
+            .filter(|s| s.kind() == object::SymbolKind::Text && s.address() != 0)
+            .map(|s| s.address())
+            .take(500)
+            .collect();
+        let at = |e: &ElfFile| -> Vec<Option<String>> {
+            funcs
+                .iter()
+                .map(|&a| e.symbol(SymbolAddr(a)).map(|s| s.name.to_owned()))
+                .collect()
+        };
+        let truth = at(&ElfFile::parse(&exe, "exe").unwrap());
+        assert!(truth.iter().flatten().count() > 100);
+        assert!(at(&poisoned) != truth, "the attacker's names differ");
+        let own = ElfFile::parse_cached(&exe, "exe", Some((&cache, identity(&exe_path)))).unwrap();
+        assert!(at(&own) == truth, "the binary got another file's names");
     }
 }

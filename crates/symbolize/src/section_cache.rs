@@ -3,7 +3,10 @@
 //! Debian's debug files (libc6-dbg and most `-dbgsym` packages) compress their DWARF with
 //! zlib. Decompressing libc's takes about 15 ms of CPU, which every `profctl record` that
 //! meets a new libc address paid again. The sections are written once, uncompressed, to
-//! `<dir>/<build-id>/<section>`, and later processes map them instead. Only files whose
+//! `<dir>/<build-id>-<file identity>/<section>`, and later processes map them instead. The
+//! identity (size, owner, device, inode, modification time of the debug file) binds an entry
+//! to the file it was made from: another user's file carrying the same build-id has its own
+//! entry and never supplies this one's sections. Only files whose
 //! compressed DWARF is large are cached; a cached section is used only when its size is the
 //! one the compression header announces, and files are replaced by rename, never rewritten in
 //! place, so a mapping in use stays valid. At most [`MAX_FILES`] build-ids are kept: the
@@ -49,7 +52,11 @@ pub(crate) struct SectionCache {
 impl SectionCache {
     /// The entry of `obj` under `root`, when `obj` has a build-id and enough compressed DWARF
     /// to be worth caching.
-    pub(crate) fn for_file(root: &Path, obj: &object::File<'_>) -> Option<SectionCache> {
+    pub(crate) fn for_file(
+        root: &Path,
+        obj: &object::File<'_>,
+        file: &crate::elf::FileIdentity,
+    ) -> Option<SectionCache> {
         let build_id = obj.build_id().ok()??;
         let compressed: u64 = obj
             .sections()
@@ -60,7 +67,7 @@ impl SectionCache {
             .sum();
         (compressed >= MIN_COMPRESSED_BYTES).then(|| SectionCache {
             root: root.to_owned(),
-            dir: root.join(crate::error::hex(build_id)),
+            dir: root.join(format!("{}-{}", crate::error::hex(build_id), file.key())),
         })
     }
 
@@ -161,6 +168,90 @@ mod tests {
         std::fs::write(&line, b"short").unwrap();
         assert_eq!(all_frames(&bin, &search), uncached);
         assert_eq!(std::fs::read(&line).unwrap(), good_line);
+    }
+
+    /// Issue 11, item 3: a file another user made, carrying the build-id of a system file
+    /// and DWARF naming its functions otherwise, is symbolized first; the system file's
+    /// frames afterwards are its own, not the cached sections of the first.
+    #[test]
+    fn another_files_sections_never_serve_a_file_with_its_build_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/inline.c");
+        // The attacker's source: the same code nine lines further down.
+        let shifted = dir.path().join("inline.c");
+        let text = std::fs::read_to_string(fixture).unwrap();
+        std::fs::write(&shifted, format!("{}{text}", "\n".repeat(9))).unwrap();
+        let build = |out: &std::path::Path, src: &std::path::Path, extra: &[&str]| {
+            let status = Command::new("cc")
+                .args(["-O2", "-g", "-gz=zlib", "-Wl,--build-id"])
+                .args(extra)
+                .arg("-o")
+                .arg(out)
+                .arg(src)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        };
+        let system = dir.path().join("system");
+        build(&system, fixture.as_ref(), &[]);
+        let poison = dir.path().join("poison");
+        // Names of the same lengths, so that the sections have the same sizes.
+        build(&poison, &shifted, &["-Dhot=HOT", "-Dinl1=INL1"]);
+        // Give the attacker's file the system file's build-id.
+        let id_of = |p: &std::path::Path| {
+            let data = std::fs::read(p).unwrap();
+            object::File::parse(&*data)
+                .unwrap()
+                .build_id()
+                .unwrap()
+                .unwrap()
+                .to_vec()
+        };
+        let (want, have) = (id_of(&system), id_of(&poison));
+        let mut bytes = std::fs::read(&poison).unwrap();
+        let at = bytes.windows(have.len()).position(|w| w == have).unwrap();
+        bytes[at..at + want.len()].copy_from_slice(&want);
+        std::fs::write(&poison, &bytes).unwrap();
+        assert_eq!(id_of(&poison), want);
+        if unsafe_free_is_root() {
+            std::os::unix::fs::chown(&poison, Some(65534), Some(65534)).unwrap();
+        }
+
+        let search = DebugSearch {
+            system_debug_dir: Default::default(),
+            section_cache: Some(dir.path().join("cache")),
+            ..DebugSearch::system()
+        };
+        let uncached = all_frames(
+            &system,
+            &DebugSearch {
+                section_cache: None,
+                ..search.clone()
+            },
+        );
+        let poisoned = all_frames(&poison, &search);
+        let names = |f: &[Vec<ResolvedFrame>]| {
+            f.iter()
+                .flatten()
+                .any(|f| f.function == "HOT" || f.function == "INL1")
+        };
+        assert!(names(&poisoned), "the attacker's file names its own frames");
+        assert_ne!(poisoned, uncached, "the attacker's lines differ");
+        let after = all_frames(&system, &search);
+        assert!(!names(&after), "the system file got the attacker's names");
+        assert_eq!(after, uncached);
+    }
+
+    /// Whether this process runs as root (reads `/proc/self/status`, no libc call).
+    fn unsafe_free_is_root() -> bool {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Uid:"))
+                    .and_then(|v| v.split_whitespace().nth(1).map(|e| e == "0"))
+            })
+            .unwrap_or(false)
     }
 
     #[test]

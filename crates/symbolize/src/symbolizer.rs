@@ -14,7 +14,7 @@ use object::{CompressionFormat, Object, ObjectSection};
 
 use crate::address::{FileOffset, SymbolAddr};
 use crate::demangle::{demangle, function_name};
-use crate::elf::{map_file, ElfFile};
+use crate::elf::{map_file_identified, ElfFile, FileIdentity};
 use crate::error::{hex, Error};
 
 /// Where to look for separate debug files.
@@ -87,6 +87,8 @@ struct DwarfOwner {
 struct DwarfFile {
     name: String,
     map: Mmap,
+    /// Which file `map` is (the section cache's key, with the build-id).
+    identity: FileIdentity,
     /// Compressed sections, decompressed (or mapped from the section cache) on first use.
     decompressed: OnceLock<Vec<(gimli::SectionId, crate::section_cache::SectionBytes)>>,
     /// The section cache directory (without the build-id part), if any.
@@ -174,6 +176,7 @@ fn inspect(data: &[u8]) -> Inspect {
 /// A separate debug file that matched.
 struct DebugFile {
     map: Mmap,
+    identity: FileIdentity,
     elf: ElfFile,
     info: Inspect,
 }
@@ -197,7 +200,7 @@ fn try_debug_file(path: &Path, want: Want<'_>) -> Option<DebugFile> {
         tracing::debug!(candidate = %path.display(), "no debug file here");
         return None;
     }
-    let map = match map_file(path) {
+    let (map, identity) = match map_file_identified(path) {
         Ok(m) => m,
         Err(err) => {
             tracing::debug!(candidate = %path.display(), %err, "cannot read debug file");
@@ -238,7 +241,8 @@ fn try_debug_file(path: &Path, want: Want<'_>) -> Option<DebugFile> {
             return None;
         }
     }
-    let elf = match ElfFile::parse_cached(&map, &path.display().to_string(), want.symbol_cache) {
+    let cache = want.symbol_cache.map(|dir| (dir, identity));
+    let elf = match ElfFile::parse_cached(&map, &path.display().to_string(), cache) {
         Ok(e) => e,
         Err(err) => {
             tracing::debug!(candidate = %path.display(), %err, "cannot parse debug file");
@@ -246,7 +250,12 @@ fn try_debug_file(path: &Path, want: Want<'_>) -> Option<DebugFile> {
         }
     };
     tracing::debug!(debug_file = %path.display(), dwarf = info.has_dwarf, "debug file matches");
-    Some(DebugFile { map, elf, info })
+    Some(DebugFile {
+        map,
+        identity,
+        elf,
+        info,
+    })
 }
 
 /// `/usr/lib/debug/.build-id/xx/rest.debug` under `dir`.
@@ -313,7 +322,7 @@ fn cut_name(s: &mut String) {
 struct Found {
     extra_symbols: Vec<ElfFile>,
     sources: Vec<String>,
-    dwarf: Option<(String, Mmap, Inspect)>,
+    dwarf: Option<(String, Mmap, FileIdentity, Inspect)>,
 }
 
 impl Found {
@@ -321,11 +330,16 @@ impl Found {
     fn add(&mut self, label: String, file: DebugFile) -> bool {
         tracing::debug!(source = %label, "debug info source found");
         self.sources.push(label);
-        let DebugFile { map, elf, info } = file;
+        let DebugFile {
+            map,
+            identity,
+            elf,
+            info,
+        } = file;
         let name = elf.name().to_owned();
         self.extra_symbols.push(elf);
         if info.has_dwarf {
-            self.dwarf = Some((name, map, info));
+            self.dwarf = Some((name, map, identity, info));
             true
         } else {
             false
@@ -374,16 +388,16 @@ impl FileSymbolizer {
         };
         // The binary itself.
         let mut binary_err = None;
-        let mut binary: Option<(ElfFile, Inspect, Mmap)> = None;
-        match map_file(read_from).and_then(|map| {
+        let mut binary: Option<(ElfFile, Inspect, Mmap, FileIdentity)> = None;
+        match map_file_identified(read_from).and_then(|(map, identity)| {
             let elf = ElfFile::parse_cached(
                 &map,
                 &path.display().to_string(),
-                search.symbol_cache.as_deref(),
+                search.symbol_cache.as_deref().map(|dir| (dir, identity)),
             )?;
-            Ok((elf, map))
+            Ok((elf, map, identity))
         }) {
-            Ok((elf, map)) => {
+            Ok((elf, map, identity)) => {
                 let info = inspect(&map);
                 match (expected_build_id, elf.build_id()) {
                     (Some(want), got) if got != Some(want) => {
@@ -395,7 +409,7 @@ impl FileSymbolizer {
                         tracing::debug!(%err, "binary is not the one profiled; looking for its debug file only");
                         binary_err = Some(err);
                     }
-                    _ => binary = Some((elf, info, map)),
+                    _ => binary = Some((elf, info, map, identity)),
                 }
             }
             Err(err) => {
@@ -405,18 +419,18 @@ impl FileSymbolizer {
         }
         let build_id: Option<Vec<u8>> = binary
             .as_ref()
-            .and_then(|(elf, _, _)| elf.build_id().map(<[u8]>::to_vec))
+            .and_then(|(elf, _, _, _)| elf.build_id().map(<[u8]>::to_vec))
             .or_else(|| expected_build_id.map(<[u8]>::to_vec));
         let mut elf_own = None;
         let mut debuglink = None;
         let mut mini = None;
-        if let Some((elf, info, map)) = binary {
+        if let Some((elf, info, map, identity)) = binary {
             tracing::debug!(binary = %path.display(), dwarf = info.has_dwarf, "debug info source: the binary");
             found.sources.push("binary".to_owned());
             debuglink = info.debuglink.clone().filter(|(n, _)| plain_file_name(n));
             mini = info.mini_debug_info.clone();
             if info.has_dwarf {
-                found.dwarf = Some((elf.name().to_owned(), map, info));
+                found.dwarf = Some((elf.name().to_owned(), map, identity, info));
             }
             elf_own = Some(elf);
         }
@@ -548,7 +562,7 @@ impl FileSymbolizer {
                 }))
             }
         };
-        let dwarf = dwarf.map(|(name, map, info)| {
+        let dwarf = dwarf.map(|(name, map, identity, info)| {
             let sup = info
                 .altlink
                 .as_ref()
@@ -558,6 +572,7 @@ impl FileSymbolizer {
                     main: DwarfFile {
                         name,
                         map,
+                        identity,
                         decompressed: OnceLock::new(),
                         section_cache: search.section_cache.clone(),
                     },
@@ -946,7 +961,7 @@ fn load_dwarf(f: &DwarfFile) -> Option<gimli::Dwarf<Reader<'_>>> {
         let cache = f
             .section_cache
             .as_deref()
-            .and_then(|dir| crate::section_cache::SectionCache::for_file(dir, &obj));
+            .and_then(|dir| crate::section_cache::SectionCache::for_file(dir, &obj, &f.identity));
         let mut v = Vec::new();
         // Every section of one file together stays under the absolute cap too.
         let mut budget = crate::decompress::MAX_SECTION_BYTES;
@@ -1050,6 +1065,7 @@ fn find_sup(debug_file: &Path, file: &[u8], id: &[u8], search: &DebugSearch) -> 
             return Some(DwarfFile {
                 name: p.display().to_string(),
                 map: f.map,
+                identity: f.identity,
                 decompressed: OnceLock::new(),
                 section_cache: search.section_cache.clone(),
             });
