@@ -5,6 +5,7 @@
 //!
 //! `profctl record` (embedded mode) drives this directly; the daemon reuses the same pieces.
 
+mod cache_root;
 mod error;
 mod launch;
 mod normalize;
@@ -30,9 +31,20 @@ pub use usage::{
     anonymous_resident_bytes, open_fds, release_free_memory, resident_bytes, ProcessUsage,
 };
 
+pub use cache_root::{check_cache_root, CacheRootError};
+
 /// profctl's cache directory: `$XDG_CACHE_HOME/profctl`, else `~/.cache/profctl` (kernel
-/// symbols per boot, frames per build-id, decompressed debug sections per build-id).
+/// symbols per boot, frames per build-id, decompressed debug sections per build-id); None
+/// when neither is set, or when the directory is not this user's alone (see
+/// [`check_cache_root`]; checked once per process, with a warning).
 pub fn user_cache_dir() -> Option<std::path::PathBuf> {
+    static ROOT: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| cache_root::safe_cache_root(cache_dir_from_env()?))
+        .clone()
+}
+
+/// `$XDG_CACHE_HOME/profctl`, else `$HOME/.cache/profctl`, unchecked.
+fn cache_dir_from_env() -> Option<std::path::PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())
         .map(std::path::PathBuf::from)

@@ -203,3 +203,9 @@ pub(crate) fn release_free_memory() {
         libc::malloc_trim(0);
     }
 }
+
+/// This process's effective user id.
+pub(crate) fn effective_uid() -> u32 {
+    // SAFETY: geteuid takes no arguments, cannot fail and touches no memory of ours.
+    unsafe { libc::geteuid() }
+}

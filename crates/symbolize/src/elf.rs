@@ -319,6 +319,8 @@ const SYMTAB_MAGIC: &[u8; 8] = b"PCSYMT02";
 const MIN_CACHED_SYMBOLS: usize = 2000;
 /// Cached symbol tables kept: the least recently written go first.
 const MAX_CACHED_TABLES: usize = 256;
+/// Bytes of cached symbol tables kept.
+const MAX_CACHED_TABLE_BYTES: u64 = 1 << 30;
 
 fn cached_table_path(dir: &Path, build_id: &[u8], file: &FileIdentity) -> PathBuf {
     dir.join(format!(
@@ -347,7 +349,7 @@ fn store_cached_table(dir: &Path, path: &Path, table: &Table) {
         tracing::debug!(path = %path.display(), %err, "cannot cache a symbol table");
         return;
     }
-    crate::disk_cache::keep_newest(dir, MAX_CACHED_TABLES, |p| {
+    crate::disk_cache::prune(dir, MAX_CACHED_TABLES, MAX_CACHED_TABLE_BYTES, |p| {
         p.extension().is_some_and(|e| e == "symtab")
     });
 }

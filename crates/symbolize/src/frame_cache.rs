@@ -199,9 +199,17 @@ impl FrameCache {
             file.decoded.clear();
             file.added.clear();
         }
+        crate::disk_cache::prune(dir, MAX_CACHED_FILES, MAX_CACHED_BYTES, |p| {
+            p.extension().is_some_and(|e| e == "frames")
+        });
         Ok(())
     }
 }
+
+/// Frame files kept on disk: the least recently written beyond this go first.
+pub const MAX_CACHED_FILES: usize = 1024;
+/// Bytes of frame files kept on disk.
+pub const MAX_CACHED_BYTES: u64 = 256 << 20;
 
 fn path_for(dir: &Path, build_id: &[u8]) -> PathBuf {
     dir.join(format!("{}.frames", crate::error::hex(build_id)))

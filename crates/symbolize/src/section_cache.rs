@@ -24,6 +24,9 @@ const MIN_COMPRESSED_BYTES: u64 = 512 * 1024;
 const MIN_COMPRESSED_BYTES: u64 = 1;
 /// Build-ids kept in the cache directory.
 const MAX_FILES: usize = 32;
+/// Bytes kept in the cache directory (each section is at most 1 GiB, see
+/// [`crate::decompress::MAX_SECTION_BYTES`]).
+const MAX_BYTES: u64 = 4 << 30;
 
 /// A section's bytes: decompressed in memory, or mapped from the cache.
 pub(crate) enum SectionBytes {
@@ -97,7 +100,7 @@ impl SectionCache {
             tracing::debug!(path = %path.display(), %err, "cannot cache a decompressed section");
         }
         if new_build_id {
-            crate::disk_cache::keep_newest(&self.root, MAX_FILES, Path::is_dir);
+            crate::disk_cache::prune(&self.root, MAX_FILES, MAX_BYTES, Path::is_dir);
         }
     }
 }

@@ -531,3 +531,37 @@ fn compression_bombs_huge_symbol_tables_and_debuglinks_are_bounded() {
         run.stderr
     );
 }
+
+/// Item 8: root runs with a cache directory another user controls (`XDG_CACHE_HOME` kept, as
+/// `sudo -E` does): the attacker's directory, whose `profctl` entry is a symlink into a
+/// directory only root may enter. profctl refuses the cache root with a warning naming it,
+/// and writes nothing through the link.
+#[test]
+fn a_cache_directory_another_user_controls_is_refused() {
+    let Some(attacker) = Attacker::new() else {
+        return;
+    };
+    let w = workloads();
+    let victim = root_only_dir();
+    let cache = attacker.path("cache");
+    fs::create_dir(&cache).unwrap();
+    std::os::unix::fs::chown(&cache, Some(attacker.uid), Some(attacker.gid)).unwrap();
+    let link = cache.join("profctl");
+    std::os::unix::fs::symlink(victim.path(), &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(attacker.uid), Some(attacker.gid)).unwrap();
+    let out = Command::new(profctl())
+        .args(["symbolize", "--elf"])
+        .arg(&w.burner)
+        .arg("0x1000")
+        .env("XDG_CACHE_HOME", &cache)
+        .output()
+        .expect("run profctl symbolize");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "profctl symbolize failed: {stderr}");
+    assert!(
+        stderr.contains("cache directory refused") && stderr.contains("owned by uid"),
+        "no warning names the refused cache directory:\n{stderr}"
+    );
+    let written: Vec<_> = fs::read_dir(victim.path()).unwrap().collect();
+    assert!(written.is_empty(), "written through the link: {written:?}");
+}
