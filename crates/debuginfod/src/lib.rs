@@ -14,7 +14,10 @@
 //! the number of seconds in `<cache>/cache_miss_s`, as elfutils does).
 //!
 //! Every network operation is bounded: [`Client::fetch`] never runs longer than
-//! [`DebuginfodConfig::timeout`] in total, whatever the number of servers.
+//! [`DebuginfodConfig::timeout`] in total, whatever the number of servers, and a body is
+//! at most [`MAX_BODY_BYTES`] (see [`Client::set_max_bytes`]). A server is trusted for
+//! nothing: a body that is not an ELF file, or whose GNU build-id is not the one asked for,
+//! is refused and never kept.
 //!
 //! [debuginfod]: https://sourceware.org/elfutils/Debuginfod.html
 
@@ -27,6 +30,10 @@ use std::time::{Duration, Instant, SystemTime};
 /// How long a negative cache entry (a build-id that no server had) is honoured
 /// unless `<cache>/cache_miss_s` says otherwise. Same default as elfutils.
 pub const NEGATIVE_CACHE_TTL: Duration = Duration::from_secs(600);
+
+/// Default bound on a response body (see [`Client::set_max_bytes`]): a larger body is
+/// refused, and nothing of it is kept.
+pub const MAX_BODY_BYTES: u64 = 1 << 30;
 
 /// Default for [`DebuginfodConfig::timeout`].
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -155,6 +162,24 @@ pub enum FetchError {
         /// What went wrong.
         message: String,
     },
+    /// The body was larger than the client's bound.
+    #[error("debuginfod body from {url} is larger than {limit} bytes; refused")]
+    TooLarge {
+        /// The URL being fetched.
+        url: String,
+        /// The bound ([`Client::set_max_bytes`]).
+        limit: u64,
+    },
+    /// The file fetched is not the one asked for: its GNU build-id differs (or it has none).
+    #[error("debuginfod file from {url} has build-id {found}, not {expected}; refused")]
+    WrongBuildId {
+        /// The URL fetched.
+        url: String,
+        /// The build-id asked for, lowercase hex.
+        expected: String,
+        /// The file's build-id, lowercase hex, or `none`.
+        found: String,
+    },
     /// The build-id given was empty.
     #[error("empty build-id")]
     EmptyBuildId,
@@ -166,6 +191,7 @@ pub enum FetchError {
 pub struct Client {
     config: DebuginfodConfig,
     agent: ureq::Agent,
+    max_bytes: u64,
 }
 
 /// Outcome of asking one server.
@@ -187,7 +213,17 @@ impl Client {
             .user_agent(concat!("profctl-debuginfod/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        Client { config, agent }
+        Client {
+            config,
+            agent,
+            max_bytes: MAX_BODY_BYTES,
+        }
+    }
+
+    /// Bound the size of a response body to `bytes` (default [`MAX_BODY_BYTES`]): a larger
+    /// body fails with [`FetchError::TooLarge`] and nothing of it is kept.
+    pub fn set_max_bytes(&mut self, bytes: u64) {
+        self.max_bytes = bytes;
     }
 
     /// The configuration this client was made with.
@@ -250,7 +286,7 @@ impl Client {
                 base.trim_end_matches('/'),
                 artifact.as_str()
             );
-            match self.try_url(&url, &path, deadline) {
+            match self.try_url(&url, &path, build_id, deadline) {
                 Attempt::Found(p) => {
                     tracing::debug!(%url, path = %p.display(), "debuginfod: fetched");
                     return Ok(p);
@@ -290,7 +326,7 @@ impl Client {
             .unwrap_or(NEGATIVE_CACHE_TTL)
     }
 
-    fn try_url(&self, url: &str, path: &Path, deadline: Instant) -> Attempt {
+    fn try_url(&self, url: &str, path: &Path, build_id: &[u8], deadline: Instant) -> Attempt {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
             return Attempt::Failed(FetchError::Timeout {
@@ -319,18 +355,26 @@ impl Client {
                 });
             }
         }
-        match self.store(url, path, response.into_body().into_reader(), deadline) {
+        match self.store(
+            url,
+            path,
+            build_id,
+            response.into_body().into_reader(),
+            deadline,
+        ) {
             Ok(()) => Attempt::Found(path.to_owned()),
             Err(e) => Attempt::Failed(e),
         }
     }
 
-    /// Streams `body` into a temporary file next to `path`, then renames it
-    /// into place. The temporary file is removed on any failure.
+    /// Streams `body` into a temporary file next to `path` (at most the client's byte
+    /// bound), checks that it is an ELF file with `build_id`, then renames it into place.
+    /// The temporary file is removed on any failure.
     fn store(
         &self,
         url: &str,
         path: &Path,
+        build_id: &[u8],
         mut body: impl Read,
         deadline: Instant,
     ) -> Result<(), FetchError> {
@@ -360,6 +404,12 @@ impl Client {
                 });
             }
             total += n as u64;
+            if total > self.max_bytes {
+                return Err(FetchError::TooLarge {
+                    url: url.to_owned(),
+                    limit: self.max_bytes,
+                });
+            }
             tmp.write_all(&buf[..n]).map_err(io_err(tmp.path()))?;
             // ureq enforces the global timeout on every read; this is a
             // belt-and-braces check in case a server trickles data.
@@ -373,6 +423,14 @@ impl Client {
             return Err(FetchError::Transfer {
                 url: url.to_owned(),
                 message: "empty response body".to_owned(),
+            });
+        }
+        let found = file_build_id(tmp.path());
+        if found.as_deref() != Some(build_id) {
+            return Err(FetchError::WrongBuildId {
+                url: url.to_owned(),
+                expected: hex(build_id),
+                found: found.as_deref().map_or_else(|| "none".to_owned(), hex),
             });
         }
         tmp.as_file()
@@ -402,6 +460,16 @@ impl Client {
             tracing::debug!(path = %path.display(), error = %e, "debuginfod: cannot write negative cache entry");
         }
     }
+}
+
+/// The GNU build-id of the ELF file at `path`, reading only its headers and notes; None when
+/// it is not an ELF file or has none.
+fn file_build_id(path: &Path) -> Option<Vec<u8>> {
+    use object::Object;
+    let file = fs::File::open(path).ok()?;
+    let cache = object::ReadCache::new(file);
+    let obj = object::File::parse(&cache).ok()?;
+    obj.build_id().ok().flatten().map(<[u8]>::to_vec)
 }
 
 /// Lowercase hex, as the protocol and the cache layout want.

@@ -394,3 +394,68 @@ fn non_elf_body_is_rejected() {
     assert!(matches!(err, FetchError::Transfer { .. }), "{err:?}");
     assert_eq!(client.cached(&[0xef; 20], Artifact::DebugInfo), None);
 }
+
+/// Serves `body` as a 200 answer to one request on `stream`.
+fn answer(mut stream: TcpStream, body: &[u8]) {
+    let mut buf = [0u8; 1024];
+    let _ = stream.read(&mut buf);
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(body);
+}
+
+/// Issue 11, item 11: a server answering with a real ELF file of another build-id (garbage
+/// for this request) is refused, and nothing is kept or reported as fetched.
+#[test]
+fn a_file_with_another_build_id_is_refused() {
+    let url = fake_server(Duration::from_secs(5), |stream, _| {
+        answer(stream, &fs::read("/bin/true").unwrap());
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let client = Client::new(config(
+        vec![url.clone()],
+        cache.path(),
+        Duration::from_secs(5),
+    ));
+    let err = client.fetch(&[0x11; 20], Artifact::DebugInfo).unwrap_err();
+    match &err {
+        FetchError::WrongBuildId {
+            expected, found, ..
+        } => {
+            assert_eq!(expected, &hex(&[0x11; 20]));
+            assert_eq!(found, &hex(&build_id_of(Path::new("/bin/true"))));
+        }
+        other => panic!("expected WrongBuildId, got {other:?}"),
+    }
+    assert!(err.to_string().contains(&url), "{err}");
+    assert_eq!(client.cached(&[0x11; 20], Artifact::DebugInfo), None);
+    let dir = cache.path().join(hex(&[0x11; 20]));
+    let left: Vec<_> = fs::read_dir(&dir).map(|d| d.collect()).unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Issue 11, item 11: a body over the client's bound is refused as it streams in, and
+/// nothing of it is kept.
+#[test]
+fn an_oversized_body_is_refused() {
+    let url = fake_server(Duration::from_secs(5), |stream, _| {
+        let mut body = b"\x7fELF".to_vec();
+        body.resize(3 << 20, 0);
+        answer(stream, &body);
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let mut client = Client::new(config(vec![url], cache.path(), Duration::from_secs(5)));
+    client.set_max_bytes(1 << 20);
+    let err = client.fetch(&[0x22; 20], Artifact::DebugInfo).unwrap_err();
+    assert!(
+        matches!(err, FetchError::TooLarge { limit, .. } if limit == 1 << 20),
+        "{err:?}"
+    );
+    assert_eq!(client.cached(&[0x22; 20], Artifact::DebugInfo), None);
+    let dir = cache.path().join(hex(&[0x22; 20]));
+    let left: Vec<_> = fs::read_dir(&dir).map(|d| d.collect()).unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -1,7 +1,9 @@
 //! Asking debuginfod for missing debug info without letting a slow or down server stall
 //! naming: each build-id whose fetch failed is not asked again for a while, and after a
-//! server stops answering (timeout, no connection) nothing is asked for the rest of the window
-//! nor before a back-off has passed (doubling while it keeps failing, reset by an answer).
+//! server stops answering (timeout, no connection), or answers with an error only slowly,
+//! nothing is asked for the rest of the window nor before a back-off has passed (doubling while
+//! it keeps failing, reset by an answer): a server taking 8 s to answer 500 costs 8 s once per
+//! back-off, not once per file.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,6 +17,9 @@ use super::stats::UserSymbolStats;
 
 /// Build-ids remembered as failed; past this, those older than the retry delay are forgotten.
 const MAX_FAILED: usize = 4096;
+
+/// A failed fetch that took at least this long suspends the server like a timeout.
+const SLOW_FAILURE: Duration = Duration::from_secs(1);
 
 /// Where debug info comes from: a [`debuginfod::Client`], or a stand-in in tests.
 pub(crate) trait DebugInfoSource: Send {
@@ -93,7 +98,10 @@ impl Fetcher {
             self.failed.remove(build_id);
         }
         let source = self.source.as_ref()?;
-        match source.fetch(build_id) {
+        let started = Instant::now();
+        let result = source.fetch(build_id);
+        let slow = started.elapsed() >= SLOW_FAILURE;
+        match result {
             Ok(fetched) => {
                 debug!(file = path, debug = %fetched.display(), "debug info from debuginfod");
                 stats.debuginfod_fetched += 1;
@@ -106,12 +114,12 @@ impl Fetcher {
             }
             Err(err) => {
                 let server_down =
-                    matches!(err, FetchError::Timeout { .. } | FetchError::Connect { .. });
+                    slow || matches!(err, FetchError::Timeout { .. } | FetchError::Connect { .. });
                 stats.debuginfod_failures.push(format!("{path}: {err}"));
                 self.remember_failure(build_id, now);
                 if server_down {
                     let backoff = self.next_backoff;
-                    warn!(%err, backoff_s = backoff.as_secs(), "debuginfod does not answer; not asking it again in this window, nor before the back-off");
+                    warn!(%err, backoff_s = backoff.as_secs(), "debuginfod does not answer, or only slowly; not asking it again in this window, nor before the back-off");
                     self.suspended = Some((window, now + backoff));
                     self.next_backoff = (backoff * 2).min(self.backoff.max);
                 }
@@ -206,6 +214,44 @@ mod tests {
         assert_eq!(fetched, Some(PathBuf::from("/d")));
         assert_eq!(stats.debuginfod_fetched, 1);
         assert_eq!(f.next_backoff, Duration::from_secs(60));
+    }
+
+    /// Answers every request with a 500 after a delay.
+    struct SlowErrors(Arc<AtomicUsize>);
+
+    impl DebugInfoSource for SlowErrors {
+        fn fetch(&self, _: &[u8]) -> Result<PathBuf, FetchError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(SLOW_FAILURE + Duration::from_millis(50));
+            Err(FetchError::Http {
+                url: "http://127.0.0.1:1/x".into(),
+                status: 500,
+            })
+        }
+    }
+
+    /// Issue 11, item 11: a server answering errors slowly costs one slow answer per
+    /// back-off, not one per file.
+    #[test]
+    fn a_slow_error_suspends_the_server() {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let backoff = Backoff {
+            first: Duration::from_secs(60),
+            max: Duration::from_secs(240),
+            retry_build_id: Duration::from_secs(600),
+        };
+        let mut f = Fetcher::new(Some(Box::new(SlowErrors(asked.clone()))), backoff);
+        let mut stats = UserSymbolStats::default();
+        let t0 = Instant::now();
+        for id in [&b"aa"[..], b"bb", b"cc"] {
+            assert_eq!(f.fetch(id, "/x", 1, t0, &mut stats), None);
+        }
+        assert_eq!(
+            asked.load(Ordering::SeqCst),
+            1,
+            "asked again after a slow error"
+        );
+        assert!(!f.available(2, t0 + Duration::from_secs(30)));
     }
 
     #[test]
