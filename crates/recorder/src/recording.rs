@@ -220,6 +220,8 @@ pub async fn record(
             child.terminate();
         }
     }
+    // Samples the kernel dropped that no LOST record reported (a ring full at the very end).
+    collector.stats.lost = collector.stats.lost.max(sampler.kernel_lost());
     drop(sampler);
     let cpu_marks = CpuMarks {
         events_enabled,

@@ -96,6 +96,10 @@ pub(crate) fn build_attr(spec: &AttrSpec) -> perf_event_attr {
     attr.clockid = libc::CLOCK_MONOTONIC;
     attr.set_watermark(1);
     attr.__bindgen_anon_2.wakeup_watermark = spec.wakeup_watermark;
+    // read() of the event answers {value, lost}: the samples the kernel dropped, including
+    // those no LOST record reports yet (a ring full at the very end). Cleared again by
+    // `sys::perf_event_open` on kernels before 6.0, which refuse it.
+    attr.read_format = u64::from(b::PERF_FORMAT_LOST);
     attr
 }
 

@@ -826,6 +826,19 @@ impl Sampler {
         read
     }
 
+    /// Samples the kernel counted as lost on the sampling events (`PERF_FORMAT_LOST`, read
+    /// from each event; kernels before 6.0 do not count them, and give 0). Unlike LOST records,
+    /// this includes losses no record reports yet, such as a ring that filled at the very end.
+    pub fn kernel_lost(&self) -> u64 {
+        self.rings
+            .iter()
+            .map(|ring| &ring.event)
+            .chain(&self.redirected)
+            .filter(|event| event.stream == Stream::Samples)
+            .filter_map(|event| sys::read_lost(&event.fd).ok())
+            .sum()
+    }
+
     /// Ring counters summed over every buffer.
     pub fn ring_stats(&self) -> RingStats {
         self.rings

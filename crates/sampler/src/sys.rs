@@ -11,7 +11,22 @@ use perf_event_open_sys as sys;
 use perf_event_open_sys::bindings::{perf_event_attr, perf_event_mmap_page};
 
 /// Open one perf event (see perf_event_open(2)); `pid` -1 means every process, `cpu` -1 every CPU.
+///
+/// An attr asking for `PERF_FORMAT_LOST` that the kernel refuses (EINVAL: before 6.0) is
+/// opened again without it; [`read_lost`] then fails for that event.
 pub(crate) fn perf_event_open(attr: &perf_event_attr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+    let lost = u64::from(sys::bindings::PERF_FORMAT_LOST);
+    match open_attr(attr, pid, cpu) {
+        Err(err) if err.raw_os_error() == Some(libc::EINVAL) && attr.read_format & lost != 0 => {
+            let mut without = *attr;
+            without.read_format &= !lost;
+            open_attr(&without, pid, cpu)
+        }
+        other => other,
+    }
+}
+
+fn open_attr(attr: &perf_event_attr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
     let mut attr = *attr;
     // SAFETY: `attr` is a valid, fully initialised perf_event_attr whose `size` field matches the
     // struct; the kernel only reads it (and may write back `size` on E2BIG), and we own the copy.
@@ -37,6 +52,30 @@ fn check_ioctl(ret: i32) -> io::Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// The samples the kernel lost on the event `fd` (opened with `PERF_FORMAT_LOST` alone:
+/// read() answers {value, lost}); an error when it was opened without that format.
+pub(crate) fn read_lost(fd: &OwnedFd) -> io::Result<u64> {
+    let mut buf = [0u64; 4];
+    // SAFETY: `buf` is a writable buffer of `size_of_val(&buf)` bytes that outlives the call;
+    // `fd` is an open perf event descriptor.
+    let n = unsafe {
+        libc::read(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            std::mem::size_of_val(&buf),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n != 16 {
+        return Err(io::Error::other(format!(
+            "the event's read() answered {n} bytes, not value and lost count"
+        )));
+    }
+    Ok(buf[1])
 }
 
 /// Start counting (PERF_EVENT_IOC_ENABLE).
