@@ -365,7 +365,7 @@ mod tests {
     fn zstd_bomb(blocks: usize) -> Vec<u8> {
         let mut out = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
         for i in 0..blocks {
-            let header = (128u32 << 10) << 3 | 1 << 1 | u32::from(i + 1 == blocks);
+            let header = ((128u32 << 10) << 3) | (1 << 1) | u32::from(i + 1 == blocks);
             out.extend_from_slice(&header.to_le_bytes()[..3]);
             out.push(0);
         }

@@ -108,7 +108,7 @@ pub fn zstd_bomb(compressed: usize) -> Vec<u8> {
     let blocks = compressed.saturating_sub(out.len()) / 4;
     for i in 0..blocks.max(1) {
         let last = u32::from(i + 1 == blocks.max(1));
-        let header = (128u32 << 10) << 3 | 1 << 1 | last;
+        let header = ((128u32 << 10) << 3) | (1 << 1) | last;
         out.extend_from_slice(&header.to_le_bytes()[..3]);
         out.push(0);
     }
