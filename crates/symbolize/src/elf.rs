@@ -304,8 +304,7 @@ pub const MAX_SYMBOL_NAME_BYTES: u64 = 1 << 30;
 fn name_bytes_cap(file_len: usize) -> u64 {
     (file_len as u64)
         .saturating_mul(2)
-        .max(1 << 20)
-        .min(MAX_SYMBOL_NAME_BYTES)
+        .clamp(1 << 20, MAX_SYMBOL_NAME_BYTES)
 }
 
 /// `raw` cut to at most [`MAX_SYMBOL_NAME`] bytes.

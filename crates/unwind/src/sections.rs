@@ -26,8 +26,7 @@ fn decompress_bounded(c: &object::CompressedData<'_>) -> Option<Vec<u8>> {
     use std::io::Read;
     let cap = (c.data.len() as u64)
         .saturating_mul(MAX_RATIO)
-        .max(1 << 20)
-        .min(MAX_DECOMPRESSED);
+        .clamp(1 << 20, MAX_DECOMPRESSED);
     let declared = c.uncompressed_size;
     if declared > cap {
         tracing::warn!(
