@@ -509,8 +509,12 @@ fn compression_bombs_huge_symbol_tables_and_debuglinks_are_bounded() {
         "a 5 s recording took {:.1?}",
         run.elapsed
     );
+    // Unbounded, these attacks cost gigabytes (2.1 GB for the zlib section, 5.3 GB for a zstd
+    // bomb, 4 GB for the shared names). The whole-system recording also names whatever else
+    // runs meanwhile (a compiler's large libraries, other tests): 220 MB on a quiet machine,
+    // 350 MB measured beside a build.
     assert!(
-        peak < 300 * 1024,
+        peak < 600 * 1024,
         "peak resident memory {:.1} MB",
         peak as f64 / 1024.0
     );
