@@ -250,6 +250,11 @@ impl<B: AsRef<[u8]>> GoTable<B> {
         self.data.as_ref()
     }
 
+    /// The bytes the table is read from (the whole file).
+    pub fn data(&self) -> &B {
+        &self.data
+    }
+
     pub(crate) fn data_bytes(&self) -> &[u8] {
         self.data.as_ref()
     }

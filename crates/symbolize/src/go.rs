@@ -50,6 +50,20 @@ pub(crate) fn frames_into(
     out.reverse();
 }
 
+/// Name the outermost of `out` (frames of `addr` from DWARF or a symbol table) as the Go
+/// table does, when it has a function there: the table's names are those Go's own tools
+/// print (`runtime.goexit` where the symbol table has its ABI wrapper's `runtime.goexit.abi0`).
+pub(crate) fn table_name_outermost(table: &GoTable<Mmap>, addr: u64, out: &mut [ResolvedFrame]) {
+    let Some(first) = out.first_mut() else {
+        return;
+    };
+    if let Some(name) = table.func_at(addr).and_then(|f| f.name()) {
+        if first.function != name {
+            first.function = name.to_owned();
+        }
+    }
+}
+
 /// Names in the form Go prints them (generic functions as `pkg.F[...]`), for the frames of a
 /// Go binary whatever source named them, so that DWARF, `.symtab` and `.gopclntab` agree.
 pub(crate) fn print_names(out: &mut [ResolvedFrame]) {

@@ -719,7 +719,8 @@ impl FileSymbolizer {
                 None => out.clear(),
             }
         }
-        if self.go.is_some() {
+        if let Some(go) = &self.go {
+            crate::go::table_name_outermost(go, addr.0, out);
             crate::go::print_names(out);
         }
     }
