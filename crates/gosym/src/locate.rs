@@ -183,7 +183,9 @@ impl<B: AsRef<[u8]>> GoTable<B> {
                 }
                 let minpc = word(at, 20);
                 let text = word(at, 22);
-                if minpc != Some(self.pc_range().start) || text.is_none_or(|t| t > self.pc_range().start) {
+                if minpc != Some(self.pc_range().start)
+                    || text.is_none_or(|t| t > self.pc_range().start)
+                {
                     continue;
                 }
                 let gofunc = word(at, gofunc_word)?;

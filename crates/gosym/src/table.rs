@@ -132,9 +132,8 @@ impl<B: AsRef<[u8]>> GoTable<B> {
             segments,
             text,
         } = placement;
-        let tab = slice(bytes, range.start, range.len()).ok_or(GoSymError::OutOfBounds {
-            what: "table",
-        })?;
+        let tab = slice(bytes, range.start, range.len())
+            .ok_or(GoSymError::OutOfBounds { what: "table" })?;
         let magic = u32_at(tab, 0).ok_or(GoSymError::BadHeader("truncated"))?;
         let version = Version::from_magic(magic)?;
         let (pad1, pad2, quantum, ptr_size) = match slice(tab, 4, 4) {
@@ -151,7 +150,8 @@ impl<B: AsRef<[u8]>> GoTable<B> {
             return Err(GoSymError::BadHeader("pointer size not 4 or 8"));
         }
         let p = usize::from(ptr_size);
-        let word = |i: usize| word_at(tab, 8 + i * p, ptr_size).ok_or(GoSymError::BadHeader("truncated"));
+        let word =
+            |i: usize| word_at(tab, 8 + i * p, ptr_size).ok_or(GoSymError::BadHeader("truncated"));
         let nfunc = word(0)?;
         if nfunc > MAX_FUNCS {
             return Err(GoSymError::TooManyFunctions(nfunc));

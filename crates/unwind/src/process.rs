@@ -447,7 +447,12 @@ impl Unwinders {
             }
             if !process.go.is_empty() {
                 if let Some(go) = process.go_module(address.address_for_lookup()) {
-                    match go_frame::step(go, address.address_for_lookup(), &mut uregs, &mut read_stack) {
+                    match go_frame::step(
+                        go,
+                        address.address_for_lookup(),
+                        &mut uregs,
+                        &mut read_stack,
+                    ) {
                         GoStep::Top => return StackEnd::Complete,
                         GoStep::Caller(0) => return StackEnd::Complete,
                         GoStep::Caller(return_address) => {
