@@ -19,3 +19,6 @@ pub use error::GoSymError;
 pub use locate::is_go_binary;
 pub use name::print_name;
 pub use table::{GoFrame, GoFunc, GoTable, Segment, Version, MAX_FUNCS};
+
+#[cfg(test)]
+mod tests;

@@ -98,3 +98,57 @@ fn pcsp_step(
 ) -> GoStep {
     GoStep::CallFrameInfo
 }
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    /// A stack at 0x1000: words at 0x1000 + 8 i.
+    fn stack(words: &[u64]) -> impl FnMut(u64) -> Result<u64, ()> + '_ {
+        move |addr| {
+            let i = addr.checked_sub(0x1000).ok_or(())? / 8;
+            words.get(i as usize).copied().ok_or(())
+        }
+    }
+
+    #[test]
+    fn pcsp_moves_to_the_caller() {
+        // A 24-byte frame: locals, the saved frame pointer, then the return address.
+        let words = [0, 0xbad, 0x2000, 0x40_1234];
+        let mut regs = UnwindRegsNative::new(0x40_0000, 0x1000, 0x1010);
+        match pcsp_step(Some(24), &mut regs, &mut stack(&words)) {
+            GoStep::Caller(ra) => assert_eq!(ra, 0x40_1234),
+            _ => panic!("expected the caller"),
+        }
+        assert_eq!((regs.sp(), regs.bp()), (0x1020, 0x2000));
+        // A frameless leaf: the return address at SP, the frame pointer untouched.
+        let mut regs = UnwindRegsNative::new(0x40_0000, 0x1000, 0x3000);
+        assert!(matches!(
+            pcsp_step(Some(0), &mut regs, &mut stack(&[0x40_5678])),
+            GoStep::Caller(0x40_5678)
+        ));
+        assert_eq!((regs.sp(), regs.bp()), (0x1008, 0x3000));
+    }
+
+    #[test]
+    fn bad_deltas_and_short_copies() {
+        let mut regs = UnwindRegsNative::new(0, 0x1000, 0);
+        assert!(matches!(
+            pcsp_step(None, &mut regs, &mut stack(&[1])),
+            GoStep::Unknown
+        ));
+        assert!(matches!(
+            pcsp_step(Some(-8), &mut regs, &mut stack(&[1])),
+            GoStep::Unknown
+        ));
+        assert!(matches!(
+            pcsp_step(Some(4), &mut regs, &mut stack(&[1])),
+            GoStep::Unknown
+        ));
+        assert!(matches!(
+            pcsp_step(Some(64), &mut regs, &mut stack(&[1])),
+            GoStep::OutsideCopy(0x1040)
+        ));
+        assert_eq!(regs.sp(), 0x1000, "registers untouched when the step fails");
+    }
+}
