@@ -9,8 +9,9 @@
 #
 #   profctl record --call-graph auto  --folded F -F HZ -- ./gostack SECS NCPU
 #   profctl record --call-graph dwarf --folded F -F HZ -- ./gostack SECS NCPU
-#   perf record --call-graph fp           -F HZ -- ./gostack SECS NCPU  (+ perf script | inferno-collapse-perf)
-#   perf record --call-graph dwarf,16384  -F HZ -- ./gostack SECS NCPU  (+ perf script | inferno-collapse-perf)
+#   perf record --call-graph fp           -F HZ -- ./gostack SECS NCPU
+#   perf record --call-graph dwarf,16384  -F HZ -- ./gostack SECS NCPU
+#     (+ perf script -F comm,pid,tid,time,event,ip,sym,dso | inferno-collapse-perf)
 #
 # and prints, per build and profiler: the samples of the workload, the share of them whose
 # leaf is named (main.leaf or anything but an address), and the share of the hot samples
@@ -45,8 +46,6 @@ score() {
             k = split(stack, fr, ";")
             if (fr[1] != comm) next
             total += n
-            # The user leaf: the last frame before kernel frames (profctl and inferno mark
-            # none, so: the last frame that is not a known kernel entry path).
             leaf = 0; whole = 0; top = (fr[2] ~ /^runtime\.goexit/)
             for (i = 2; i <= k; i++) {
                 if (fr[i] == "main.leaf") leaf = 1
@@ -73,7 +72,9 @@ for B in gofull gostrip; do
         Q=$T/$B.perf.${CG%%,*}
         perf record -q --call-graph "$CG" -F "$F" -o "$Q.data" -- "$T/$B" "$SECS" "$NCPU" 2>"$Q.err" ||
             { cat "$Q.err" >&2; die "perf record failed"; }
-        perf script -i "$Q.data" 2>/dev/null | inferno-collapse-perf >"$Q.folded" || die "perf script | collapse failed"
+        # No period field: inferno then counts samples, not nanoseconds of cpu-clock.
+        perf script -F comm,pid,tid,time,event,ip,sym,dso -i "$Q.data" 2>/dev/null |
+            inferno-collapse-perf >"$Q.folded" || die "perf script | collapse failed"
         read -r S N W H < <(score "$Q.folded" "$B")
         printf '%-8s %-26s %8d %8s%% %10d %21s%%\n' "$B" "perf --call-graph ${CG%%,*}" "$S" "$N" "$H" "$W"
     done

@@ -18,8 +18,9 @@ pub(crate) struct GoModule {
     /// Added to file addresses to get process addresses.
     pub bias: u64,
     pub table: Arc<GoTable<SectionData>>,
-    /// Unwind with the `pcsp` table (the binary has no call-frame information of its own);
-    /// otherwise only the end of the stack is taken from the table.
+    /// Unwind Go functions with the `pcsp` table (the binary has no `.debug_frame`; code the
+    /// table does not hold, such as a cgo binary's C code, is left to `.eh_frame`); otherwise
+    /// only the end of the stack is taken from the table.
     pub use_pcsp: bool,
 }
 

@@ -843,7 +843,9 @@ fn module_parts(
         avma: avma.clone(),
         bias,
         table: table.clone(),
-        use_pcsp: sections.eh_frame.is_none() && sections.debug_frame.is_none(),
+        // Go's linker writes no `.eh_frame` for Go code (a cgo binary's describes its C code
+        // only): without `.debug_frame`, Go functions are walked with the table.
+        use_pcsp: sections.debug_frame.is_none(),
     });
     Some(ModuleParts {
         module: Module::new(name, avma, bias, section_info(sections, primary)),
