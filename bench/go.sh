@@ -14,7 +14,7 @@
 #     (+ perf script -F comm,pid,tid,time,event,ip,sym,dso | inferno-collapse-perf)
 #
 # and prints, per build and profiler: the samples of the workload, the share of them whose
-# leaf is named (main.leaf or anything but an address), and the share of the hot samples
+# stack has every frame named (no address, [unknown] or [binary]), and the share of the hot samples
 # (those in main.leaf) whose stack is whole: from runtime.goexit to main.leaf through
 # main.work and the leaf's caller (main.caller or main.(*T).Method).
 #
@@ -52,21 +52,22 @@ score() {
                 if (i + 2 <= k && fr[i] == "main.work" &&
                     (fr[i+1] == "main.caller" || fr[i+1] == "main.(*T).Method") && fr[i+2] == "main.leaf") whole = 1
             }
-            if (stack !~ /(^|;)(\[unknown\]|[^;]*\+0x[0-9a-f]+|0x[0-9a-f]+)(;|$)/) named += n
+            # Unnamed frames: [unknown], [truncated], [binary] (perf), binary+0x…, 0x….
+            if (stack !~ /(^|;)(\[[^;]*\]|[^;]*\+0x[0-9a-f]+|0x[0-9a-f]+)(;|$)/) named += n
             if (leaf) { hot += n; if (whole && top) ok += n }
         }
         END { printf "%d %.1f %.1f %d\n", total, (total ? 100 * named / total : 0), (hot ? 100 * ok / hot : 0), hot }' "$1"
 }
 
 echo "Go workload gostack $SECS s, $NCPU goroutines on $NCPU CPUs, $F Hz; $(go version | awk '{print $3}'), $(uname -r), $(perf --version)"
-printf '%-8s %-26s %8s %9s %10s %22s\n' build profiler samples "named" "hot" "hot with whole path"
+printf '%-8s %-26s %8s %13s %10s %22s\n' build profiler samples "stacks named" "hot" "hot with whole path"
 for B in gofull gostrip; do
     for MODE in auto dwarf; do
         P=$T/$B.pc.$MODE
         "$PROFCTL" record --call-graph "$MODE" --folded "$P.folded" -o "$P.svg" -F "$F" \
             -- "$T/$B" "$SECS" "$NCPU" 2>"$P.err" || { cat "$P.err" >&2; die "profctl record failed"; }
         read -r S N W H < <(score "$P.folded" "$B")
-        printf '%-8s %-26s %8d %8s%% %10d %21s%%\n' "$B" "profctl --call-graph $MODE" "$S" "$N" "$H" "$W"
+        printf '%-8s %-26s %8d %12s%% %10d %21s%%\n' "$B" "profctl --call-graph $MODE" "$S" "$N" "$H" "$W"
     done
     for CG in fp dwarf,16384; do
         Q=$T/$B.perf.${CG%%,*}
@@ -76,7 +77,7 @@ for B in gofull gostrip; do
         perf script -F comm,pid,tid,time,event,ip,sym,dso -i "$Q.data" 2>/dev/null |
             inferno-collapse-perf >"$Q.folded" || die "perf script | collapse failed"
         read -r S N W H < <(score "$Q.folded" "$B")
-        printf '%-8s %-26s %8d %8s%% %10d %21s%%\n' "$B" "perf --call-graph ${CG%%,*}" "$S" "$N" "$H" "$W"
+        printf '%-8s %-26s %8d %12s%% %10d %21s%%\n' "$B" "perf --call-graph ${CG%%,*}" "$S" "$N" "$H" "$W"
     done
 done
 echo "hot: samples in main.leaf (unnamed leaves are not counted: perf names nothing in the stripped build)"
