@@ -8,6 +8,7 @@
 mod common;
 mod errors;
 mod fork_exec;
+mod go;
 mod hostile;
 mod nonroot;
 mod pid;
