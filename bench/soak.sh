@@ -33,7 +33,12 @@
 # it is not counted for either.
 #
 # Usage:   flock /tmp/profctl-sampling.lock bench/soak.sh     (root, or perf_event_paranoid <= 0)
-# Env:     BENCH_MINUTES=30       churn minutes per profiler (the whole bench takes twice that
+# Env:     BENCH_MINUTES=30       churn minutes under profctl (the whole bench takes that plus
+#                                 BENCH_PERF_MINUTES plus ~30 s)
+#          BENCH_PERF_MINUTES=BENCH_MINUTES
+#                                 churn minutes under perf record: its figures are rates, and
+#                                 perf keeps no state that grows, so a shorter run measures
+#                                 the same rate (5 is enough beside a 30-minute profctl run)
 #                                 plus ~30 s); 2 for a quick check
 #          BENCH_RATE=50          execs per second
 #          BENCH_FREQ=99          sampling frequency (Hz) for both
@@ -49,6 +54,7 @@ BENCH_NAME=soak.sh
 # shellcheck source=bench/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 MINUTES=${BENCH_MINUTES:-30}
+PERF_MINUTES=${BENCH_PERF_MINUTES:-$MINUTES}
 RATE=${BENCH_RATE:-50}
 FREQ=${BENCH_FREQ:-99}
 WINDOW=${BENCH_WINDOW:-10}
@@ -63,6 +69,7 @@ CHURN_SRC=$ROOT/profiler-cli/tests/workloads/churn.c
 cc -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-optimize-sibling-calls \
     -pthread -o "$T/churn" "$CHURN_SRC"
 CHURN_SECS=$((MINUTES * 60))
+PERF_CHURN_SECS=$((PERF_MINUTES * 60))
 
 # status_kb PID FIELD: a /proc/PID/status figure in kB (0 if gone)
 status_kb() {
@@ -77,10 +84,10 @@ switches() {
              END { print v + 0, n + 0 }'
 }
 
-# run_one NAME PROFILER-COMMAND...: the churn under a profiler. Writes $T/NAME.{cpu,err,rss,
+# run_one NAME SECS PROFILER-COMMAND...: SECS of churn under a profiler. Writes $T/NAME.{cpu,err,rss,
 # churn,final}; .final holds "VMRSS_KB VMHWM_KB VOLUNTARY INVOLUNTARY MAX_SAMPLED_RSS_KB".
 run_one() {
-    local name=$1; shift
+    local name=$1 secs=$2; shift 2
     local r=$T/$name
     "$WRAP" "$r.cpu" "$@" 2>"$r.err" &
     local wpid=$! pid="" i
@@ -98,7 +105,7 @@ run_one() {
     local sampler=$!
     sleep 3
     kill -0 "$pid" 2>/dev/null || { cat "$r.err" >&2; die "$name exited before the churn"; }
-    "$T/churn" drive "$CHURN_SECS" "$r.churn" "$RATE" "$DEPLOY_SECS" ||
+    "$T/churn" drive "$secs" "$r.churn" "$RATE" "$DEPLOY_SECS" ||
         die "the churn failed under $name"
     sleep 5
     local max_sampled
@@ -114,15 +121,15 @@ run_one() {
     [ -s "$r.cpu" ] || { cat "$r.err" >&2; die "no CPU figures for $name"; }
 }
 
-echo "churn: $RATE execs/s, a deploy every $DEPLOY_SECS s, renames, a growing JIT map; $MINUTES min per profiler at $FREQ Hz"
+echo "churn: $RATE execs/s, a deploy every $DEPLOY_SECS s, renames, a growing JIT map; $MINUTES min under profctl, $PERF_MINUTES under perf, at $FREQ Hz"
 echo "$(nproc) CPUs, $(uname -r), $(perf --version), profctl $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "load at start:$(uptime | sed 's/.*load average://')"
 START=$(date +%s)
 
-run_one pc "$PROFCTL" record --window "$WINDOW" -F "$FREQ" -v --folded "$T/pc.folded"
+run_one pc "$CHURN_SECS" "$PROFCTL" record --window "$WINDOW" -F "$FREQ" -v --folded "$T/pc.folded"
 grep -q '^profctl: window ' "$T/pc.err" || { cat "$T/pc.err" >&2; die "profctl printed no window line"; }
 sleep 3
-run_one perf perf record -a -g -F "$FREQ" -o "$T/perf.data"
+run_one perf "$PERF_CHURN_SECS" perf record -a -g -F "$FREQ" -o "$T/perf.data"
 [ -s "$T/perf.data" ] || { cat "$T/perf.err" >&2; die "perf wrote no perf.data"; }
 
 # ------------------------------------------------------------------ figures
@@ -172,6 +179,9 @@ printf '%-40s %12.1f %12.1f\n' "profiler wall (s)" "$PC_WALL" "$PF_WALL"
 printf '%-40s %12s %12s\n' "execs per second achieved" "$(execs_per_s "$T/pc.churn")" "$(execs_per_s "$T/perf.churn")"
 printf '%-40s %12s %12.1f\n' "perf.data (MB)" "" "$(calc "$(stat -c %s "$T/perf.data") / 1048576")"
 echo
+echo "profctl's resident memory over the run (MB, at eighths of its samples):"
+awk '{ t[NR] = $1; v[NR] = $2 } END { for (i = 1; i <= 8; i++) { j = int(NR * i / 8); if (j < 1) j = 1;
+    printf "  +%ds %.1f", t[j] - t[1], v[j] / 1024 } print "" }' "$T/pc.rss"
 echo "profctl's first and last windows:"
 grep '^profctl: window ' "$T/pc.err" | sed -n '1p;$p' | cut -c1-400
 echo "load at end:$(uptime | sed 's/.*load average://')   total $(($(date +%s) - START)) s"

@@ -150,7 +150,8 @@ pub struct RecordArgs {
     pub debug_dirs: Vec<PathBuf>,
     /// Data pages per ring buffer (a power of two). Default: 128 with --call-graph fp; when
     /// stacks are copied, a quarter of a ring holds a tenth of a second of samples (2048 at
-    /// 999 Hz with 16 KiB stacks; 256 to 2048).
+    /// 999 Hz with 16 KiB stacks; 256 to 2048), and with --window a ring holds a second
+    /// (512 at 99 Hz).
     #[arg(long, value_name = "PAGES", value_parser = parse_ring_pages)]
     pub ring_pages: Option<usize>,
     /// The command to run and profile (after --). Recording ends when it exits; if the
@@ -267,6 +268,9 @@ impl RecordArgs {
             include_kernel: !self.no_kernel,
             ring_pages: self.ring_pages.unwrap_or(match self.call_graph {
                 CallGraphArg::Fp => sampler::defaults::RING_PAGES,
+                _ if self.window.is_some() => {
+                    recorder::defaults::ring_pages_streaming(self.frequency, self.stack_size)
+                }
                 _ => recorder::defaults::ring_pages_with_stacks(self.frequency, self.stack_size),
             }),
             call_graph: match self.call_graph {

@@ -246,6 +246,9 @@ impl Signals {
     }
 }
 
+/// Least time between two returns of free heap to the kernel while naming windows.
+const TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Name every window as it arrives and merge them; with `report`, print a line per window.
 fn name_windows(
     mut symbolizer: recorder::Symbolizer,
@@ -255,6 +258,7 @@ fn name_windows(
     let mut total = profile::Profile::new();
     let mut stats = ResolveStats::default();
     let mut first_start = None;
+    let mut last_trim = None;
     for closed in windows {
         let (profile, window_stats) = symbolizer.symbolize(&closed.window);
         // Files no process maps any more: what the symbolizer holds for them can go.
@@ -264,8 +268,13 @@ fn name_windows(
         for &(pid, start) in &closed.ended_processes {
             symbolizer.evict_process(pid, start);
         }
-        if !closed.released_files.is_empty() {
+        // Heap freed by released files goes back to the kernel, at most once a minute:
+        // trimming costs a walk of the heap and the page faults of growing it again.
+        if !closed.released_files.is_empty()
+            && last_trim.is_none_or(|t: std::time::Instant| t.elapsed() >= TRIM_INTERVAL)
+        {
             recorder::release_free_memory();
+            last_trim = Some(std::time::Instant::now());
         }
         if report {
             let start = *first_start.get_or_insert(closed.window.start);

@@ -2,13 +2,15 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 /// Id of a [`MappedFile`] in its [`FileTable`]. Ids are handed out by a counter and never
 /// reused, so an id released by [`crate::ProcessTable::prune`] never names another file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FileId(pub u32);
 
 /// A file (or pseudo-file such as `[vdso]`) that some process maps.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MappedFile {
     /// The path as the mapping names it (inside the process's mount namespace).
     pub path: String,
@@ -40,6 +42,85 @@ impl MappedFile {
     }
 }
 
+impl MappedFile {
+    /// Its identity, borrowed.
+    pub fn parts(&self) -> FileParts<'_> {
+        FileParts {
+            path: &self.path,
+            build_id: self.build_id.as_deref(),
+            dev_ino: self.dev_ino,
+        }
+    }
+}
+
+/// A mapped file's identity, borrowed (as a record states it), so that finding the id of a
+/// file already known allocates nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileParts<'a> {
+    /// The path as the mapping names it.
+    pub path: &'a str,
+    /// GNU build-id, when known.
+    pub build_id: Option<&'a [u8]>,
+    /// Device and inode, when known.
+    pub dev_ino: Option<(u64, u64)>,
+}
+
+impl FileParts<'_> {
+    /// An owned copy.
+    pub fn to_owned_file(self) -> MappedFile {
+        MappedFile {
+            path: self.path.to_string(),
+            build_id: self.build_id.map(<[u8]>::to_vec),
+            dev_ino: self.dev_ino,
+        }
+    }
+}
+
+/// The key of [`FileTable`]'s index, looked up by [`FileParts`]: owned and borrowed keys
+/// hash and compare by the same parts.
+trait FileKey {
+    fn key(&self) -> FileParts<'_>;
+}
+
+impl FileKey for MappedFile {
+    fn key(&self) -> FileParts<'_> {
+        self.parts()
+    }
+}
+
+impl FileKey for FileParts<'_> {
+    fn key(&self) -> FileParts<'_> {
+        *self
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn FileKey + 'a> for MappedFile {
+    fn borrow(&self) -> &(dyn FileKey + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn FileKey + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl PartialEq for dyn FileKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for dyn FileKey + '_ {}
+
+impl std::hash::Hash for MappedFile {
+    /// As its [`FileParts`], which the index is also looked up by.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
+    }
+}
+
 /// What [`FileTable::get`] answers for an id that was released: an unnamed pseudo-file.
 static RELEASED: MappedFile = MappedFile {
     path: String::new(),
@@ -50,7 +131,7 @@ static RELEASED: MappedFile = MappedFile {
 /// Interner of mapped files.
 #[derive(Debug, Default)]
 pub struct FileTable {
-    files: HashMap<FileId, MappedFile>,
+    files: FxHashMap<FileId, MappedFile>,
     index: HashMap<MappedFile, FileId>,
     next: u32,
 }
@@ -58,9 +139,21 @@ pub struct FileTable {
 impl FileTable {
     /// The id of `file`, adding it if new.
     pub fn intern(&mut self, file: MappedFile) -> FileId {
-        if let Some(&id) = self.index.get(&file) {
-            return id;
+        match self.index.get(&file.parts() as &dyn FileKey) {
+            Some(&id) => id,
+            None => self.insert(file),
         }
+    }
+
+    /// The id of the file `parts` names, adding it if new (allocating only then).
+    pub fn intern_parts(&mut self, parts: FileParts<'_>) -> FileId {
+        match self.index.get(&parts as &dyn FileKey) {
+            Some(&id) => id,
+            None => self.insert(parts.to_owned_file()),
+        }
+    }
+
+    fn insert(&mut self, file: MappedFile) -> FileId {
         let id = FileId(self.next);
         // 2^32 distinct files: at a thousand new files a second, 50 days; wrapping would
         // make an old holder's id name a new file, so stay on the last id instead.

@@ -12,7 +12,7 @@ mod proc_fs;
 mod sys;
 mod table;
 
-pub use files::{FileId, FileTable, MappedFile};
+pub use files::{FileId, FileParts, FileTable, MappedFile};
 pub use pinned::{live_path, PinStats, PinnedFiles};
 pub use proc_fs::{parse_maps_line, MapsLine};
 pub use table::{Mapping, ProcessKey, ProcessTable, Pruned, TableSizes, TableStats};

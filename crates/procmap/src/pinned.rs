@@ -6,7 +6,7 @@
 //! file, and checks the file is the one the kernel reported mapped (device and inode, or
 //! build-id) whenever the record said which.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
@@ -14,6 +14,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
 use tracing::debug;
 
 use crate::build_id::read_build_id;
@@ -93,13 +94,13 @@ const MAX_PIN_ATTEMPTS: u32 = 32;
 /// `limit` are held: beyond, the one whose mapping was seen longest ago is closed.
 #[derive(Debug, Default)]
 pub struct PinnedFiles {
-    files: HashMap<FileId, Pinned>,
+    files: FxHashMap<FileId, Pinned>,
     /// Pinned files by the time a mapping of them was last seen, oldest first.
     order: BTreeMap<u64, FileId>,
     /// Files that could not be opened yet, with the number of attempts: a process that exited
     /// before its mapping was read must not stop the next process mapping the same file from
     /// being pinned.
-    failed: HashMap<FileId, u32>,
+    failed: FxHashMap<FileId, u32>,
     limit: usize,
     tick: u64,
     stats: PinStats,

@@ -10,9 +10,11 @@
 
 use std::collections::{HashMap, HashSet};
 
+use rustc_hash::FxHashMap;
+
 use tracing::debug;
 
-use crate::files::{FileId, FileTable, MappedFile};
+use crate::files::{FileId, FileParts, FileTable, MappedFile};
 use crate::proc_fs::{makedev, parse_maps_line, parse_status};
 use crate::ProcError;
 
@@ -400,8 +402,8 @@ pub struct Pruned {
 #[derive(Debug)]
 pub struct ProcessTable {
     /// Incarnations of each pid, sorted by start time; never an empty list.
-    processes: HashMap<u32, Vec<Process>>,
-    threads: HashMap<u32, Thread>,
+    processes: FxHashMap<u32, Vec<Process>>,
+    threads: FxHashMap<u32, Thread>,
     names: Vec<String>,
     name_ids: HashMap<String, u32>,
     files: FileTable,
@@ -413,8 +415,8 @@ pub struct ProcessTable {
 impl Default for ProcessTable {
     fn default() -> ProcessTable {
         ProcessTable {
-            processes: HashMap::new(),
-            threads: HashMap::new(),
+            processes: FxHashMap::default(),
+            threads: FxHashMap::default(),
             names: Vec::new(),
             name_ids: HashMap::new(),
             files: FileTable::default(),
@@ -486,7 +488,21 @@ impl ProcessTable {
         pgoff: u64,
         file: MappedFile,
     ) -> Mapping {
-        let file = self.files.intern(file);
+        self.add_mapping_of(pid, time, start, len, pgoff, file.parts())
+    }
+
+    /// [`ProcessTable::add_mapping`] of a file named by borrowed parts (what an MMAP2 record
+    /// says): nothing is allocated for a file already known.
+    pub fn add_mapping_of(
+        &mut self,
+        pid: u32,
+        time: u64,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        file: FileParts<'_>,
+    ) -> Mapping {
+        let file = self.files.intern_parts(file);
         self.stats.mappings += 1;
         let map = Mapping {
             start,
@@ -593,6 +609,9 @@ impl ProcessTable {
     }
 
     fn start_process(&mut self, pid: u32, ppid: u32, time: u64) {
+        // A parent that exec'd and was not sampled since has its uid read now, for the child
+        // to inherit (one read per exec'd process that forks before it is sampled).
+        self.read_exec_uid(ppid, time);
         let (inherited, uid): (Vec<Mapping>, _) = match self.process_at(ppid, time) {
             Some(parent) => (
                 parent
@@ -1478,7 +1497,10 @@ mod tests {
             Some(4242),
             "a sample before the exec reads nothing"
         );
-        t.read_exec_uid(own, 125);
+        // A fork before the parent was sampled reads the parent's, for the child.
+        let grandchild = u32::MAX - 5;
+        t.fork(grandchild, own, grandchild, own, 122);
+        assert_eq!(t.uid(grandchild, 123), Some(euid), "read at the fork");
         assert_eq!(t.uid(own, 125), Some(euid));
         assert_eq!(t.uid(own, 115), Some(4242));
         assert_eq!(t.uid(own, 5), Some(euid), "the synthesized process before");

@@ -46,8 +46,9 @@ pub mod defaults {
     /// Longest time a record waits in a ring buffer when no progress is shown.
     pub const DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
     /// The drain interval when recording in windows (`RecordOptions::window`), where the
-    /// side-band ring is read by watermark and this tick.
-    pub const WINDOW_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+    /// rings are read at this tick and woken by a watermark only when they fill faster
+    /// (see [`ring_pages_streaming`]). A window closes two ticks and 100 ms after its end.
+    pub const WINDOW_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
     /// Bytes of side-band records that wake the reader when recording in windows: more than
     /// the side-band ring holds, so that it is read at the drain tick and woken only when
     /// three quarters full (a fork/exec storm), never per process.
@@ -105,11 +106,35 @@ pub mod defaults {
             .next_power_of_two()
             .clamp(MIN_RING_PAGES_WITH_STACKS, RING_PAGES_WITH_STACKS)
     }
+
+    /// Ring buffer pages per CPU when streaming windows with `stack_bytes` of stack copied
+    /// per sample at `frequency` Hz: a ring holds two [`WINDOW_DRAIN_INTERVAL`]s of samples,
+    /// so that at low frequencies the three-quarter watermark is not reached before the
+    /// tick reads the ring (one wake-up per tick instead of several); a power of two between
+    /// 256 pages and [`RING_PAGES_WITH_STACKS`], never fewer than [`ring_pages_with_stacks`].
+    pub fn ring_pages_streaming(frequency: u64, stack_bytes: u32) -> usize {
+        let seconds = 2.0 * WINDOW_DRAIN_INTERVAL.as_secs_f64();
+        let bytes = stack_bytes_per_second(frequency, stack_bytes) * seconds;
+        let pages = (bytes / 4096.0).ceil().min(RING_PAGES_WITH_STACKS as f64) as usize;
+        pages
+            .next_power_of_two()
+            .clamp(MIN_RING_PAGES_WITH_STACKS, RING_PAGES_WITH_STACKS)
+            .max(ring_pages_with_stacks(frequency, stack_bytes))
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::defaults::{ring_pages_with_stacks, wakeup_percent_with_stacks};
+    use super::defaults::{
+        ring_pages_streaming, ring_pages_with_stacks, wakeup_percent_with_stacks,
+    };
+
+    #[test]
+    fn streaming_rings_hold_two_ticks() {
+        assert_eq!(ring_pages_streaming(99, 16 * 1024), 512);
+        assert_eq!(ring_pages_streaming(19, 16 * 1024), 256);
+        assert_eq!(ring_pages_streaming(999, 16 * 1024), 2048);
+    }
 
     #[test]
     fn a_quarter_of_a_stack_ring_holds_a_tenth_of_a_second() {

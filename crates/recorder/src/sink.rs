@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use procmap::{MappedFile, ProcessTable};
+use procmap::{FileParts, ProcessTable};
 use profile::SampleOrigin;
 use rustc_hash::FxBuildHasher;
 use sampler::{decode_with, RawRecord, Record, RecordSink, Sample, SampleFormat, Sampler};
@@ -233,16 +233,18 @@ impl RecordSink for Collector<'_> {
                 if m.prot & libc::PROT_EXEC as u32 == 0 {
                     return;
                 }
-                let file = MappedFile {
-                    path: String::from_utf8_lossy(m.filename).into_owned(),
-                    build_id: m.build_id.map(<[u8]>::to_vec),
+                // Borrowed: a file already known costs no allocation.
+                let path = String::from_utf8_lossy(m.filename);
+                let file = FileParts {
+                    path: &path,
+                    build_id: m.build_id,
                     dev_ino: m
                         .dev_ino
                         .map(|(major, minor, ino)| (libc::makedev(major, minor), ino)),
                 };
                 let mapping = self
                     .processes
-                    .add_mapping(m.pid, m.id.time, m.addr, m.len, m.pgoff, file);
+                    .add_mapping_of(m.pid, m.id.time, m.addr, m.len, m.pgoff, file);
                 self.pinned
                     .pin_mapped(m.pid, &mapping, self.processes.files().get(mapping.file));
                 if let Some(unwinders) = self.stacks.unwinders_mut() {

@@ -22,6 +22,7 @@ pub mod elf;
 pub mod elf_layout;
 pub mod error;
 pub mod frame_cache;
+mod go;
 pub mod kernel;
 mod section_cache;
 pub mod service;

@@ -133,6 +133,8 @@ pub struct FileSymbolizer {
     dwarf: Option<DwarfCell>,
     /// Never use the per-unit index (see [`FileSymbolizer::set_whole_file_dwarf`]).
     whole_file_dwarf: bool,
+    /// A Go binary's function table: frames where DWARF has none (stripped binaries).
+    go: Option<gosym::GoTable<Mmap>>,
 }
 
 /// Facts about an ELF image needed to look for its debug info.
@@ -389,6 +391,7 @@ impl FileSymbolizer {
         // The binary itself.
         let mut binary_err = None;
         let mut binary: Option<(ElfFile, Inspect, Mmap, FileIdentity)> = None;
+        let mut go = None;
         match map_file_identified(read_from).and_then(|(map, identity)| {
             let elf = ElfFile::parse_cached(
                 &map,
@@ -409,7 +412,10 @@ impl FileSymbolizer {
                         tracing::debug!(%err, "binary is not the one profiled; looking for its debug file only");
                         binary_err = Some(err);
                     }
-                    _ => binary = Some((elf, info, map, identity)),
+                    _ => {
+                        go = crate::go::open_table(read_from, &map);
+                        binary = Some((elf, info, map, identity));
+                    }
                 }
             }
             Err(err) => {
@@ -592,6 +598,7 @@ impl FileSymbolizer {
             sources,
             dwarf,
             whole_file_dwarf: false,
+            go,
         })
     }
 
@@ -693,7 +700,8 @@ impl FileSymbolizer {
                 files + units + state.whole_bytes.load(std::sync::atomic::Ordering::Relaxed)
             })
         });
-        tables + dwarf
+        let go = self.go.as_ref().map_or(0, |t| t.table_bytes() as u64);
+        tables + dwarf + go
     }
 
     /// Whether some source has DWARF (`.debug_info`).
@@ -730,6 +738,9 @@ impl FileSymbolizer {
     fn frames_uncut(&self, addr: SymbolAddr, with_lines: bool, out: &mut Vec<ResolvedFrame>) {
         out.clear();
         self.dwarf_frames(addr, with_lines, out);
+        if let (true, Some(go)) = (out.is_empty(), &self.go) {
+            crate::go::frames_into(go, addr.0, with_lines, out);
+        }
         if out.is_empty() {
             if let Some(name) = self.symbol_name(addr) {
                 out.push(ResolvedFrame {
@@ -747,6 +758,15 @@ impl FileSymbolizer {
                 None => out.clear(),
             }
         }
+        if let Some(go) = &self.go {
+            crate::go::table_name_outermost(go, addr.0, out);
+            crate::go::print_names(out);
+        }
+    }
+
+    /// Whether the binary is a Go binary whose function table (`.gopclntab`) was read.
+    pub fn has_go_table(&self) -> bool {
+        self.go.is_some()
     }
 
     /// The most specific symbol (greatest start) over all symbol tables.

@@ -10,6 +10,7 @@
 
 mod cfi_scan;
 mod error;
+mod go_frame;
 mod loader;
 mod process;
 mod section;

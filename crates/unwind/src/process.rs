@@ -16,6 +16,7 @@ use sampler::UserRegs;
 use tracing::{debug, trace};
 
 use crate::cfi_scan::in_sorted_ranges;
+use crate::go_frame::{self, GoModule, GoStep};
 use crate::loader::{DebugFileFinder, LoadRequest, Loaded, Loader, NotQueued};
 use crate::section::SectionData;
 use crate::sections::UnwindSections;
@@ -87,6 +88,8 @@ struct ProcessUnwinder {
     /// `.eh_frame`, used for the code ranges in `alternate_ranges` (process addresses, sorted).
     alternate: NativeUnwinder,
     alternate_ranges: Vec<Range<u64>>,
+    /// Go binaries among the modules (see [`GoModule`]).
+    go: Vec<GoModule>,
 }
 
 /// A mapping waiting for its file's sections.
@@ -107,6 +110,7 @@ impl ProcessUnwinder {
             trampolines: Vec::new(),
             alternate: NativeUnwinder::new(),
             alternate_ranges: Vec::new(),
+            go: Vec::new(),
         }
     }
 
@@ -118,6 +122,7 @@ impl ProcessUnwinder {
         self.unwinder.add_module(parts.module);
         self.modules.push(start);
         self.trampolines.extend(parts.trampolines);
+        self.go.extend(parts.go);
         if let Some((module, ranges)) = parts.alternate {
             self.alternate.add_module(module);
             self.alternate_ranges.extend(ranges);
@@ -129,6 +134,11 @@ impl ProcessUnwinder {
     /// Whether `address` is in a mapping whose binary's sections are being read.
     fn is_pending(&self, address: u64) -> bool {
         self.pending.iter().any(|m| m.avma.contains(&address))
+    }
+
+    /// The Go binary mapped at `address`, if any.
+    fn go_module(&self, address: u64) -> Option<&GoModule> {
+        self.go.iter().find(|m| m.avma.contains(&address))
     }
 
     fn is_trampoline(&self, address: u64) -> bool {
@@ -150,6 +160,7 @@ struct ModuleParts {
     module: Module<SectionData>,
     trampolines: Vec<Range<u64>>,
     alternate: Option<(Module<SectionData>, Vec<Range<u64>>)>,
+    go: Option<GoModule>,
 }
 
 /// A binary's entry.
@@ -433,6 +444,32 @@ impl Unwinders {
                 // The binary's sections are being read: no guess (framehop would try frame
                 // pointers, which code built without them turns into made-up frames).
                 return StackEnd::Unknown;
+            }
+            if !process.go.is_empty() {
+                if let Some(go) = process.go_module(address.address_for_lookup()) {
+                    match go_frame::step(
+                        go,
+                        address.address_for_lookup(),
+                        &mut uregs,
+                        &mut read_stack,
+                    ) {
+                        GoStep::Top => return StackEnd::Complete,
+                        GoStep::Caller(0) => return StackEnd::Complete,
+                        GoStep::Caller(return_address) => {
+                            match FrameAddress::from_return_address(return_address) {
+                                Some(next) => {
+                                    out.push(next.address_for_lookup());
+                                    address = next;
+                                    continue;
+                                }
+                                None => return StackEnd::Unknown,
+                            }
+                        }
+                        GoStep::Unknown => return StackEnd::Unknown,
+                        GoStep::OutsideCopy(addr) => return end_at(addr),
+                        GoStep::NotGo | GoStep::CallFrameInfo => {}
+                    }
+                }
             }
             let unwinder = process.unwinder_for(address.address_for_lookup());
             match unwinder.unwind_frame(address, &mut uregs, &mut self.cache, &mut read_stack) {
@@ -802,10 +839,19 @@ fn module_parts(
     } else {
         CallFrameSection::EhFrame
     };
+    let go = sections.go.as_ref().map(|table| GoModule {
+        avma: avma.clone(),
+        bias,
+        table: table.clone(),
+        // Go's linker writes no `.eh_frame` for Go code (a cgo binary's describes its C code
+        // only): without `.debug_frame`, Go functions are walked with the table.
+        use_pcsp: sections.debug_frame.is_none(),
+    });
     Some(ModuleParts {
         module: Module::new(name, avma, bias, section_info(sections, primary)),
         trampolines: sections.signal_trampolines.iter().map(in_process).collect(),
         alternate,
+        go,
     })
 }
 

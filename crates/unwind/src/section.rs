@@ -19,6 +19,12 @@ impl SectionData {
     }
 }
 
+impl AsRef<[u8]> for SectionData {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
 impl Deref for SectionData {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

@@ -99,6 +99,10 @@ pub struct UnwindSections {
     /// When [`UnwindSections::prefer_debug_frame`]: the code ranges (file addresses, sorted)
     /// that `.eh_frame` describes.
     pub eh_frame_ranges: Vec<Range<u64>>,
+    /// A Go binary's function table (`.gopclntab`): its stack-pointer deltas unwind Go code
+    /// when the binary has no call-frame information (stripped of `.debug_frame`), and it
+    /// says which functions are the outermost frames of Go stacks.
+    pub go: Option<Arc<gosym::GoTable<SectionData>>>,
 }
 
 impl UnwindSections {
@@ -190,6 +194,10 @@ impl UnwindSections {
         });
         let text = section(".text");
         let debug_frame = section(".debug_frame");
+        let go = match origin {
+            Origin::File(path) => go_table(&map, &file, path),
+            Origin::Image(_) => None,
+        };
         let signal_trampolines = eh_frame
             .as_ref()
             .map(|eh| cfi_scan::signal_trampolines(eh, text.as_ref()))
@@ -203,6 +211,7 @@ impl UnwindSections {
             signal_trampolines,
             prefer_debug_frame: false,
             eh_frame_ranges: Vec::new(),
+            go,
         };
         sections.choose_call_frame_section();
         Ok(sections)
@@ -213,6 +222,11 @@ impl UnwindSections {
     fn choose_call_frame_section(&mut self) {
         self.prefer_debug_frame = false;
         self.eh_frame_ranges = Vec::new();
+        if self.eh_frame.is_none() && self.debug_frame.is_some() {
+            // Only `.debug_frame` (Go binaries): framehop reads it when given no `.eh_frame`.
+            self.prefer_debug_frame = true;
+            return;
+        }
         if let (Some(eh), Some(debug)) = (&self.eh_frame, &self.debug_frame) {
             let ranges = cfi_scan::eh_frame_fde_ranges(eh, self.text.as_ref());
             if cfi_scan::debug_frame_adds_code(debug, &ranges) {
@@ -228,7 +242,8 @@ impl UnwindSections {
     /// a separate debug file). Tiny programs can pass too (the C runtime's helpers in `.text`
     /// have no entries): the only cost is a search for a debug file.
     pub fn may_lack_call_frame_info(&self) -> bool {
-        if self.debug_frame.is_some() {
+        // A Go binary's function table has what unwinding needs.
+        if self.debug_frame.is_some() || self.go.is_some() {
             return false;
         }
         let Some(text) = &self.text else {
@@ -292,14 +307,14 @@ impl UnwindSections {
 
     /// Whether there is any unwind information at all.
     pub fn has_unwind_info(&self) -> bool {
-        self.eh_frame.is_some() || self.debug_frame.is_some()
+        self.eh_frame.is_some() || self.debug_frame.is_some() || self.go.is_some()
     }
 
     /// Bytes of address space held by the mappings these sections are read from (the whole
     /// binary, the whole debug file a `.debug_frame` came from, a decompressed copy): what
     /// dropping the sections gives back once no process's unwinder uses them.
     pub fn mapped_bytes(&self) -> u64 {
-        let mut maps: [(usize, usize); 4] = [(0, 0); 4];
+        let mut maps: [(usize, usize); 5] = [(0, 0); 5];
         let sections = [
             &self.text,
             &self.eh_frame,
@@ -311,6 +326,9 @@ impl UnwindSections {
                 *slot = s.data.mapping();
             }
         }
+        if let Some(go) = &self.go {
+            maps[4] = go.data().mapping();
+        }
         let mut total = 0u64;
         for (i, &(addr, len)) in maps.iter().enumerate() {
             if addr != 0 && !maps[..i].iter().any(|&(a, _)| a == addr) {
@@ -318,6 +336,29 @@ impl UnwindSections {
             }
         }
         total
+    }
+}
+
+/// The Go function table of a Go binary (or of a binary without section headers, which may be
+/// one), read in place from the binary's mapping.
+fn go_table(
+    map: &Arc<Mmap>,
+    file: &object::File<'_>,
+    path: &Path,
+) -> Option<Arc<gosym::GoTable<SectionData>>> {
+    if !gosym::is_go_binary(&map[..]) && file.sections().next().is_some() {
+        return None;
+    }
+    let whole = SectionData {
+        map: map.clone(),
+        range: 0..map.len(),
+    };
+    match gosym::GoTable::from_elf(whole) {
+        Ok(table) => Some(Arc::new(table)),
+        Err(err) => {
+            tracing::debug!(path = %path.display(), %err, "no Go function table");
+            None
+        }
     }
 }
 
@@ -410,6 +451,7 @@ mod tests {
             signal_trampolines: Vec::new(),
             prefer_debug_frame: false,
             eh_frame_ranges: Vec::new(),
+            go: None,
         }
     }
 

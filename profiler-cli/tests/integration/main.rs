@@ -8,6 +8,7 @@
 mod common;
 mod errors;
 mod fork_exec;
+mod go;
 mod hostile;
 #[path = "../../../crates/symbolize/tests/support/hostile_elf.rs"]
 mod hostile_elf;

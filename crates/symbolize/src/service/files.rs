@@ -9,10 +9,11 @@
 //! opens it again). The preloader is told which sources the service knows, and opens no
 //! copy of them ahead: their names are cached.
 
+use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use profile::WindowFile;
 use tracing::{debug, warn};
@@ -27,6 +28,10 @@ use crate::{DebugSearch, FileSymbolizer};
 /// Weight of a file remembered as unreadable.
 const UNREADABLE_WEIGHT: u64 = 256;
 
+/// A symbolizer not used for this long is closed: the names it gave stay cached, so a
+/// binary whose frames are all named needs no open file, mapping or DWARF index.
+const IDLE_CLOSE: Duration = Duration::from_secs(60);
+
 /// A symbolizer held, and the file it was opened from.
 struct Held {
     opened: Opened,
@@ -37,6 +42,9 @@ struct Held {
 /// Open symbolizers by source.
 pub(crate) struct OpenFiles {
     lru: Lru<SourceId, Held>,
+    /// The LRU's use counter at the start of recent windows, oldest first: what was not
+    /// used since the newest mark older than [`IDLE_CLOSE`] is closed.
+    marks: VecDeque<(Instant, u64)>,
     sources: Sources,
     preloader: Preloader,
     search: DebugSearch,
@@ -62,6 +70,7 @@ impl OpenFiles {
     ) -> OpenFiles {
         OpenFiles {
             lru: Lru::new(max_files, max_bytes),
+            marks: VecDeque::new(),
             sources: Sources::default(),
             preloader: Preloader::new(search.clone(), preload_queue, max_files),
             search,
@@ -118,6 +127,25 @@ impl OpenFiles {
             stats,
         );
         opened
+    }
+
+    /// At the start of a window: close the symbolizers not used for [`IDLE_CLOSE`].
+    pub(crate) fn close_idle(&mut self, now: Instant, stats: &mut UserSymbolStats) {
+        self.marks.push_back((now, self.lru.tick()));
+        let mut cutoff = None;
+        while let Some(&(at, tick)) = self.marks.front() {
+            if now.duration_since(at) < IDLE_CLOSE {
+                break;
+            }
+            cutoff = Some(tick);
+            self.marks.pop_front();
+        }
+        if let Some(tick) = cutoff {
+            for (_, held) in self.lru.remove_unused_since(tick) {
+                debug!(file = held.origin, "symbolizer closed (idle)");
+                stats.files_evicted += 1;
+            }
+        }
     }
 
     /// Take what the preloader opened (at the start of a window).
@@ -208,6 +236,7 @@ impl OpenFiles {
 
     /// Close every symbolizer, drop what was opened ahead, and forget every file.
     pub(crate) fn clear(&mut self) {
+        self.marks.clear();
         self.preloader.clear();
         self.lru.clear();
         self.sources.clear();

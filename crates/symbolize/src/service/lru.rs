@@ -122,6 +122,29 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
         dropped
     }
 
+    /// The use counter now: entries used from now on have a later tick.
+    pub(crate) fn tick(&self) -> u64 {
+        self.tick
+    }
+
+    /// Remove every entry last used before `tick` (see [`Lru::tick`]); returns them.
+    pub(crate) fn remove_unused_since(&mut self, tick: u64) -> Vec<(K, V)> {
+        let mut removed = Vec::new();
+        while let Some((&used, _)) = self.order.first_key_value() {
+            if used > tick {
+                break;
+            }
+            let Some((_, key)) = self.order.pop_first() else {
+                break;
+            };
+            if let Some(slot) = self.entries.remove(&key) {
+                self.weight -= slot.weight;
+                removed.push((key, slot.value));
+            }
+        }
+        removed
+    }
+
     /// Entries held.
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
@@ -170,6 +193,20 @@ mod tests {
         assert_eq!(dropped.len(), 2);
         assert_eq!(lru.len(), 1);
         assert_eq!(lru.weight(), 50);
+    }
+
+    #[test]
+    fn entries_unused_since_a_tick_are_removed() {
+        let mut lru = Lru::new(100, u64::MAX);
+        lru.insert(1, (), 1);
+        lru.insert(2, (), 1);
+        let mark = lru.tick();
+        lru.insert(3, (), 1);
+        lru.get(&1);
+        let removed = lru.remove_unused_since(mark);
+        assert_eq!(removed, vec![(2, ())]);
+        assert_eq!((lru.len(), lru.weight()), (2, 2));
+        assert!(lru.remove_unused_since(0).is_empty());
     }
 
     #[test]

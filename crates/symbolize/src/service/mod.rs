@@ -3,7 +3,8 @@
 //!
 //! What it keeps between windows is bounded ([`Limits`]), each by a rule of its own:
 //! - open symbolizers (`files.rs`): an LRU by count and estimated bytes, one per source
-//!   (`sources.rs`: copies of a binary with the same build-id, size and owner are one);
+//!   (`sources.rs`: copies of a binary with the same build-id, size and owner are one),
+//!   closed after a minute unused (the names they gave stay cached);
 //! - names of user addresses by (source, offset), and of kernel addresses (`names.rs`,
 //!   `kernel.rs`): two generations, bounded by entries and bytes of names;
 //! - JIT perf maps (`jit.rs`): by (pid, process start), an LRU by count and bytes, each map
@@ -154,6 +155,7 @@ impl SymbolService {
         let now = Instant::now();
         let evicted_before = self.names.evicted() + self.kernel.evicted();
         let frame_cache_hits_before = self.frame_cache.hits;
+        self.files.close_idle(now, &mut self.stats);
         self.files
             .adopt_preloaded(self.window, now, &mut self.stats);
         self.kernel.refresh_if_modules_changed();
