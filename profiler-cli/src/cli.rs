@@ -112,16 +112,20 @@ pub fn parse_time(text: &str) -> Result<TimeArg, String> {
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("expected a duration ago (10m, 2h, 90s, 1d) or @UNIX-SECONDS, got {text:?}"))?;
+    let value: f64 = number.parse().map_err(|_| {
+        format!("expected a duration ago (10m, 2h, 90s, 1d) or @UNIX-SECONDS, got {text:?}")
+    })?;
     let scale = match unit {
         "ms" => 1e-3,
         "s" | "" => 1.0,
         "m" | "min" => 60.0,
         "h" => 3600.0,
         "d" => 86_400.0,
-        _ => return Err(format!("unknown unit in {text:?}: expected ms, s, m, h or d")),
+        _ => {
+            return Err(format!(
+                "unknown unit in {text:?}: expected ms, s, m, h or d"
+            ))
+        }
     };
     let secs = value * scale;
     if !secs.is_finite() || secs > 100.0 * 365.0 * 86_400.0 {

@@ -55,12 +55,14 @@ pub fn get(socket: &Path, path_and_query: &str) -> Result<Answer> {
         .build()
         .context("starting the runtime")?;
     let request = async {
-        let stream = tokio::net::UnixStream::connect(socket).await.with_context(|| {
-            format!(
+        let stream = tokio::net::UnixStream::connect(socket)
+            .await
+            .with_context(|| {
+                format!(
                 "cannot reach profilerd at {} (is it running? `profctl record` records without it)",
                 printable(&socket.display().to_string())
             )
-        })?;
+            })?;
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                 .await
@@ -207,8 +209,10 @@ pub fn flamegraph(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> 
                     if kernel { "" } else { ", user space only" }
                 )),
             };
-            write_atomically(path, |out| profile.write_svg(out, &options).map_err(Into::into))
-                .with_context(|| format!("writing the flamegraph to {}", path.display()))?;
+            write_atomically(path, |out| {
+                profile.write_svg(out, &options).map_err(Into::into)
+            })
+            .with_context(|| format!("writing the flamegraph to {}", path.display()))?;
             written.push(printable(&path.display().to_string()).into_owned());
         }
     }

@@ -213,8 +213,8 @@ pub struct Status {
 fn status_of(state: &ApiState, peer: &Peer) -> Status {
     let s = &state.shared;
     let (slices_kept, bytes_kept) = s.store.totals();
-    let tracked = s.tracked.lock().map(|t| t.clone()).unwrap_or_default();
-    let symbols = s.symbols.lock().map(|t| t.clone()).unwrap_or_default();
+    let tracked = s.tracked.lock().map(|t| *t).unwrap_or_default();
+    let symbols = s.symbols.lock().map(|t| *t).unwrap_or_default();
     let c = &s.store.counters;
     Status {
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -405,33 +405,101 @@ async fn metrics(
             "# HELP profilerd_{name} {help}\n# TYPE profilerd_{name} {kind}\nprofilerd_{name} {value}"
         );
     };
-    metric("samples_total", "counter", "Samples read.", s.samples as f64);
-    metric("lost_samples_total", "counter", "Samples the kernel dropped.", s.lost as f64);
-    metric("slices_named_total", "counter", "Slices named.", s.slices_named as f64);
+    metric(
+        "samples_total",
+        "counter",
+        "Samples read.",
+        s.samples as f64,
+    );
+    metric(
+        "lost_samples_total",
+        "counter",
+        "Samples the kernel dropped.",
+        s.lost as f64,
+    );
+    metric(
+        "slices_named_total",
+        "counter",
+        "Slices named.",
+        s.slices_named as f64,
+    );
     metric(
         "slices_dropped_total",
         "counter",
         "Slices dropped because naming fell behind.",
         s.slices_dropped as f64,
     );
-    metric("slices_written_total", "counter", "Slices written.", s.slices_written as f64);
-    metric("write_errors_total", "counter", "Slice writes that failed.", s.write_errors as f64);
+    metric(
+        "slices_written_total",
+        "counter",
+        "Slices written.",
+        s.slices_written as f64,
+    );
+    metric(
+        "write_errors_total",
+        "counter",
+        "Slice writes that failed.",
+        s.write_errors as f64,
+    );
     metric(
         "corrupt_slices_total",
         "counter",
         "Slice files found corrupt or truncated.",
         s.corrupt_slices as f64,
     );
-    metric("slices_kept", "gauge", "Slices on disk.", s.slices_kept as f64);
-    metric("slice_bytes_kept", "gauge", "Bytes of slices on disk.", s.bytes_kept as f64);
-    metric("naming_backlog", "gauge", "Slices waiting to be named.", s.naming_backlog as f64);
-    metric("processes_tracked", "gauge", "Processes tracked.", s.processes as f64);
-    metric("frequency_hertz", "gauge", "Samples per second per CPU.", s.frequency as f64);
-    metric("resident_memory_bytes", "gauge", "Resident memory.", s.resident_bytes as f64);
-    metric("cpu_seconds_total", "counter", "CPU time used.", s.cpu_seconds);
-    metric("sampling", "gauge", "1 while the drain loop runs.", s.sampling as u8 as f64);
+    metric(
+        "slices_kept",
+        "gauge",
+        "Slices on disk.",
+        s.slices_kept as f64,
+    );
+    metric(
+        "slice_bytes_kept",
+        "gauge",
+        "Bytes of slices on disk.",
+        s.bytes_kept as f64,
+    );
+    metric(
+        "naming_backlog",
+        "gauge",
+        "Slices waiting to be named.",
+        s.naming_backlog as f64,
+    );
+    metric(
+        "processes_tracked",
+        "gauge",
+        "Processes tracked.",
+        s.processes as f64,
+    );
+    metric(
+        "frequency_hertz",
+        "gauge",
+        "Samples per second per CPU.",
+        s.frequency as f64,
+    );
+    metric(
+        "resident_memory_bytes",
+        "gauge",
+        "Resident memory.",
+        s.resident_bytes as f64,
+    );
+    metric(
+        "cpu_seconds_total",
+        "counter",
+        "CPU time used.",
+        s.cpu_seconds,
+    );
+    metric(
+        "sampling",
+        "gauge",
+        "1 while the drain loop runs.",
+        s.sampling as u8 as f64,
+    );
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         out,
     )
         .into_response()

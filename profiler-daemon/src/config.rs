@@ -220,7 +220,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "m" | "min" => 60.0,
         "h" => 3600.0,
         "d" => 86_400.0,
-        other => return Err(format!("unknown unit {other:?} in {text:?}: expected {expected}")),
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?}: expected {expected}"
+            ))
+        }
     };
     let secs = value * scale;
     if !secs.is_finite() || secs <= 0.0 || secs > 10.0 * 365.0 * 86_400.0 {
@@ -252,7 +256,11 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,
         "TB" => 1_000_000_000_000,
-        other => return Err(format!("unknown unit {other:?} in {text:?}: expected {expected}")),
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?}: expected {expected}"
+            ))
+        }
     };
     match value.checked_mul(scale) {
         Some(0) | None => Err(format!(
@@ -301,7 +309,10 @@ impl Visitor<'_> for IntIn {
         if (self.min..=self.max).contains(&v) {
             Ok(v)
         } else {
-            Err(E::custom(format!("{v} is out of range: expected {}", self.expecting)))
+            Err(E::custom(format!(
+                "{v} is out of range: expected {}",
+                self.expecting
+            )))
         }
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<i64, E> {
@@ -312,13 +323,16 @@ impl Visitor<'_> for IntIn {
 impl<'de> Deserialize<'de> for Seconds {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Seconds, D::Error> {
         d.deserialize_any(TextOrInt {
-            expecting: "a duration such as \"10s\", \"5m\", \"2h\" or \"3d\" (or seconds), more than zero",
+            expecting:
+                "a duration such as \"10s\", \"5m\", \"2h\" or \"3d\" (or seconds), more than zero",
             parse: |s| parse_duration(s).map(Seconds),
             int: |n| {
                 if n > 0 {
                     Ok(Seconds(Duration::from_secs(n as u64)))
                 } else {
-                    Err(format!("{n} is out of range: expected a duration of more than zero seconds"))
+                    Err(format!(
+                        "{n} is out of range: expected a duration of more than zero seconds"
+                    ))
                 }
             },
         })
@@ -334,7 +348,9 @@ impl<'de> Deserialize<'de> for Bytes {
                 if n > 0 {
                     Ok(Bytes(n as u64))
                 } else {
-                    Err(format!("{n} is out of range: expected a size of more than zero bytes"))
+                    Err(format!(
+                        "{n} is out of range: expected a size of more than zero bytes"
+                    ))
                 }
             },
         })
@@ -479,7 +495,10 @@ mod tests {
                     "naming_queue",
                 ][..],
             ),
-            ("storage", &["state_dir", "cache_dir", "max_age", "max_bytes"][..]),
+            (
+                "storage",
+                &["state_dir", "cache_dir", "max_age", "max_bytes"][..],
+            ),
             (
                 "api",
                 &[
@@ -493,9 +512,16 @@ mod tests {
         ] {
             let t = table[section].as_table().expect("section");
             for key in keys {
-                assert!(t.contains_key(*key), "{section}.{key} is not in the default file");
+                assert!(
+                    t.contains_key(*key),
+                    "{section}.{key} is not in the default file"
+                );
             }
-            assert_eq!(t.len(), keys.len(), "[{section}] has keys the test does not know");
+            assert_eq!(
+                t.len(),
+                keys.len(),
+                "[{section}] has keys the test does not know"
+            );
         }
         // Optional keys are documented, commented out.
         for key in ["socket_group", "admin_group"] {

@@ -212,7 +212,7 @@ fn sample(
         closed.released_files.append(&mut carried_files);
         closed.ended_processes.append(&mut carried_processes);
         if let Ok(mut t) = shared.tracked.lock() {
-            *t = closed.tracked.clone();
+            *t = closed.tracked;
         }
         shared.naming_backlog.fetch_add(1, Ordering::Relaxed);
         if stopping.load(Ordering::Relaxed) {

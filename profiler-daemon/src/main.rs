@@ -104,7 +104,9 @@ fn load_config(args: &Args) -> Result<Config, ConfigError> {
         if !(1..=100_000).contains(&hz) {
             return Err(ConfigError::Invalid {
                 origin: "--freq".into(),
-                message: format!("{hz} is out of range: expected a frequency in Hz, from 1 to 100000"),
+                message: format!(
+                    "{hz} is out of range: expected a frequency in Hz, from 1 to 100000"
+                ),
             });
         }
         config.sampling.frequency = config::Frequency(hz);

@@ -32,7 +32,9 @@ pub enum Visibility {
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
     /// The answer would be larger than allowed.
-    #[error("the answer is larger than {0} bytes: narrow the time range or filter by pid, comm or uid")]
+    #[error(
+        "the answer is larger than {0} bytes: narrow the time range or filter by pid, comm or uid"
+    )]
     TooLarge(u64),
     /// The query took longer than allowed.
     #[error("the query took longer than {0:?}: narrow the time range")]
@@ -182,7 +184,10 @@ mod tests {
     fn visibility_and_filters() {
         let slice = example(0);
         let mut all = HashMap::new();
-        assert_eq!(add_slice(&mut all, &slice, &Filter::default(), Visibility::All), 38);
+        assert_eq!(
+            add_slice(&mut all, &slice, &Filter::default(), Visibility::All),
+            38
+        );
         assert_eq!(all["split;main;work;hot_a"], 30);
         assert_eq!(all["[pid 200];[truncated];main;entry_SYSCALL_64;do_sys"], 7);
         assert_eq!(all["init;main;main"], 1);
@@ -203,7 +208,10 @@ mod tests {
             pid: Some(200),
             ..Filter::default()
         };
-        assert_eq!(add_slice(&mut HashMap::new(), &slice, &f, Visibility::All), 7);
+        assert_eq!(
+            add_slice(&mut HashMap::new(), &slice, &f, Visibility::All),
+            7
+        );
         // Another user's uid filter never widens what a user sees.
         let f = Filter {
             uid: Some(1000),

@@ -227,7 +227,9 @@ impl Slice {
         for (i, l) in p.location.iter().enumerate() {
             let function = l.line.first().map(|l| l.function_id).unwrap_or(0);
             if l.id != i as u64 + 1 || function == 0 || function > names.len() as u64 {
-                return Err(SliceError::Invalid("a location out of order or out of range"));
+                return Err(SliceError::Invalid(
+                    "a location out of order or out of range",
+                ));
             }
             location_function.push(function as u32 - 1);
         }
@@ -242,12 +244,12 @@ impl Slice {
                     .ok_or(SliceError::Invalid("a sample's location out of range"))?;
                 frames.push(*f);
             }
-            let count = s
-                .value
-                .first()
-                .copied()
-                .filter(|&c| c >= 0)
-                .ok_or(SliceError::Invalid("a sample without a count"))? as u64;
+            let count =
+                s.value
+                    .first()
+                    .copied()
+                    .filter(|&c| c >= 0)
+                    .ok_or(SliceError::Invalid("a sample without a count"))? as u64;
             let mut stack = SliceStack {
                 frames,
                 count,
@@ -332,9 +334,16 @@ pub(crate) mod tests {
             start_ns,
             end_ns: start_ns + 10_000_000_000,
             period_ns: 10_101_010,
-            names: ["main", "work", "hot_a", "entry_SYSCALL_64", "do_sys", "[truncated]"]
-                .map(String::from)
-                .to_vec(),
+            names: [
+                "main",
+                "work",
+                "hot_a",
+                "entry_SYSCALL_64",
+                "do_sys",
+                "[truncated]",
+            ]
+            .map(String::from)
+            .to_vec(),
             stacks: vec![
                 SliceStack {
                     frames: vec![0, 1, 2],

@@ -90,7 +90,10 @@ impl Store {
                 continue;
             }
             if name.ends_with(".corrupt") {
-                corrupt.push((entry.metadata().and_then(|m| m.modified()).ok(), entry.path()));
+                corrupt.push((
+                    entry.metadata().and_then(|m| m.modified()).ok(),
+                    entry.path(),
+                ));
                 continue;
             }
             let (Some(key), Ok(meta)) = (parse_name(name), entry.metadata()) else {
@@ -316,8 +319,13 @@ mod tests {
         assert_eq!(store.totals().0, 5);
         assert_eq!(fs::read_dir(dir.path().join("slices")).unwrap().count(), 5);
         let one = store.totals().1 / 5;
-        let store =
-            Store::open(dir.path(), Duration::from_secs(86_400), one * 2 + one / 2, T0).unwrap();
+        let store = Store::open(
+            dir.path(),
+            Duration::from_secs(86_400),
+            one * 2 + one / 2,
+            T0,
+        )
+        .unwrap();
         assert_eq!(store.totals().0, 2);
         assert_eq!(store.select(0, u64::MAX).slices[0].start_ns, T0 + 80 * S);
     }

@@ -33,7 +33,13 @@ fn the_default_file_checks_and_bad_files_are_refused_with_file_and_line() {
         "{stderr}"
     );
 
-    let out = profilerd(&["--check-config", "--config", default.to_str().unwrap(), "--freq", "0"]);
+    let out = profilerd(&[
+        "--check-config",
+        "--config",
+        default.to_str().unwrap(),
+        "--freq",
+        "0",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("--freq"), "{stderr}");

@@ -169,12 +169,7 @@ fn http_get(socket: &Path, path: &str) -> Option<String> {
 
 /// `profctl --socket S flamegraph --since @A --until @B ARGS --folded OUT`, returning the
 /// run and the stacks.
-fn flamegraph(
-    socket: &Path,
-    range: (f64, f64),
-    args: &[&str],
-    out: &Path,
-) -> (Run, Vec<Stack>) {
+fn flamegraph(socket: &Path, range: (f64, f64), args: &[&str], out: &Path) -> (Run, Vec<Stack>) {
     let since = format!("@{:.3}", range.0);
     let until = format!("@{:.3}", range.1);
     let mut all: Vec<&str> = vec![
@@ -260,7 +255,8 @@ fn daemon_history_shares_persistence_and_corrupt_slices() {
             let name = e.file_name().into_string().ok()?;
             let (start, _) = name.strip_suffix(".pb.gz")?.split_once('-')?;
             let start: f64 = start.parse::<u64>().ok()? as f64 / 1e9;
-            (start >= range.0 - 1.0 && start < range.1).then(|| (e.path(), e.metadata().unwrap().len()))
+            (start >= range.0 - 1.0 && start < range.1)
+                .then(|| (e.path(), e.metadata().unwrap().len()))
         })
         .collect();
     in_range.sort_by_key(|(_, len)| std::cmp::Reverse(*len));
@@ -295,7 +291,10 @@ fn daemon_history_shares_persistence_and_corrupt_slices() {
         status.stdout
     );
     let log = daemon.stop();
-    assert!(log.contains("corrupt"), "the corrupt slice is not in the log:\n{log}");
+    assert!(
+        log.contains("corrupt"),
+        "the corrupt slice is not in the log:\n{log}"
+    );
 }
 
 #[test]
@@ -341,8 +340,16 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
 
     // Root sees both, with kernel frames.
     let (_, root_view) = flamegraph(&daemon.socket, range, &[], &dir.path().join("root.folded"));
-    assert!(comm_total(&root_view, "split") > 0, "{}", comm_summary(&root_view));
-    assert!(comm_total(&root_view, "burner") > 0, "{}", comm_summary(&root_view));
+    assert!(
+        comm_total(&root_view, "split") > 0,
+        "{}",
+        comm_summary(&root_view)
+    );
+    assert!(
+        comm_total(&root_view, "burner") > 0,
+        "{}",
+        comm_summary(&root_view)
+    );
     let kallsyms: HashSet<String> = fs::read_to_string("/proc/kallsyms")
         .unwrap()
         .lines()
@@ -380,7 +387,11 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
     };
     let (run, user_view) = run_user(&[], "user.folded");
     assert!(run.stderr.contains("user space only"), "{}", run.stderr);
-    assert!(comm_total(&user_view, "split") > 0, "{}", comm_summary(&user_view));
+    assert!(
+        comm_total(&user_view, "split") > 0,
+        "{}",
+        comm_summary(&user_view)
+    );
     assert_names(&user_view, "split", &["hot_a"]);
     assert_eq!(
         comm_total(&user_view, "burner"),
@@ -425,11 +436,14 @@ fn daemon_tells_systemd_ready_watchdog_and_stopping() {
         &[
             ("NOTIFY_SOCKET", notify_path.as_path()),
             // A path's last component as the value: Command::env takes OsStr.
-            ("WATCHDOG_USEC", Path::new(watchdog_usec.file_name().unwrap())),
+            (
+                "WATCHDOG_USEC",
+                Path::new(watchdog_usec.file_name().unwrap()),
+            ),
         ],
     );
     let mut seen: Vec<String> = Vec::new();
-    let mut read_until = |want: &str, limit: Duration, seen: &mut Vec<String>| {
+    let read_until = |want: &str, limit: Duration, seen: &mut Vec<String>| {
         let deadline = Instant::now() + limit;
         let mut buf = [0u8; 4096];
         while Instant::now() < deadline {
