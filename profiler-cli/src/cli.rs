@@ -19,6 +19,10 @@ pub struct Cli {
     /// Only errors: no progress line and no summary.
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// profilerd's socket, for the commands that ask the daemon (flamegraph, status).
+    /// Default: $PROFILERD_SOCKET, else /run/profilerd/profilerd.sock.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -33,6 +37,101 @@ pub enum Command {
     /// Name addresses: function, inline chain and file:line, from a running process's
     /// mappings (--pid) or an ELF file's own addresses (--elf), as the recorder would.
     Symbolize(SymbolizeArgs),
+    /// A flamegraph of a past time range from profilerd's history (no recording: the daemon
+    /// samples continuously), filtered by process, command name or user. Users other than
+    /// root and the daemon's admin group see only their own processes, without kernel frames.
+    #[command(after_help = FLAMEGRAPH_EXAMPLES)]
+    Flamegraph(FlamegraphArgs),
+    /// What profilerd is doing: event, frequency, samples, lost samples, history kept,
+    /// processes tracked, memory.
+    Status,
+}
+
+const FLAMEGRAPH_EXAMPLES: &str = "Examples:
+  profctl flamegraph --since 10m -o last10.svg               the last 10 minutes
+  profctl flamegraph --since @1700000000 --until @1700000300 --comm nginx -o nginx.svg
+  profctl flamegraph --since 1h --until 50m --pid 1234 --folded app.folded
+
+Times: a duration ago (90s, 10m, 2h, 1d) or @UNIX-SECONDS. The daemon's slices (10 s by
+default) are the finest grain: a slice overlapping the range is counted whole.";
+
+/// Arguments of `profctl flamegraph`.
+#[derive(Debug, Args)]
+pub struct FlamegraphArgs {
+    /// Start of the range: a duration ago (`10m`, `2h`, `90s`, `1d`) or `@UNIX-SECONDS`.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub since: TimeArg,
+    /// End of the range, as --since. Default: now.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub until: Option<TimeArg>,
+    /// Only this process.
+    #[arg(short, long, value_name = "PID", conflicts_with_all = ["comm", "uid"])]
+    pub pid: Option<u32>,
+    /// Only threads with this command name.
+    #[arg(long, value_name = "NAME", conflicts_with = "uid")]
+    pub comm: Option<String>,
+    /// Only processes of this user (uid).
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<u32>,
+    /// Write the SVG flamegraph here.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Write folded stacks here (`comm;outer;…;leaf count`).
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+}
+
+/// A time on the command line: some time ago, or absolute.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TimeArg {
+    /// This long before now.
+    Ago(std::time::Duration),
+    /// UNIX time in seconds.
+    Unix(f64),
+}
+
+impl TimeArg {
+    /// UNIX time in seconds, with `now` the current one.
+    pub fn unix_seconds(self, now: f64) -> f64 {
+        match self {
+            TimeArg::Ago(d) => now - d.as_secs_f64(),
+            TimeArg::Unix(t) => t,
+        }
+    }
+}
+
+/// `--since`/`--until`: `10m`, `90s`, `2h`, `1d`, `500ms`, or `@UNIX-SECONDS`.
+pub fn parse_time(text: &str) -> Result<TimeArg, String> {
+    if let Some(unix) = text.strip_prefix('@') {
+        return match unix.parse::<f64>() {
+            Ok(t) if t.is_finite() && t >= 0.0 => Ok(TimeArg::Unix(t)),
+            _ => Err(format!("not UNIX seconds: {text:?}")),
+        };
+    }
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.parse().map_err(|_| {
+        format!("expected a duration ago (10m, 2h, 90s, 1d) or @UNIX-SECONDS, got {text:?}")
+    })?;
+    let scale = match unit {
+        "ms" => 1e-3,
+        "s" | "" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ => {
+            return Err(format!(
+                "unknown unit in {text:?}: expected ms, s, m, h or d"
+            ))
+        }
+    };
+    let secs = value * scale;
+    if !secs.is_finite() || secs > 100.0 * 365.0 * 86_400.0 {
+        return Err(format!("out of range: {text:?}"));
+    }
+    Ok(TimeArg::Ago(std::time::Duration::from_secs_f64(secs)))
 }
 
 /// Arguments of `profctl symbolize`.

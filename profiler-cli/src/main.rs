@@ -1,6 +1,7 @@
 //! profctl: record a live system, process or command into a flamegraph.
 
 mod cli;
+mod daemon_client;
 mod output;
 mod record;
 mod symbolize_cmd;
@@ -15,6 +16,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         cli::Command::Record(args) => record::run(args, cli.quiet, cli.verbose),
         cli::Command::Symbolize(args) => symbolize_cmd::run(args),
+        cli::Command::Flamegraph(args) => {
+            daemon_client::flamegraph(&args, cli.socket.as_deref(), cli.quiet)
+        }
+        cli::Command::Status => daemon_client::status(cli.socket.as_deref()),
     };
     match result {
         Ok(code) => code,

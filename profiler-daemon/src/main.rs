@@ -1,13 +1,262 @@
-//! profilerd: the continuous profiling daemon.
+//! profilerd: continuous whole-system profiling with local history, served over a Unix socket.
 //!
-//! Not yet implemented: the daemon will reuse the `sampler`, `procmap`, `symbolize` and `profile`
-//! crates unchanged. Until then, `profctl record` records on its own (embedded mode).
+//! Samples every CPU continuously, names each closed slice (10 s by default) on a thread of
+//! its own, keeps slices on disk, and answers queries for folded stacks of a time range,
+//! authorized per request with the peer's credentials. See docs/daemon.md.
 
+mod api;
+mod config;
+mod daemon;
+mod pprof;
+mod query;
+mod slice;
+mod store;
+mod sys;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use tokio::signal::unix::{signal, SignalKind};
+use tracing::{info, warn};
+
+use crate::config::{Config, ConfigError, DEFAULT_CONFIG_PATH};
+
+/// profilerd: the continuous profiling daemon.
+#[derive(Debug, Parser)]
+#[command(name = "profilerd", version, about)]
+struct Args {
+    /// The configuration file (default /etc/profilerd/profilerd.toml; when that file does not
+    /// exist, the built-in defaults, which config/profilerd.toml documents).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// The API's Unix socket (overrides api.socket).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Where slices are kept (overrides storage.state_dir).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Samples per second per CPU (overrides sampling.frequency).
+    #[arg(long, value_name = "HZ")]
+    freq: Option<u64>,
+    /// Check the configuration (file and flags), print it on success, and exit: 0 when valid,
+    /// 1 when not.
+    #[arg(long)]
+    check_config: bool,
+}
 
 fn main() -> ExitCode {
-    eprintln!(
-        "profilerd: the daemon is not implemented yet; use `profctl record` (embedded mode) instead"
-    );
-    ExitCode::from(2)
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PROFILERD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .init();
+    let config = match load_config(&args) {
+        Ok(c) => c,
+        Err(err) => {
+            eprintln!("profilerd: invalid configuration: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.check_config {
+        println!("{config:#?}");
+        eprintln!("profilerd: configuration is valid");
+        return ExitCode::SUCCESS;
+    }
+    match run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&format!("{err:#}"))]);
+            eprintln!("profilerd: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The configuration file (if any) with the flags applied.
+fn load_config(args: &Args) -> Result<Config, ConfigError> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => {
+            let path = PathBuf::from(DEFAULT_CONFIG_PATH);
+            if path.exists() {
+                Config::load(&path)?
+            } else {
+                Config::default()
+            }
+        }
+    };
+    if let Some(socket) = &args.socket {
+        config.api.socket = absolute(socket);
+    }
+    if let Some(dir) = &args.state_dir {
+        config.storage.state_dir = absolute(dir);
+    }
+    if let Some(hz) = args.freq {
+        if !(1..=100_000).contains(&hz) {
+            return Err(ConfigError::Invalid {
+                origin: "--freq".into(),
+                message: format!(
+                    "{hz} is out of range: expected a frequency in Hz, from 1 to 100000"
+                ),
+            });
+        }
+        config.sampling.frequency = config::Frequency(hz);
+    }
+    config.check("the configuration with the command-line flags")?;
+    Ok(config)
+}
+
+fn absolute(path: &std::path::Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn run(config: Config) -> Result<()> {
+    let admin_gid = config
+        .access
+        .admin_group
+        .as_deref()
+        .map(api::resolve_group)
+        .transpose()
+        .context("access.admin_group")?;
+    let socket_gid = config
+        .api
+        .socket_group
+        .as_deref()
+        .map(api::resolve_group)
+        .transpose()
+        .context("api.socket_group")?;
+    let event = sampler::auto_event();
+    let mut frequency = config.sampling.frequency.0;
+    if let Some(max) = sampler::max_sample_rate() {
+        if frequency > max {
+            warn!(
+                "frequency lowered from {frequency} Hz to the kernel's maximum of {max} Hz (kernel.perf_event_max_sample_rate)"
+            );
+            frequency = max.max(1);
+        }
+    }
+    let cpus = sampler::online_cpus().map(|c| c.len()).unwrap_or(0);
+    let store = store::Store::open(
+        &config.storage.state_dir,
+        config.storage.max_age.0,
+        config.storage.max_bytes.0,
+        daemon::unix_now_ns(),
+    )
+    .with_context(|| {
+        format!(
+            "opening the history under {}",
+            config.storage.state_dir.display()
+        )
+    })?;
+    std::fs::create_dir_all(&config.storage.cache_dir).with_context(|| {
+        format!(
+            "creating the cache directory {}",
+            config.storage.cache_dir.display()
+        )
+    })?;
+    let mut config = config;
+    config.sampling.frequency = config::Frequency(frequency);
+    let max_queries = config.api.max_concurrent_queries.0;
+    let socket_path = config.api.socket.clone();
+    let shared = Arc::new(daemon::Shared {
+        config,
+        store,
+        event,
+        cpus,
+        frequency,
+        started_ns: daemon::unix_now_ns(),
+        samples: AtomicU64::new(0),
+        lost: AtomicU64::new(0),
+        slices_named: AtomicU64::new(0),
+        slices_dropped: AtomicU64::new(0),
+        naming_backlog: AtomicU64::new(0),
+        unwritten: AtomicU64::new(0),
+        tracked: Mutex::new(Default::default()),
+        symbols: Mutex::new(Default::default()),
+        heartbeat_ns: AtomicU64::new(0),
+        sampling_ended: AtomicBool::new(false),
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async move {
+        let mut terminate = signal(SignalKind::terminate()).context("watching SIGTERM")?;
+        let mut interrupt = signal(SignalKind::interrupt()).context("watching SIGINT")?;
+        let mut hangup = signal(SignalKind::hangup()).context("watching SIGHUP")?;
+        let listener = api::bind(&socket_path, socket_gid)?;
+        let mut pipeline = daemon::Pipeline::start(Arc::clone(&shared))?;
+        info!(
+            event = %event,
+            frequency,
+            cpus,
+            slice_seconds = shared.config.sampling.slice.0.as_secs_f64(),
+            socket = %socket_path.display(),
+            state_dir = %shared.config.storage.state_dir.display(),
+            "profilerd started"
+        );
+        let state = Arc::new(api::ApiState {
+            shared: Arc::clone(&shared),
+            admin_gid,
+            queries: tokio::sync::Semaphore::new(max_queries),
+        });
+        let (api_stop_tx, api_stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(api::serve(listener, state, async {
+            let _ = api_stop_rx.await;
+        }));
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let watchdog = sd_notify::watchdog_enabled();
+        let mut last_ping = tokio::time::Instant::now();
+        let mut ready = false;
+        let reason = loop {
+            tokio::select! {
+                _ = terminate.recv() => break "SIGTERM",
+                _ = interrupt.recv() => break "SIGINT",
+                _ = hangup.recv() => {
+                    warn!("SIGHUP: reloading the configuration is not supported yet; restart profilerd to apply changes");
+                }
+                _ = tick.tick() => {
+                    if pipeline.sampling_finished() {
+                        break "sampling ended";
+                    }
+                    let alive = shared.drain_alive(Duration::from_secs(5));
+                    if !ready && alive {
+                        ready = true;
+                        let _ = sd_notify::notify(&[
+                            sd_notify::NotifyState::Ready,
+                            sd_notify::NotifyState::Status("sampling"),
+                        ]);
+                    }
+                    if let Some(interval) = watchdog {
+                        // Pinged only while the drain loop reports: a wedged drain stops the
+                        // pings, and systemd restarts the daemon.
+                        if alive && last_ping.elapsed() >= interval / 3 {
+                            last_ping = tokio::time::Instant::now();
+                            let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
+                        }
+                    }
+                }
+            }
+        };
+        info!("{reason}: stopping (the open slice is named and written first)");
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+        let stopped = tokio::task::spawn_blocking(move || pipeline.stop())
+            .await
+            .context("stopping")?;
+        let _ = api_stop_tx.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+        let _ = std::fs::remove_file(&socket_path);
+        stopped?;
+        info!("profilerd stopped");
+        Ok(())
+    })
 }

@@ -22,8 +22,9 @@ pub use record::{
 pub use regs::{UserRegs, UNWIND_REGS_MASK};
 pub use ring::{read_records, RawRecord, RingBuffer, RingStats, HEADER_SIZE};
 pub use session::{
-    defaults, is_privileged, max_sample_rate, online_cpus, paranoid_level, CpuChange, EventChoice,
-    Sampler, SamplerConfig, SessionInfo, SidebandWakeup, StackCapture, Target, MAX_STACK_BYTES,
+    auto_event, defaults, is_privileged, max_sample_rate, online_cpus, paranoid_level, CpuChange,
+    EventChoice, Sampler, SamplerConfig, SessionInfo, SidebandWakeup, StackCapture, Target,
+    MAX_STACK_BYTES,
 };
 
 /// The current time on the clock of the records' timestamps (CLOCK_MONOTONIC, in ns): compare

@@ -270,6 +270,16 @@ fn cpu_difference(opened: &[u32], online: &[u32]) -> (Vec<u32>, Vec<u32>) {
     (missing, gone)
 }
 
+/// The event [`EventChoice::Auto`] picks on this machine: hardware cycles when a counting
+/// probe of them opens, else the software cpu-clock (for a caller that must say which before
+/// it opens a session, such as the daemon's status).
+pub fn auto_event() -> EventKind {
+    match cycles_available() {
+        Ok(()) => EventKind::Cycles,
+        Err(_) => EventKind::CpuClock,
+    }
+}
+
 /// The kernel's perf_event_paranoid level.
 pub fn paranoid_level() -> Option<i32> {
     std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")

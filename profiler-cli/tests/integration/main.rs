@@ -6,6 +6,7 @@
 //! time even though the harness runs tests on several threads.
 
 mod common;
+mod daemon;
 mod errors;
 mod fork_exec;
 mod go;

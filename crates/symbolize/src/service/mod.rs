@@ -66,6 +66,16 @@ impl SymbolFeed {
     }
 }
 
+/// One stack of a window as [`SymbolService::symbolize_stacks`] names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedStack {
+    /// Its frames, outermost first (without the command name; inlined functions are frames of
+    /// their own), as ids of the names in the profile returned with it.
+    pub frames: Vec<FrameId>,
+    /// How many of the last (innermost) frames are kernel frames.
+    pub kernel_frames: u32,
+}
+
 /// Names the frames of normalized windows. Long-lived: what it opened and named for one window
 /// serves the next ones, within its [`Limits`].
 pub struct SymbolService {
@@ -150,6 +160,26 @@ impl SymbolService {
     /// Name every stack of `window` into a profile whose stacks start with the thread's
     /// command name.
     pub fn symbolize(&mut self, window: &NormalizedWindow) -> (Profile, ResolveStats) {
+        self.symbolize_into(window, None)
+    }
+
+    /// As [`SymbolService::symbolize`], and also each stack of `window` on its own, in the
+    /// order of `window.stacks`, with its labels kept apart (for a store that filters by
+    /// process or user): its names are the returned profile's.
+    pub fn symbolize_stacks(
+        &mut self,
+        window: &NormalizedWindow,
+    ) -> (Profile, Vec<NamedStack>, ResolveStats) {
+        let mut named = Vec::with_capacity(window.stacks.len());
+        let (profile, stats) = self.symbolize_into(window, Some(&mut named));
+        (profile, named, stats)
+    }
+
+    fn symbolize_into(
+        &mut self,
+        window: &NormalizedWindow,
+        mut named_stacks: Option<&mut Vec<NamedStack>>,
+    ) -> (Profile, ResolveStats) {
         self.window += 1;
         self.stats = UserSymbolStats::default();
         let now = Instant::now();
@@ -184,6 +214,7 @@ impl SymbolService {
                     unnamed += !named as u64;
                 }
             }
+            let kernel_frames = frames.len() as u32;
             for &frame in user {
                 let named =
                     self.push_user_frames(&mut profile, window, thread, frame, now, &mut frames);
@@ -206,6 +237,12 @@ impl SymbolService {
             frames.push(comm);
             frames.reverse();
             profile.add(&frames, stack.count);
+            if let Some(out) = named_stacks.as_deref_mut() {
+                out.push(NamedStack {
+                    frames: frames[1..].to_vec(),
+                    kernel_frames,
+                });
+            }
         }
         stats.kernel_addresses = kernel_ids.len() as u64;
         self.stats.cache_evictions = self.names.evicted() + self.kernel.evicted() - evicted_before;

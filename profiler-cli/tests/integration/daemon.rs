@@ -1,0 +1,467 @@
+//! profilerd end to end: the daemon on a temporary socket and state directory, the split
+//! workload, and `profctl flamegraph --since` asked of it: shares against the workload's own
+//! measurement; persistence across SIGTERM and restart (same counts, the open slice flushed);
+//! a corrupt slice skipped and reported; access with a real unprivileged user.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::common::*;
+
+/// The daemon binary: `PROFILERD_TEST_BIN`, else beside profctl (built by
+/// `cargo test --workspace`, or `cargo build -p profiler-daemon`).
+fn profilerd() -> PathBuf {
+    if let Some(p) = std::env::var_os("PROFILERD_TEST_BIN").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let path = profctl().with_file_name("profilerd");
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p profiler-daemon` (cargo test --workspace does)",
+        path.display()
+    );
+    path
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// A running profilerd with its own socket, state and cache directories under `dir`.
+struct Daemon {
+    process: Spawned,
+    socket: PathBuf,
+    config: PathBuf,
+}
+
+impl Daemon {
+    fn write_config(dir: &Path, extra: &str) -> PathBuf {
+        let config = dir.join("profilerd.toml");
+        fs::write(
+            &config,
+            format!(
+                "[sampling]\nfrequency = {FREQ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n{extra}",
+                dir.join("state").display(),
+                dir.join("cache").display(),
+                dir.join("profilerd.sock").display()
+            ),
+        )
+        .unwrap();
+        config
+    }
+
+    fn start(config: &Path) -> Daemon {
+        Daemon::start_with(config, &[])
+    }
+
+    fn start_with(config: &Path, env: &[(&str, &Path)]) -> Daemon {
+        let mut cmd = Command::new(profilerd());
+        cmd.arg("--config").arg(config);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let process = Spawned::spawn(cmd, "profilerd");
+        let text = fs::read_to_string(config).unwrap();
+        let socket = text
+            .lines()
+            .find_map(|l| l.strip_prefix("socket = \""))
+            .map(|s| PathBuf::from(s.trim_end_matches('"')))
+            .unwrap();
+        let mut daemon = Daemon {
+            process,
+            socket,
+            config: config.to_path_buf(),
+        };
+        daemon.wait_sampling();
+        daemon
+    }
+
+    /// Waits until the daemon answers and its drain loop runs.
+    fn wait_sampling(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(run) = self.process.wait_timeout(Duration::ZERO) {
+                panic!(
+                    "profilerd exited early ({})\n--- stderr ---\n{}",
+                    run.status, run.stderr
+                );
+            }
+            if let Some(s) = self.status() {
+                if s["sampling"] == "true" {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "profilerd did not start sampling within 30 s"
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `GET /v1/status` as this process's user, as flat `key → value` strings.
+    fn status(&self) -> Option<BTreeMap<String, String>> {
+        let body = http_get(&self.socket, "/v1/status")?;
+        let mut out = BTreeMap::new();
+        for field in body.trim().trim_matches(['{', '}']).split(',') {
+            let (k, v) = field.split_once(':')?;
+            out.insert(
+                k.trim_matches('"').to_string(),
+                v.trim_matches('"').to_string(),
+            );
+        }
+        Some(out)
+    }
+
+    fn number(&self, key: &str) -> u64 {
+        let s = self.status().expect("status");
+        s[key]
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("{key}: {:?}", s[key])) as u64
+    }
+
+    /// Waits until a slice ending at or after `t` (UNIX seconds) is on disk.
+    fn wait_slices_through(&self, t: f64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while (self.number("newest_slice_end_ns") as f64) < t * 1e9 {
+            assert!(
+                Instant::now() < deadline,
+                "no slice through {t} within 30 s: {:?}",
+                self.status()
+            );
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// SIGTERM; the daemon must exit 0 within 30 s. Returns its stderr.
+    fn stop(mut self) -> String {
+        assert!(send_signal(self.process.pid(), "TERM"));
+        let run = self.process.wait_or_panic(Duration::from_secs(30));
+        assert!(
+            run.status.success(),
+            "profilerd exited with {} after SIGTERM\n{}",
+            run.status,
+            run.stderr
+        );
+        run.stderr
+    }
+}
+
+/// A minimal HTTP/1.0 GET over the Unix socket (the test's own client, not profctl's).
+fn http_get(socket: &Path, path: &str) -> Option<String> {
+    let mut s = std::os::unix::net::UnixStream::connect(socket).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: profilerd\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.0 200").then(|| body.to_string())
+}
+
+/// `profctl --socket S flamegraph --since @A --until @B ARGS --folded OUT`, returning the
+/// run and the stacks.
+fn flamegraph(socket: &Path, range: (f64, f64), args: &[&str], out: &Path) -> (Run, Vec<Stack>) {
+    let since = format!("@{:.3}", range.0);
+    let until = format!("@{:.3}", range.1);
+    let mut all: Vec<&str> = vec![
+        "--socket",
+        socket.to_str().unwrap(),
+        "flamegraph",
+        "--since",
+        &since,
+        "--until",
+        &until,
+        "--folded",
+        out.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let run = run_profctl(&all, out.parent().unwrap(), Duration::from_secs(60));
+    run.assert_success(&format!("profctl {}", all.join(" ")));
+    let stacks = read_folded(out);
+    (run, stacks)
+}
+
+fn folded_map(stacks: &[Stack]) -> BTreeMap<String, u64> {
+    stacks.iter().map(|s| (s.line(), s.count)).collect()
+}
+
+#[test]
+fn daemon_history_shares_persistence_and_corrupt_slices() {
+    let _guard = sampling_lock();
+    let w = workloads();
+    let dir = scratch();
+    let config = Daemon::write_config(dir.path(), "");
+    let daemon = Daemon::start(&config);
+
+    // End to end: the split workload's shares, from the history.
+    let measured_path = dir.path().join("measured.txt");
+    let t0 = unix_now();
+    let mut split = Command::new(&w.split);
+    split.arg("2.5").arg(&measured_path);
+    Spawned::spawn(split, "split").wait_or_panic(Duration::from_secs(60));
+    let t1 = unix_now();
+    daemon.wait_slices_through(t1);
+    let range = (t0 - 0.5, t1 + 0.5);
+    let first = dir.path().join("first.folded");
+    let (run, stacks) = flamegraph(&daemon.socket, range, &["--comm", "split"], &first);
+    assert!(run.stderr.contains("via profilerd"), "{}", run.stderr);
+    let measured = read_measured(&measured_path);
+    assert_names(&stacks, "split", &HOT);
+    assert_shares(&stacks, "split", &measured);
+    let before = folded_map(&stacks);
+    assert!(stacks.iter().all(|s| s.comm == "split"));
+
+    // SIGTERM while a burner runs: the open slice is written before the daemon exits.
+    let mut burner = Command::new(&w.burner);
+    burner.arg("30");
+    let burner = Spawned::spawn(burner, "burner");
+    thread::sleep(Duration::from_millis(1500));
+    let stopped_at = unix_now();
+    let config_path = daemon.config.clone();
+    let log = daemon.stop();
+    drop(burner);
+    assert!(log.contains("stopping"), "{log}");
+
+    // Restart: the history is there, with the same counts.
+    let daemon = Daemon::start(&config_path);
+    let newest = daemon.number("newest_slice_end_ns") as f64 / 1e9;
+    assert!(
+        newest >= stopped_at - 0.2,
+        "the slice open at SIGTERM ({stopped_at:.2}) was not written: the newest ends at {newest:.2}"
+    );
+    let again = dir.path().join("again.folded");
+    let (_, stacks) = flamegraph(&daemon.socket, range, &["--comm", "split"], &again);
+    assert_eq!(
+        folded_map(&stacks),
+        before,
+        "the same query after a restart gives other counts"
+    );
+
+    // A truncated slice in the range: skipped, reported and counted; the rest is served.
+    let slices = dir.path().join("state/slices");
+    let mut in_range: Vec<(PathBuf, u64)> = fs::read_dir(&slices)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let (start, _) = name.strip_suffix(".pb.gz")?.split_once('-')?;
+            let start: f64 = start.parse::<u64>().ok()? as f64 / 1e9;
+            (start >= range.0 - 1.0 && start < range.1)
+                .then(|| (e.path(), e.metadata().unwrap().len()))
+        })
+        .collect();
+    in_range.sort_by_key(|(_, len)| std::cmp::Reverse(*len));
+    let (victim, len) = in_range.first().cloned().expect("a slice in the range");
+    let bytes = fs::read(&victim).unwrap();
+    fs::write(&victim, &bytes[..len as usize / 2]).unwrap();
+    let third = dir.path().join("third.folded");
+    let (run, stacks) = flamegraph(&daemon.socket, range, &["--comm", "split"], &third);
+    assert!(
+        run.stderr.contains("1 slices were skipped"),
+        "the corrupt slice was not reported:\n{}",
+        run.stderr
+    );
+    let total = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
+    let after = folded_map(&stacks);
+    assert!(
+        total(&after) < total(&before) && total(&after) > 0,
+        "before {} samples, after {}",
+        total(&before),
+        total(&after)
+    );
+    assert_eq!(daemon.number("corrupt_slices"), 1);
+    let status = run_profctl(
+        ["--socket", daemon.socket.to_str().unwrap(), "status"],
+        dir.path(),
+        Duration::from_secs(30),
+    );
+    status.assert_success("profctl status");
+    assert!(
+        status.stdout.contains("corrupt_slices: 1") && status.stdout.contains("event: "),
+        "{}",
+        status.stdout
+    );
+    let log = daemon.stop();
+    assert!(
+        log.contains("corrupt"),
+        "the corrupt slice is not in the log:\n{log}"
+    );
+}
+
+#[test]
+fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
+    if id(&["-u"]) != Some(0) {
+        eprintln!("skipped: needs root to create a user");
+        return;
+    }
+    let _guard = sampling_lock();
+    let w = workloads();
+    let dir = scratch();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let (uid, gid) = ensure_test_user();
+    let user_dir = dir.path().join("user");
+    fs::create_dir(&user_dir).unwrap();
+    std::os::unix::fs::chown(&user_dir, Some(uid), Some(gid)).unwrap();
+    let config = Daemon::write_config(dir.path(), "");
+    let daemon = Daemon::start(&config);
+
+    let as_user = |program: &Path| {
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .arg("--clear-groups")
+            .arg("--")
+            .arg(program);
+        c.current_dir(&user_dir);
+        c
+    };
+    // The user's split and root's burner, at the same time.
+    let t0 = unix_now();
+    let mut split = as_user(&w.split);
+    split.arg("2");
+    let mut split = Spawned::spawn(split, "split (user)");
+    let mut burner = Command::new(&w.burner);
+    burner.arg("2");
+    let mut burner = Spawned::spawn(burner, "burner (root)");
+    split.wait_or_panic(Duration::from_secs(60));
+    burner.wait_or_panic(Duration::from_secs(60));
+    let t1 = unix_now();
+    daemon.wait_slices_through(t1);
+    let range = (t0 - 0.5, t1 + 0.5);
+
+    // Root sees both, with kernel frames.
+    let (_, root_view) = flamegraph(&daemon.socket, range, &[], &dir.path().join("root.folded"));
+    assert!(
+        comm_total(&root_view, "split") > 0,
+        "{}",
+        comm_summary(&root_view)
+    );
+    assert!(
+        comm_total(&root_view, "burner") > 0,
+        "{}",
+        comm_summary(&root_view)
+    );
+    let kallsyms: HashSet<String> = fs::read_to_string("/proc/kallsyms")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
+        .collect();
+    let kernel_frames = |stacks: &[Stack]| -> Vec<String> {
+        let mut names: Vec<String> = stacks
+            .iter()
+            .flat_map(|s| s.frames.iter())
+            .filter(|f| kallsyms.contains(*f))
+            .cloned()
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    };
+    assert!(
+        !kernel_frames(&root_view).is_empty(),
+        "root's view has no kernel frame:\n{}",
+        top_lines(&root_view, 20)
+    );
+
+    // The user sees their own split, not root's burner, and no kernel frame.
+    let run_user = |args: &[&str], out: &str| -> (Run, Vec<Stack>) {
+        let since = format!("@{:.3}", range.0);
+        let until = format!("@{:.3}", range.1);
+        let mut cmd = as_user(profctl());
+        cmd.args(["--socket", daemon.socket.to_str().unwrap(), "flamegraph"])
+            .args(["--since", &since, "--until", &until, "--folded", out])
+            .args(args);
+        let run = Spawned::spawn(cmd, "profctl (user)").wait_or_panic(Duration::from_secs(60));
+        run.assert_success("profctl flamegraph as the test user");
+        let stacks = read_folded(&user_dir.join(out));
+        (run, stacks)
+    };
+    let (run, user_view) = run_user(&[], "user.folded");
+    assert!(run.stderr.contains("user space only"), "{}", run.stderr);
+    assert!(
+        comm_total(&user_view, "split") > 0,
+        "{}",
+        comm_summary(&user_view)
+    );
+    assert_names(&user_view, "split", &["hot_a"]);
+    assert_eq!(
+        comm_total(&user_view, "burner"),
+        0,
+        "the user sees root's process:\n{}",
+        comm_summary(&user_view)
+    );
+    assert!(
+        kernel_frames(&user_view).is_empty(),
+        "the user sees kernel frames: {:?}",
+        kernel_frames(&user_view)
+    );
+    // Asking for root's processes by uid or command gives nothing.
+    let (_, by_uid) = run_user(&["--uid", "0"], "uid0.folded");
+    assert!(by_uid.is_empty(), "{}", top_lines(&by_uid, 10));
+    let (_, by_comm) = run_user(&["--comm", "burner"], "burner.folded");
+    assert!(by_comm.is_empty(), "{}", top_lines(&by_comm, 10));
+    // Root sees the user's process, kernel frames included when it made any.
+    let (_, root_split) = flamegraph(
+        &daemon.socket,
+        range,
+        &["--uid", &uid.to_string()],
+        &dir.path().join("root-user.folded"),
+    );
+    assert!(comm_total(&root_split, "split") >= comm_total(&user_view, "split"));
+    daemon.stop();
+}
+
+#[test]
+fn daemon_tells_systemd_ready_watchdog_and_stopping() {
+    let _guard = sampling_lock();
+    let dir = scratch();
+    let config = Daemon::write_config(dir.path(), "");
+    let notify_path = dir.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let watchdog_usec = dir.path().join("2000000");
+    let daemon = Daemon::start_with(
+        &config,
+        &[
+            ("NOTIFY_SOCKET", notify_path.as_path()),
+            // A path's last component as the value: Command::env takes OsStr.
+            (
+                "WATCHDOG_USEC",
+                Path::new(watchdog_usec.file_name().unwrap()),
+            ),
+        ],
+    );
+    let mut seen: Vec<String> = Vec::new();
+    let read_until = |want: &str, limit: Duration, seen: &mut Vec<String>| {
+        let deadline = Instant::now() + limit;
+        let mut buf = [0u8; 4096];
+        while Instant::now() < deadline {
+            if let Ok(n) = notify.recv(&mut buf) {
+                let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+                seen.extend(text.lines().map(String::from));
+                if seen.iter().any(|l| l == want) {
+                    return;
+                }
+            }
+        }
+        panic!("no {want} within {limit:?}; seen: {seen:?}");
+    };
+    read_until("READY=1", Duration::from_secs(10), &mut seen);
+    read_until("WATCHDOG=1", Duration::from_secs(5), &mut seen);
+    let ready_at = seen.iter().position(|l| l == "READY=1").unwrap();
+    let watchdog_at = seen.iter().position(|l| l == "WATCHDOG=1").unwrap();
+    assert!(ready_at < watchdog_at, "{seen:?}");
+    daemon.stop();
+    read_until("STOPPING=1", Duration::from_secs(1), &mut seen);
+}

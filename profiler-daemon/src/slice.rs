@@ -1,0 +1,406 @@
+//! A slice: the named stacks of one time window, with their labels, and its file format
+//! (a gzipped pprof profile; see docs/daemon.md, "Slice format").
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+
+use prost::Message;
+
+use crate::pprof;
+
+/// Format version, in the profile's first comment (`profilerd slice v1`).
+pub const FORMAT_COMMENT: &str = "profilerd slice v1";
+
+/// Largest slice file read back, compressed and decompressed (a bound on what a corrupt or
+/// planted file can cost).
+pub const MAX_SLICE_BYTES: u64 = 256 << 20;
+
+/// One time window of named stacks.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Slice {
+    /// Start of the window, UNIX time in ns.
+    pub start_ns: u64,
+    /// End of the window (exclusive), UNIX time in ns.
+    pub end_ns: u64,
+    /// Nanoseconds of CPU time one sample stands for (1e9 / frequency).
+    pub period_ns: u64,
+    /// Frame names, indexed by [`SliceStack::frames`].
+    pub names: Vec<String>,
+    /// The stacks.
+    pub stacks: Vec<SliceStack>,
+}
+
+/// One stack of a slice with its labels.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SliceStack {
+    /// Frames, outermost first, as indices into [`Slice::names`].
+    pub frames: Vec<u32>,
+    /// How many of the last (innermost) frames are kernel frames.
+    pub kernel_frames: u32,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// The process's start (its FORK record's time, monotonic ns; 0 when it was running before
+    /// sampling began): with pid, names one process across pid reuse.
+    pub process_start: u64,
+    /// The thread's command name, if known.
+    pub comm: Option<String>,
+    /// The process's effective uid, if known.
+    pub uid: Option<u32>,
+    /// Samples.
+    pub count: u64,
+}
+
+impl Slice {
+    /// Samples in the slice.
+    pub fn samples(&self) -> u64 {
+        self.stacks.iter().map(|s| s.count).sum()
+    }
+
+    /// The slice as a pprof profile.
+    pub fn to_pprof(&self) -> pprof::Profile {
+        let mut strings = Strings::default();
+        strings.get(""); // index 0 is always ""
+        let samples_t = strings.get("samples");
+        let count_u = strings.get("count");
+        let cpu_t = strings.get("cpu");
+        let ns_u = strings.get("nanoseconds");
+        let kernel_file = strings.get("[kernel.kallsyms]");
+        let comment = strings.get(FORMAT_COMMENT);
+        let keys = LabelKeys {
+            pid: strings.get("pid"),
+            tid: strings.get("tid"),
+            process_start: strings.get("process_start"),
+            comm: strings.get("comm"),
+            uid: strings.get("uid"),
+            kernel_frames: strings.get("kernel_frames"),
+        };
+        let mut function = Vec::with_capacity(self.names.len());
+        for (i, name) in self.names.iter().enumerate() {
+            let name = strings.get(name);
+            function.push(pprof::Function {
+                id: i as u64 + 1,
+                name,
+                system_name: name,
+                ..Default::default()
+            });
+        }
+        // One location per (name, kernel or not); kernel ones in the kernel mapping.
+        let mut locations: HashMap<(u32, bool), u64> = HashMap::new();
+        let mut location = Vec::new();
+        let mut sample = Vec::with_capacity(self.stacks.len());
+        for stack in &self.stacks {
+            let n = stack.frames.len();
+            let kernel_from = n - (stack.kernel_frames as usize).min(n);
+            let mut ids = Vec::with_capacity(n);
+            for (i, &frame) in stack.frames.iter().enumerate().rev() {
+                let kernel = i >= kernel_from;
+                let next = location.len() as u64 + 1;
+                let id = *locations.entry((frame, kernel)).or_insert(next);
+                if id == next {
+                    location.push(pprof::Location {
+                        id,
+                        mapping_id: kernel as u64,
+                        line: vec![pprof::Line {
+                            function_id: frame as u64 + 1,
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    });
+                }
+                ids.push(id);
+            }
+            let num = |key, num| pprof::Label {
+                key,
+                num,
+                ..Default::default()
+            };
+            let mut label = vec![
+                num(keys.pid, stack.pid as i64),
+                num(keys.tid, stack.tid as i64),
+                pprof::Label {
+                    num_unit: ns_u,
+                    ..num(keys.process_start, stack.process_start as i64)
+                },
+                num(keys.kernel_frames, stack.kernel_frames as i64),
+            ];
+            if let Some(uid) = stack.uid {
+                label.push(num(keys.uid, uid as i64));
+            }
+            if let Some(comm) = &stack.comm {
+                label.push(pprof::Label {
+                    key: keys.comm,
+                    str: strings.get(comm),
+                    ..Default::default()
+                });
+            }
+            sample.push(pprof::Sample {
+                location_id: ids,
+                value: vec![
+                    stack.count as i64,
+                    stack.count.saturating_mul(self.period_ns) as i64,
+                ],
+                label,
+            });
+        }
+        pprof::Profile {
+            sample_type: vec![
+                pprof::ValueType {
+                    r#type: samples_t,
+                    unit: count_u,
+                },
+                pprof::ValueType {
+                    r#type: cpu_t,
+                    unit: ns_u,
+                },
+            ],
+            sample,
+            mapping: vec![pprof::Mapping {
+                id: 1,
+                filename: kernel_file,
+                has_functions: true,
+                ..Default::default()
+            }],
+            location,
+            function,
+            string_table: strings.table,
+            time_nanos: self.start_ns as i64,
+            duration_nanos: self.end_ns.saturating_sub(self.start_ns) as i64,
+            period_type: Some(pprof::ValueType {
+                r#type: cpu_t,
+                unit: ns_u,
+            }),
+            period: self.period_ns as i64,
+            comment: vec![comment],
+            ..Default::default()
+        }
+    }
+
+    /// The slice file's bytes: the pprof profile, gzipped.
+    pub fn encode(&self) -> Vec<u8> {
+        let raw = self.to_pprof().encode_to_vec();
+        let mut gz = flate2::write::GzEncoder::new(
+            Vec::with_capacity(raw.len() / 4),
+            flate2::Compression::default(),
+        );
+        gz.write_all(&raw).expect("writing to memory");
+        gz.finish().expect("writing to memory")
+    }
+
+    /// A slice from a slice file's bytes; a truncated or corrupt file (gzip CRC or length,
+    /// protobuf, or references out of range) is an error.
+    pub fn decode(bytes: &[u8]) -> Result<Slice, SliceError> {
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .take(MAX_SLICE_BYTES + 1)
+            .read_to_end(&mut raw)
+            .map_err(|e| SliceError::Gzip(e.to_string()))?;
+        if raw.len() as u64 > MAX_SLICE_BYTES {
+            return Err(SliceError::TooLarge);
+        }
+        let profile = pprof::Profile::decode(raw.as_slice())
+            .map_err(|e| SliceError::Protobuf(e.to_string()))?;
+        Slice::from_pprof(&profile)
+    }
+
+    /// A slice from a pprof profile written by [`Slice::to_pprof`].
+    pub fn from_pprof(p: &pprof::Profile) -> Result<Slice, SliceError> {
+        let string = |i: i64| -> Result<&str, SliceError> {
+            usize::try_from(i)
+                .ok()
+                .and_then(|i| p.string_table.get(i))
+                .map(String::as_str)
+                .ok_or(SliceError::Invalid("a string index out of range"))
+        };
+        if p.comment.first().map(|&c| string(c)).transpose()? != Some(FORMAT_COMMENT) {
+            return Err(SliceError::Invalid("not a profilerd v1 slice"));
+        }
+        let mut names = Vec::with_capacity(p.function.len());
+        for (i, f) in p.function.iter().enumerate() {
+            if f.id != i as u64 + 1 {
+                return Err(SliceError::Invalid("function ids out of order"));
+            }
+            names.push(string(f.name)?.to_string());
+        }
+        let mut location_function = Vec::with_capacity(p.location.len());
+        for (i, l) in p.location.iter().enumerate() {
+            let function = l.line.first().map(|l| l.function_id).unwrap_or(0);
+            if l.id != i as u64 + 1 || function == 0 || function > names.len() as u64 {
+                return Err(SliceError::Invalid(
+                    "a location out of order or out of range",
+                ));
+            }
+            location_function.push(function as u32 - 1);
+        }
+        let mut stacks = Vec::with_capacity(p.sample.len());
+        for s in &p.sample {
+            let mut frames = Vec::with_capacity(s.location_id.len());
+            for &id in s.location_id.iter().rev() {
+                let f = usize::try_from(id)
+                    .ok()
+                    .and_then(|id| id.checked_sub(1))
+                    .and_then(|i| location_function.get(i))
+                    .ok_or(SliceError::Invalid("a sample's location out of range"))?;
+                frames.push(*f);
+            }
+            let count =
+                s.value
+                    .first()
+                    .copied()
+                    .filter(|&c| c >= 0)
+                    .ok_or(SliceError::Invalid("a sample without a count"))? as u64;
+            let mut stack = SliceStack {
+                frames,
+                count,
+                ..Default::default()
+            };
+            for label in &s.label {
+                let num = u32::try_from(label.num).ok();
+                match string(label.key)? {
+                    "pid" => stack.pid = num.unwrap_or(0),
+                    "tid" => stack.tid = num.unwrap_or(0),
+                    "uid" => stack.uid = num,
+                    "process_start" => stack.process_start = label.num.max(0) as u64,
+                    "kernel_frames" => {
+                        stack.kernel_frames = num.unwrap_or(0).min(stack.frames.len() as u32)
+                    }
+                    "comm" => stack.comm = Some(string(label.str)?.to_string()),
+                    _ => {}
+                }
+            }
+            stacks.push(stack);
+        }
+        Ok(Slice {
+            start_ns: p.time_nanos.max(0) as u64,
+            end_ns: (p.time_nanos.max(0) as u64).saturating_add(p.duration_nanos.max(0) as u64),
+            period_ns: p.period.max(0) as u64,
+            names,
+            stacks,
+        })
+    }
+}
+
+/// Why a slice file could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum SliceError {
+    /// Not gzip, truncated, or a CRC mismatch.
+    #[error("gzip: {0}")]
+    Gzip(String),
+    /// Larger than [`MAX_SLICE_BYTES`] decompressed.
+    #[error("larger than {} MiB decompressed", MAX_SLICE_BYTES >> 20)]
+    TooLarge,
+    /// Not a pprof profile.
+    #[error("protobuf: {0}")]
+    Protobuf(String),
+    /// A pprof profile, but not one profilerd wrote, or inconsistent.
+    #[error("{0}")]
+    Invalid(&'static str),
+}
+
+struct LabelKeys {
+    pid: i64,
+    tid: i64,
+    process_start: i64,
+    comm: i64,
+    uid: i64,
+    kernel_frames: i64,
+}
+
+#[derive(Default)]
+struct Strings {
+    table: Vec<String>,
+    ids: HashMap<String, i64>,
+}
+
+impl Strings {
+    fn get(&mut self, s: &str) -> i64 {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.table.len() as i64;
+        self.table.push(s.to_string());
+        self.ids.insert(s.to_string(), id);
+        id
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn example(start_ns: u64) -> Slice {
+        Slice {
+            start_ns,
+            end_ns: start_ns + 10_000_000_000,
+            period_ns: 10_101_010,
+            names: [
+                "main",
+                "work",
+                "hot_a",
+                "entry_SYSCALL_64",
+                "do_sys",
+                "[truncated]",
+            ]
+            .map(String::from)
+            .to_vec(),
+            stacks: vec![
+                SliceStack {
+                    frames: vec![0, 1, 2],
+                    kernel_frames: 0,
+                    pid: 100,
+                    tid: 101,
+                    process_start: 5,
+                    comm: Some("split".into()),
+                    uid: Some(1000),
+                    count: 30,
+                },
+                SliceStack {
+                    frames: vec![5, 0, 3, 4],
+                    kernel_frames: 2,
+                    pid: 200,
+                    tid: 200,
+                    process_start: 0,
+                    comm: None,
+                    uid: None,
+                    count: 7,
+                },
+                SliceStack {
+                    // "main" also as a kernel frame: its own location.
+                    frames: vec![0, 0],
+                    kernel_frames: 1,
+                    pid: 1,
+                    tid: 1,
+                    process_start: 0,
+                    comm: Some("init".into()),
+                    uid: Some(0),
+                    count: 1,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn a_slice_round_trips() {
+        let slice = example(1_700_000_000_000_000_000);
+        let bytes = slice.encode();
+        assert_eq!(Slice::decode(&bytes).unwrap(), slice);
+        assert_eq!(slice.samples(), 38);
+    }
+
+    #[test]
+    fn truncated_and_corrupt_files_are_errors() {
+        let bytes = example(1).encode();
+        for cut in [0, 1, 10, bytes.len() / 2, bytes.len() - 1] {
+            assert!(Slice::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut flipped = bytes.clone();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 0x55;
+        assert!(Slice::decode(&flipped).is_err());
+        // Valid gzip of something that is not a slice.
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(b"\x0a\x02\x08\x01garbage").unwrap();
+        assert!(Slice::decode(&gz.finish().unwrap()).is_err());
+    }
+}

@@ -1,0 +1,355 @@
+//! Local history: one file per slice under `<state_dir>/slices/`, named
+//! `<start_ns>-<end_ns>.pb.gz` (UNIX ns), written atomically (a temporary name, fsync, rename,
+//! fsync of the directory), and an in-memory index of them by time, rebuilt from the directory
+//! at start without reading the files. Retention by age and bytes runs after each write and at
+//! start. A file that cannot be read back is skipped, reported, counted, and renamed aside
+//! (`.corrupt`, the newest 16 kept).
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use crate::slice::{Slice, SliceError, MAX_SLICE_BYTES};
+
+/// Corrupt files kept aside for inspection; older ones are deleted.
+const CORRUPT_KEPT: usize = 16;
+
+/// One stored slice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceMeta {
+    /// Start, UNIX ns.
+    pub start_ns: u64,
+    /// End (exclusive), UNIX ns.
+    pub end_ns: u64,
+    /// File size.
+    pub bytes: u64,
+}
+
+/// The slices on disk, by start time; shared between the writer and the API.
+#[derive(Debug, Default)]
+struct Index {
+    slices: BTreeMap<(u64, u64), u64>,
+    bytes: u64,
+}
+
+/// Counters of the store.
+#[derive(Debug, Default)]
+pub struct StoreCounters {
+    /// Slices written since start.
+    pub written: AtomicU64,
+    /// Writes that failed (a full disk: the slice is kept in memory and written later).
+    pub write_errors: AtomicU64,
+    /// Slice files found unreadable (corrupt or truncated) since start.
+    pub corrupt: AtomicU64,
+    /// Slices deleted by retention since start.
+    pub expired: AtomicU64,
+}
+
+/// The slice store.
+pub struct Store {
+    dir: PathBuf,
+    index: Mutex<Index>,
+    max_age: Duration,
+    max_bytes: u64,
+    /// Counters, for status and metrics.
+    pub counters: StoreCounters,
+}
+
+/// A query's selection of slices.
+pub struct Selection {
+    /// The slices overlapping the range, oldest first.
+    pub slices: Vec<SliceMeta>,
+}
+
+impl Store {
+    /// Open (creating) the store under `state_dir`, index what is there, delete temporary
+    /// files left by a crash, and apply retention as of `now_ns`.
+    pub fn open(
+        state_dir: &Path,
+        max_age: Duration,
+        max_bytes: u64,
+        now_ns: u64,
+    ) -> std::io::Result<Arc<Store>> {
+        let dir = state_dir.join("slices");
+        fs::create_dir_all(&dir)?;
+        let mut index = Index::default();
+        let mut corrupt = Vec::new();
+        for entry in fs::read_dir(&dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with(".tmp-") {
+                let _ = fs::remove_file(entry.path());
+                continue;
+            }
+            if name.ends_with(".corrupt") {
+                corrupt.push((
+                    entry.metadata().and_then(|m| m.modified()).ok(),
+                    entry.path(),
+                ));
+                continue;
+            }
+            let (Some(key), Ok(meta)) = (parse_name(name), entry.metadata()) else {
+                continue;
+            };
+            if meta.is_file() {
+                index.bytes += meta.len();
+                index.slices.insert(key, meta.len());
+            }
+        }
+        corrupt.sort();
+        let excess = corrupt.len().saturating_sub(CORRUPT_KEPT);
+        for (_, path) in corrupt.drain(..excess) {
+            let _ = fs::remove_file(path);
+        }
+        info!(
+            slices = index.slices.len(),
+            bytes = index.bytes,
+            dir = %dir.display(),
+            "history loaded"
+        );
+        let store = Arc::new(Store {
+            dir,
+            index: Mutex::new(index),
+            max_age,
+            max_bytes,
+            counters: StoreCounters::default(),
+        });
+        store.apply_retention(now_ns);
+        Ok(store)
+    }
+
+    /// Slices and bytes kept.
+    pub fn totals(&self) -> (usize, u64) {
+        let index = self.index.lock().expect("store index");
+        (index.slices.len(), index.bytes)
+    }
+
+    /// End of the newest slice kept (UNIX ns), 0 when none.
+    pub fn newest_end(&self) -> u64 {
+        let index = self.index.lock().expect("store index");
+        index.slices.keys().map(|&(_, end)| end).max().unwrap_or(0)
+    }
+
+    fn path_of(&self, start_ns: u64, end_ns: u64) -> PathBuf {
+        self.dir.join(format!("{start_ns}-{end_ns}.pb.gz"))
+    }
+
+    /// Write `slice` atomically and index it; then apply retention as of `now_ns`.
+    pub fn write(&self, slice: &Slice, now_ns: u64) -> std::io::Result<SliceMeta> {
+        let bytes = slice.encode();
+        let path = self.path_of(slice.start_ns, slice.end_ns);
+        let tmp = self
+            .dir
+            .join(format!(".tmp-{}-{}", slice.start_ns, std::process::id()));
+        let result = (|| {
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o640)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&tmp)?;
+            file.write_all(&bytes)?;
+            file.sync_all()?;
+            fs::rename(&tmp, &path)?;
+            File::open(&self.dir)?.sync_all()
+        })();
+        if let Err(err) = result {
+            let _ = fs::remove_file(&tmp);
+            self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(err);
+        }
+        {
+            let mut index = self.index.lock().expect("store index");
+            let key = (slice.start_ns, slice.end_ns);
+            if let Some(old) = index.slices.insert(key, bytes.len() as u64) {
+                index.bytes -= old;
+            }
+            index.bytes += bytes.len() as u64;
+        }
+        self.counters.written.fetch_add(1, Ordering::Relaxed);
+        self.apply_retention(now_ns);
+        Ok(SliceMeta {
+            start_ns: slice.start_ns,
+            end_ns: slice.end_ns,
+            bytes: bytes.len() as u64,
+        })
+    }
+
+    /// Delete slices that ended before `now_ns - max_age`, then the oldest while the total is
+    /// over `max_bytes`.
+    pub fn apply_retention(&self, now_ns: u64) {
+        let oldest_kept = now_ns.saturating_sub(self.max_age.as_nanos() as u64);
+        let mut doomed = Vec::new();
+        {
+            let mut index = self.index.lock().expect("store index");
+            while let Some((&key, &bytes)) = index.slices.iter().next() {
+                let expired = key.1 < oldest_kept;
+                if !expired && index.bytes <= self.max_bytes {
+                    break;
+                }
+                index.slices.remove(&key);
+                index.bytes -= bytes;
+                doomed.push(key);
+            }
+        }
+        for (start, end) in doomed {
+            self.counters.expired.fetch_add(1, Ordering::Relaxed);
+            if let Err(err) = fs::remove_file(self.path_of(start, end)) {
+                warn!(%err, "cannot delete an expired slice");
+            }
+        }
+    }
+
+    /// The slices overlapping `[since_ns, until_ns)`, oldest first.
+    pub fn select(&self, since_ns: u64, until_ns: u64) -> Selection {
+        let index = self.index.lock().expect("store index");
+        let slices = index
+            .slices
+            .iter()
+            .filter(|(&(start, end), _)| start < until_ns && end > since_ns)
+            .map(|(&(start_ns, end_ns), &bytes)| SliceMeta {
+                start_ns,
+                end_ns,
+                bytes,
+            })
+            .collect();
+        Selection { slices }
+    }
+
+    /// Read one slice back. `Ok(None)`: deleted meanwhile (retention). A corrupt or truncated
+    /// file is logged, counted, taken out of the index and renamed aside, and is an error.
+    pub fn read(&self, meta: &SliceMeta) -> Result<Option<Slice>, SliceError> {
+        let path = self.path_of(meta.start_ns, meta.end_ns);
+        let bytes = match read_bounded(&path) {
+            Ok(b) => b,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(SliceError::Gzip(err.to_string())),
+        };
+        match Slice::decode(&bytes) {
+            Ok(slice) => Ok(Some(slice)),
+            Err(err) => {
+                self.counters.corrupt.fetch_add(1, Ordering::Relaxed);
+                warn!(file = %path.display(), %err, "skipping a corrupt slice file (renamed to .corrupt)");
+                {
+                    let mut index = self.index.lock().expect("store index");
+                    if let Some(b) = index.slices.remove(&(meta.start_ns, meta.end_ns)) {
+                        index.bytes -= b;
+                    }
+                }
+                let mut aside = path.clone().into_os_string();
+                aside.push(".corrupt");
+                let _ = fs::rename(&path, aside);
+                Err(err)
+            }
+        }
+    }
+}
+
+/// A file's bytes, refusing one larger than [`MAX_SLICE_BYTES`]; never follows a symlink.
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SLICE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_SLICE_BYTES {
+        return Err(std::io::Error::other("larger than the largest slice"));
+    }
+    Ok(bytes)
+}
+
+/// `(start, end)` of a slice file name.
+fn parse_name(name: &str) -> Option<(u64, u64)> {
+    let stem = name.strip_suffix(".pb.gz")?;
+    let (start, end) = stem.split_once('-')?;
+    let (start, end) = (start.parse().ok()?, end.parse().ok()?);
+    (start < end).then_some((start, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slice::tests::example;
+
+    const S: u64 = 1_000_000_000;
+    const T0: u64 = 1_700_000_000 * S;
+
+    #[test]
+    fn written_slices_are_indexed_reloaded_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = Duration::from_secs(86_400);
+        let store = Store::open(dir.path(), day, 1 << 30, T0).unwrap();
+        for i in 0..3 {
+            store.write(&example(T0 + i * 10 * S), T0 + 40 * S).unwrap();
+        }
+        assert_eq!(store.totals().0, 3);
+        // A crash left a temporary file: deleted at start, not indexed.
+        fs::write(dir.path().join("slices/.tmp-5-1"), b"half").unwrap();
+        drop(store);
+        let store = Store::open(dir.path(), day, 1 << 30, T0 + 40 * S).unwrap();
+        assert_eq!(store.totals().0, 3);
+        assert!(!dir.path().join("slices/.tmp-5-1").exists());
+        let sel = store.select(T0 + 15 * S, T0 + 25 * S);
+        assert_eq!(sel.slices.len(), 2);
+        let back = store.read(&sel.slices[0]).unwrap().unwrap();
+        assert_eq!(back, example(T0 + 10 * S));
+        assert_eq!(store.newest_end(), T0 + 30 * S);
+    }
+
+    #[test]
+    fn retention_by_age_and_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Duration::from_secs(60), 1 << 30, T0).unwrap();
+        for i in 0..10 {
+            store.write(&example(T0 + i * 10 * S), T0).unwrap();
+        }
+        assert_eq!(store.totals().0, 10);
+        // At T0 + 120 s, slices that ended before T0 + 60 s go.
+        store.apply_retention(T0 + 120 * S);
+        assert_eq!(store.totals().0, 5);
+        assert_eq!(fs::read_dir(dir.path().join("slices")).unwrap().count(), 5);
+        let one = store.totals().1 / 5;
+        let store = Store::open(
+            dir.path(),
+            Duration::from_secs(86_400),
+            one * 2 + one / 2,
+            T0,
+        )
+        .unwrap();
+        assert_eq!(store.totals().0, 2);
+        assert_eq!(store.select(0, u64::MAX).slices[0].start_ns, T0 + 80 * S);
+    }
+
+    #[test]
+    fn a_corrupt_slice_is_skipped_counted_and_set_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = Duration::from_secs(86_400);
+        let store = Store::open(dir.path(), day, 1 << 30, T0).unwrap();
+        store.write(&example(T0), T0).unwrap();
+        let meta = store.write(&example(T0 + 10 * S), T0).unwrap();
+        let path = dir
+            .path()
+            .join(format!("slices/{}-{}.pb.gz", meta.start_ns, meta.end_ns));
+        let bytes = fs::read(&path).unwrap();
+        fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        let sel = store.select(0, u64::MAX);
+        assert!(store.read(&sel.slices[0]).unwrap().is_some());
+        assert!(store.read(&sel.slices[1]).is_err());
+        assert_eq!(store.counters.corrupt.load(Ordering::Relaxed), 1);
+        assert_eq!(store.totals().0, 1);
+        assert!(!path.exists());
+        let mut aside = path.into_os_string();
+        aside.push(".corrupt");
+        assert!(Path::new(&aside).exists());
+    }
+}
