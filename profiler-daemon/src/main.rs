@@ -7,7 +7,6 @@
 mod api;
 mod config;
 mod daemon;
-mod pprof;
 mod query;
 mod slice;
 mod store;

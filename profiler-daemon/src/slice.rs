@@ -2,18 +2,15 @@
 //! (a gzipped pprof profile; see docs/daemon.md, "Slice format").
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
 
-use prost::Message;
-
-use crate::pprof;
+use pprof::proto;
 
 /// Format version, in the profile's first comment (`profilerd slice v1`).
 pub const FORMAT_COMMENT: &str = "profilerd slice v1";
 
 /// Largest slice file read back, compressed and decompressed (a bound on what a corrupt or
-/// planted file can cost).
-pub const MAX_SLICE_BYTES: u64 = 256 << 20;
+/// planted file can cost): the pprof crate's bound.
+pub const MAX_SLICE_BYTES: u64 = pprof::MAX_DECOMPRESSED_BYTES;
 
 /// One time window of named stacks.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -59,7 +56,7 @@ impl Slice {
     }
 
     /// The slice as a pprof profile.
-    pub fn to_pprof(&self) -> pprof::Profile {
+    pub fn to_pprof(&self) -> proto::Profile {
         let mut strings = Strings::default();
         strings.get(""); // index 0 is always ""
         let samples_t = strings.get("samples");
@@ -79,7 +76,7 @@ impl Slice {
         let mut function = Vec::with_capacity(self.names.len());
         for (i, name) in self.names.iter().enumerate() {
             let name = strings.get(name);
-            function.push(pprof::Function {
+            function.push(proto::Function {
                 id: i as u64 + 1,
                 name,
                 system_name: name,
@@ -99,10 +96,10 @@ impl Slice {
                 let next = location.len() as u64 + 1;
                 let id = *locations.entry((frame, kernel)).or_insert(next);
                 if id == next {
-                    location.push(pprof::Location {
+                    location.push(proto::Location {
                         id,
                         mapping_id: kernel as u64,
-                        line: vec![pprof::Line {
+                        line: vec![proto::Line {
                             function_id: frame as u64 + 1,
                             ..Default::default()
                         }],
@@ -111,7 +108,7 @@ impl Slice {
                 }
                 ids.push(id);
             }
-            let num = |key, num| pprof::Label {
+            let num = |key, num| proto::Label {
                 key,
                 num,
                 ..Default::default()
@@ -119,7 +116,7 @@ impl Slice {
             let mut label = vec![
                 num(keys.pid, stack.pid as i64),
                 num(keys.tid, stack.tid as i64),
-                pprof::Label {
+                proto::Label {
                     num_unit: ns_u,
                     ..num(keys.process_start, stack.process_start as i64)
                 },
@@ -129,13 +126,13 @@ impl Slice {
                 label.push(num(keys.uid, uid as i64));
             }
             if let Some(comm) = &stack.comm {
-                label.push(pprof::Label {
+                label.push(proto::Label {
                     key: keys.comm,
                     str: strings.get(comm),
                     ..Default::default()
                 });
             }
-            sample.push(pprof::Sample {
+            sample.push(proto::Sample {
                 location_id: ids,
                 value: vec![
                     stack.count as i64,
@@ -144,19 +141,19 @@ impl Slice {
                 label,
             });
         }
-        pprof::Profile {
+        proto::Profile {
             sample_type: vec![
-                pprof::ValueType {
+                proto::ValueType {
                     r#type: samples_t,
                     unit: count_u,
                 },
-                pprof::ValueType {
+                proto::ValueType {
                     r#type: cpu_t,
                     unit: ns_u,
                 },
             ],
             sample,
-            mapping: vec![pprof::Mapping {
+            mapping: vec![proto::Mapping {
                 id: 1,
                 filename: kernel_file,
                 has_functions: true,
@@ -167,7 +164,7 @@ impl Slice {
             string_table: strings.table,
             time_nanos: self.start_ns as i64,
             duration_nanos: self.end_ns.saturating_sub(self.start_ns) as i64,
-            period_type: Some(pprof::ValueType {
+            period_type: Some(proto::ValueType {
                 r#type: cpu_t,
                 unit: ns_u,
             }),
@@ -179,33 +176,22 @@ impl Slice {
 
     /// The slice file's bytes: the pprof profile, gzipped.
     pub fn encode(&self) -> Vec<u8> {
-        let raw = self.to_pprof().encode_to_vec();
-        let mut gz = flate2::write::GzEncoder::new(
-            Vec::with_capacity(raw.len() / 4),
-            flate2::Compression::default(),
-        );
-        gz.write_all(&raw).expect("writing to memory");
-        gz.finish().expect("writing to memory")
+        pprof::encode_gz(&self.to_pprof())
     }
 
     /// A slice from a slice file's bytes; a truncated or corrupt file (gzip CRC or length,
     /// protobuf, or references out of range) is an error.
     pub fn decode(bytes: &[u8]) -> Result<Slice, SliceError> {
-        let mut raw = Vec::new();
-        flate2::read::GzDecoder::new(bytes)
-            .take(MAX_SLICE_BYTES + 1)
-            .read_to_end(&mut raw)
-            .map_err(|e| SliceError::Gzip(e.to_string()))?;
-        if raw.len() as u64 > MAX_SLICE_BYTES {
-            return Err(SliceError::TooLarge);
-        }
-        let profile = pprof::Profile::decode(raw.as_slice())
-            .map_err(|e| SliceError::Protobuf(e.to_string()))?;
+        let profile = pprof::decode(bytes).map_err(|e| match e {
+            pprof::PprofError::TooLarge { .. } => SliceError::TooLarge,
+            pprof::PprofError::Gzip(e) => SliceError::Gzip(e.to_string()),
+            other => SliceError::Protobuf(other.to_string()),
+        })?;
         Slice::from_pprof(&profile)
     }
 
     /// A slice from a pprof profile written by [`Slice::to_pprof`].
-    pub fn from_pprof(p: &pprof::Profile) -> Result<Slice, SliceError> {
+    pub fn from_pprof(p: &proto::Profile) -> Result<Slice, SliceError> {
         let string = |i: i64| -> Result<&str, SliceError> {
             usize::try_from(i)
                 .ok()
@@ -388,6 +374,17 @@ pub(crate) mod tests {
         assert_eq!(slice.samples(), 38);
     }
 
+    /// A slice file written before the pprof code moved to the `pprof` crate (by the
+    /// daemon's own hand-written prost types): it must still load, whole.
+    #[test]
+    fn slices_written_by_the_old_code_still_load() {
+        let old = include_bytes!("../tests/fixtures/slice-v1.pb.gz");
+        let slice = Slice::decode(old).unwrap();
+        assert_eq!(slice, example(1_700_000_000_000_000_000));
+        // And the same slice written now reads back the same.
+        assert_eq!(Slice::decode(&slice.encode()).unwrap(), slice);
+    }
+
     #[test]
     fn truncated_and_corrupt_files_are_errors() {
         let bytes = example(1).encode();
@@ -399,6 +396,7 @@ pub(crate) mod tests {
         flipped[mid] ^= 0x55;
         assert!(Slice::decode(&flipped).is_err());
         // Valid gzip of something that is not a slice.
+        use std::io::Write;
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         gz.write_all(b"\x0a\x02\x08\x01garbage").unwrap();
         assert!(Slice::decode(&gz.finish().unwrap()).is_err());
