@@ -204,7 +204,10 @@ impl OutputFormat {
             return f;
         }
         let name = path.to_string_lossy();
-        if [".pb.gz", ".pb", ".pprof"].iter().any(|e| name.ends_with(e)) {
+        if [".pb.gz", ".pb", ".pprof"]
+            .iter()
+            .any(|e| name.ends_with(e))
+        {
             OutputFormat::Pprof
         } else {
             OutputFormat::Svg

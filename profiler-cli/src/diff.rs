@@ -195,7 +195,10 @@ pub fn run(args: &DiffArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCo
     let after = load_side(after_file, args.after, &filter, socket)?;
     for side in [&before, &after] {
         if side.profile.total() == 0 {
-            bail!("{} holds no samples; there is nothing to compare", side.what);
+            bail!(
+                "{} holds no samples; there is nothing to compare",
+                side.what
+            );
         }
     }
     // inferno's differential folding: `stack before after` lines, BEFORE scaled to AFTER's

@@ -5,6 +5,7 @@ mod daemon_client;
 mod diff;
 mod input;
 mod output;
+mod pprof_out;
 mod record;
 mod symbolize_cmd;
 mod top;

@@ -186,9 +186,15 @@ mod tests {
         p.add(&[app, main, rec], 1);
         let rows = function_counts(&p, true);
         let get = |n: &str| rows.iter().find(|r| r.name == n).unwrap().clone();
-        assert_eq!((get("leaf").self_samples, get("leaf").total_samples), (3, 3));
+        assert_eq!(
+            (get("leaf").self_samples, get("leaf").total_samples),
+            (3, 3)
+        );
         assert_eq!((get("rec").self_samples, get("rec").total_samples), (1, 4));
-        assert_eq!((get("main").self_samples, get("main").total_samples), (0, 4));
+        assert_eq!(
+            (get("main").self_samples, get("main").total_samples),
+            (0, 4)
+        );
         assert!(rows.iter().all(|r| r.name != "app"));
         assert_eq!(rows[0].name, "leaf");
         let t = table(&rows, 4);

@@ -220,13 +220,12 @@ impl Builder {
                 label.push((k, v, 0));
             }
         }
+        // The CPU time (second value) is filled in by `finish`, from the period then.
         let count = count.min(i64::MAX as u64) as i64;
-        let ns = count.saturating_mul(self.period_ns.min(i64::MAX as u64) as i64);
         match self.samples.get(&(locations.to_vec(), label.clone())) {
             Some(&i) => {
                 let s = &mut self.profile.sample[i];
                 s.value[0] = s.value[0].saturating_add(count);
-                s.value[1] = s.value[1].saturating_add(ns);
             }
             None => {
                 self.samples.insert(
@@ -235,7 +234,7 @@ impl Builder {
                 );
                 self.profile.sample.push(Sample {
                     location_id: locations.to_vec(),
-                    value: vec![count, ns],
+                    value: vec![count, 0],
                     label: label
                         .into_iter()
                         .map(|(key, str, num)| Label {
@@ -259,8 +258,18 @@ impl Builder {
             .sum()
     }
 
+    /// Change the period (when the frequency sampled at is known only later).
+    pub fn set_period(&mut self, period_ns: u64) {
+        self.period_ns = period_ns;
+        self.profile.period = period_ns.min(i64::MAX as u64) as i64;
+    }
+
     /// The profile.
-    pub fn finish(self) -> Profile {
+    pub fn finish(mut self) -> Profile {
+        let period = self.period_ns.min(i64::MAX as u64) as i64;
+        for s in &mut self.profile.sample {
+            s.value[1] = s.value[0].saturating_mul(period);
+        }
         self.profile
     }
 }

@@ -303,9 +303,9 @@ impl SymbolService {
                             let name = profile.name(id);
                             // The name alone, without the `(file:line)` lines put in it.
                             let function = match (&file, self.lines) {
-                                (Some(f), true) if line > 0 => name
-                                    .strip_suffix(&format!(" ({f}:{line})"))
-                                    .unwrap_or(name),
+                                (Some(f), true) if line > 0 => {
+                                    name.strip_suffix(&format!(" ({f}:{line})")).unwrap_or(name)
+                                }
                                 _ => name,
                             };
                             LocatedLine {
@@ -424,7 +424,11 @@ impl SymbolService {
         out.extend(names.names().iter().rev().map(|name| profile.intern(name)));
         if let Some(s) = sources {
             let n = names.names().len();
-            s.extend((0..n).rev().map(|i| names.source(i).cloned().unwrap_or((None, 0))));
+            s.extend(
+                (0..n)
+                    .rev()
+                    .map(|i| names.source(i).cloned().unwrap_or((None, 0))),
+            );
         }
         names.named()
     }
