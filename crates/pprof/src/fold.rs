@@ -7,6 +7,13 @@ use crate::label;
 use crate::proto::{Function, Location, Mapping, Profile};
 use crate::PprofError;
 
+/// Most frames one folded stack may have (inline frames included): deeper is refused as
+/// invalid (a location with many lines referenced many times would multiply a small file).
+pub const MAX_FOLDED_FRAMES: usize = 16 << 10;
+
+/// Most frames all the distinct folded stacks of one profile may hold together.
+pub const MAX_FOLDED_TOTAL_FRAMES: usize = 16 << 20;
+
 /// How [`fold`] names frames.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FoldOptions {
@@ -52,7 +59,9 @@ fn count_index<'a>(p: &Profile, string: &impl Fn(i64) -> Result<&'a str, PprofEr
 
 /// The stacks of `profile` with their counts, merged by frame names and sorted. Inline frames
 /// (a location's several lines) become frames of their own, outermost first. A reference that
-/// names nothing (a string index, a location, function or mapping id) is an error.
+/// names nothing (a string index, a location, function or mapping id) is an error, and so is
+/// a stack deeper than [`MAX_FOLDED_FRAMES`] or more than [`MAX_FOLDED_TOTAL_FRAMES`] frames in
+/// all.
 pub fn fold(profile: &Profile, options: &FoldOptions) -> Result<Vec<FoldedStack>, PprofError> {
     let p = profile;
     let string = |i: i64| -> Result<&str, PprofError> {
@@ -69,6 +78,7 @@ pub fn fold(profile: &Profile, options: &FoldOptions) -> Result<Vec<FoldedStack>
     // Each location's frames, outermost first, named once.
     let mut named: HashMap<u64, Vec<String>> = HashMap::new();
     let mut merged: HashMap<Vec<String>, u64> = HashMap::new();
+    let mut total_frames = 0usize;
     let comm_key = p.string_table.iter().position(|s| s == label::COMM);
     for sample in &p.sample {
         let count = sample.value.get(value).copied().unwrap_or(0);
@@ -93,7 +103,21 @@ pub fn fold(profile: &Profile, options: &FoldOptions) -> Result<Vec<FoldedStack>
                 let names = location_names(loc, &functions, &mappings, &string, options)?;
                 named.insert(*id, names);
             }
-            frames.extend(named[id].iter().cloned());
+            let names = &named[id];
+            if frames.len() + names.len() > MAX_FOLDED_FRAMES {
+                return Err(PprofError::Invalid(format!(
+                    "a sample's stack is deeper than {MAX_FOLDED_FRAMES} frames"
+                )));
+            }
+            frames.extend(names.iter().cloned());
+        }
+        if !merged.contains_key(&frames) {
+            total_frames += frames.len();
+            if total_frames > MAX_FOLDED_TOTAL_FRAMES {
+                return Err(PprofError::Invalid(format!(
+                    "the stacks hold more than {MAX_FOLDED_TOTAL_FRAMES} frames in all"
+                )));
+            }
         }
         let c = merged.entry(frames).or_default();
         *c = c.saturating_add(count as u64);
@@ -314,5 +338,10 @@ mod tests {
         let mut p = from_folded("app;main 1\n", 1, true).unwrap();
         p.function[0].name = 1000;
         assert!(fold(&p, &FoldOptions::default()).is_err());
+        // A deep stack from few bytes: one location repeated.
+        let mut p = from_folded("app;main 1\n", 1, true).unwrap();
+        p.sample[0].location_id = vec![1; MAX_FOLDED_FRAMES + 1];
+        let err = fold(&p, &FoldOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("deeper than"), "{err}");
     }
 }

@@ -28,7 +28,9 @@ pub mod proto {
 pub use builder::{encode, encode_gz, Builder, Labels, LineSpec, MappingSpec};
 pub use decode::{decode, MAX_DECOMPRESSED_BYTES};
 pub use error::PprofError;
-pub use fold::{fold, from_folded, FoldOptions, FoldedStack};
+pub use fold::{
+    fold, from_folded, FoldOptions, FoldedStack, MAX_FOLDED_FRAMES, MAX_FOLDED_TOTAL_FRAMES,
+};
 
 /// Label keys profctl and profilerd write on samples.
 pub mod label {
