@@ -205,8 +205,10 @@ pub fn run(args: &DiffArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCo
     // total when normalizing.
     let folded = |p: &profile::Profile| p.folded_lines().join("\n").into_bytes();
     let mut diff = Vec::new();
-    let mut options = inferno::differential::Options::default();
-    options.normalize = !args.no_normalize;
+    let options = inferno::differential::Options {
+        normalize: !args.no_normalize,
+        ..Default::default()
+    };
     inferno::differential::from_readers(
         options,
         folded(&before.profile).as_slice(),

@@ -59,9 +59,15 @@ pub struct Builder {
     strings: HashMap<String, i64>,
     functions: HashMap<(i64, i64), u64>,
     mappings: HashMap<(u64, u64, u64, i64, i64), u64>,
-    locations: HashMap<(u64, u64, Vec<(u64, i64)>), u64>,
-    samples: HashMap<(Vec<u64>, Vec<(i64, i64, i64)>), usize>,
+    locations: HashMap<LocationKey, u64>,
+    samples: HashMap<SampleKey, usize>,
 }
+
+/// A location by mapping, address and lines (function id, line).
+type LocationKey = (u64, u64, Vec<(u64, i64)>);
+
+/// A sample by location ids and labels (key, string, number).
+type SampleKey = (Vec<u64>, Vec<(i64, i64, i64)>);
 
 impl Builder {
     /// An empty CPU profile in which one sample stands for `period_ns` nanoseconds of CPU time
