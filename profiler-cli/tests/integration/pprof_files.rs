@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::common::*;
 
 /// The inlined workload, built once.
-fn inlined() -> &'static Path {
+pub(crate) fn inlined() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
         let out = workloads().dir.join("inlined");
@@ -358,7 +358,7 @@ fn pprof_output_matches_folded_in_go_tool_pprof() {
 }
 
 /// The fill colour of `name`'s frame in an inferno SVG, as (r, g, b).
-fn fill_of(svg: &str, name: &str) -> (u32, u32, u32) {
+pub(crate) fn fill_of(svg: &str, name: &str) -> (u32, u32, u32) {
     let at = svg
         .find(&format!("<title>{name} ("))
         .unwrap_or_else(|| panic!("no frame {name} in the SVG"));
