@@ -43,7 +43,7 @@ mod tests {
     use std::io::Write;
 
     fn gzip(data: &[u8]) -> Vec<u8> {
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         gz.write_all(data).unwrap();
         gz.finish().unwrap()
     }
@@ -51,7 +51,8 @@ mod tests {
     #[test]
     fn a_bomb_is_refused_by_size() {
         let bomb = gzip(&vec![0u8; 2 << 20]);
-        assert!(bomb.len() < 10_000);
+        // Small on disk (whichever deflate backend the build picked), large inflated.
+        assert!(bomb.len() < 64 << 10, "{} bytes", bomb.len());
         let err = decode_with_limit(&bomb, 1 << 20).unwrap_err();
         assert!(matches!(err, PprofError::TooLarge { .. }), "{err}");
         assert!(err.to_string().contains("larger than 1 MiB"), "{err}");
