@@ -303,11 +303,16 @@ fn pprof_output_matches_folded_in_go_tool_pprof() {
         },
     )
     .unwrap();
-    let again: String = again
+    let mut again: Vec<String> = again
         .iter()
-        .map(|s| format!("{} {}\n", s.frames.join(";"), s.count))
+        .map(|s| format!("{} {}", s.frames.join(";"), s.count))
         .collect();
-    assert_eq!(again, text, "folded -> pprof -> folded");
+    again.sort();
+    assert_eq!(
+        again,
+        text.lines().collect::<Vec<_>>(),
+        "folded -> pprof -> folded"
+    );
 
     // An SVG from the pprof file, no daemon.
     let svg = dir.path().join("from-pprof.svg");
@@ -357,19 +362,32 @@ fn pprof_output_matches_folded_in_go_tool_pprof() {
     }
 }
 
-/// The fill colour of `name`'s frame in an inferno SVG, as (r, g, b).
+/// The fill colour of `name`'s widest frame in an inferno SVG (the one with the most
+/// samples: a function may also appear in a few odd stacks), as (r, g, b).
 pub(crate) fn fill_of(svg: &str, name: &str) -> (u32, u32, u32) {
-    let at = svg
-        .find(&format!("<title>{name} ("))
-        .unwrap_or_else(|| panic!("no frame {name} in the SVG"));
-    let rest = &svg[at..];
-    let fill = rest.find("fill=\"rgb(").unwrap() + "fill=\"rgb(".len();
-    let end = rest[fill..].find(')').unwrap();
-    let v: Vec<u32> = rest[fill..fill + end]
-        .split(',')
-        .map(|c| c.trim().parse().unwrap())
-        .collect();
-    (v[0], v[1], v[2])
+    let prefix = format!("<title>{name} (");
+    let mut best: Option<(u64, (u32, u32, u32))> = None;
+    for (at, _) in svg.match_indices(&prefix) {
+        let rest = &svg[at + prefix.len()..];
+        let samples: u64 = rest
+            .split(" samples")
+            .next()
+            .unwrap()
+            .replace(',', "")
+            .parse()
+            .unwrap_or_else(|_| panic!("samples in {}", &rest[..40.min(rest.len())]));
+        let fill = rest.find("fill=\"rgb(").unwrap() + "fill=\"rgb(".len();
+        let end = rest[fill..].find(')').unwrap();
+        let v: Vec<u32> = rest[fill..fill + end]
+            .split(',')
+            .map(|c| c.trim().parse().unwrap())
+            .collect();
+        if best.is_none_or(|(n, _)| samples > n) {
+            best = Some((samples, (v[0], v[1], v[2])));
+        }
+    }
+    best.unwrap_or_else(|| panic!("no frame {name} in the SVG"))
+        .1
 }
 
 #[test]
@@ -436,4 +454,67 @@ fn diff_colours_the_grown_function_red_and_the_shrunk_one_blue() {
             .all(|n| n.parse::<f64>().is_ok())),
         "{text}"
     );
+}
+
+/// With `--lines`, folded frames carry `(file:line)`; the pprof file of the same recording keeps
+/// the function names bare with the file and line apart, and folding it with lines gives the
+/// folded output back.
+#[test]
+fn pprof_keeps_lines_apart_from_names() {
+    let _guard = sampling_lock();
+    let dir = scratch();
+    let pb = dir.path().join("lines.pb.gz");
+    let folded = dir.path().join("lines.folded");
+    let run = run_profctl(
+        [
+            "record".as_ref(),
+            "--freq".as_ref(),
+            FREQ.as_ref(),
+            "--lines".as_ref(),
+            "--format".as_ref(),
+            "pprof".as_ref(),
+            "-o".as_ref(),
+            pb.as_os_str(),
+            "--folded".as_ref(),
+            folded.as_os_str(),
+            "--".as_ref(),
+            inlined().as_os_str(),
+            "1".as_ref(),
+            "50".as_ref(),
+        ],
+        dir.path(),
+        Duration::from_secs(60),
+    );
+    run.assert_success("record --lines --format pprof");
+    let text = std::fs::read_to_string(&folded).unwrap();
+    assert!(
+        text.contains("inl_spin (") && text.contains("inlined.c:"),
+        "{text}"
+    );
+    let p = pprof::decode(&std::fs::read(&pb).unwrap()).unwrap();
+    let name = |i: i64| p.string_table[i as usize].as_str();
+    let inl = p
+        .function
+        .iter()
+        .find(|f| name(f.name) == "inl_spin")
+        .expect("a bare inl_spin function");
+    assert!(
+        name(inl.filename).ends_with("inlined.c"),
+        "{}",
+        name(inl.filename)
+    );
+    let refolded: Vec<String> = pprof::fold(
+        &p,
+        &pprof::FoldOptions {
+            comm_root: true,
+            lines: true,
+        },
+    )
+    .unwrap()
+    .iter()
+    .map(|s| format!("{} {}", s.frames.join(";"), s.count))
+    .collect();
+    let mut refolded: Vec<String> = refolded;
+    refolded.sort();
+    assert_eq!(refolded, text.lines().collect::<Vec<_>>());
 }
