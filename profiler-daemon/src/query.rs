@@ -145,7 +145,7 @@ pub fn folded(
         if Instant::now() > deadline {
             return Err(QueryError::TooSlow(timeout));
         }
-        let slice = match store.read(meta) {
+        let slice = match store.read_in(meta, since_ns, until_ns) {
             Ok(Some(slice)) => slice,
             Ok(None) => continue,
             Err(_) => {
