@@ -33,6 +33,8 @@
 #          BENCH_QUERIES=5         queries timed per range
 #          BENCH_KEEP=1            keep the temp dir (logs, smaps, folded, perf.data, history)
 #          BENCH_NO_BUILD=1        do not rebuild profctl / profilerd
+#          BENCH_PROFILERD=PATH    run this profilerd binary (default target/release/profilerd)
+#          BENCH_REUSE=DIR         only the queries, on the sampling runs kept in DIR (BENCH_KEEP=1)
 # Needs:   cc, perf, awk, curl, cargo, inferno-collapse-perf (for the perf query figure).
 set -euo pipefail
 
@@ -46,8 +48,8 @@ QUERIES=${BENCH_QUERIES:-5}
 
 # --------------------------------------------------------------------- setup
 bench_setup curl
-PROFILERD=$ROOT/target/release/profilerd
-if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
+PROFILERD=${BENCH_PROFILERD:-$ROOT/target/release/profilerd}
+if [ "${BENCH_NO_BUILD:-0}" != 1 ] && [ -z "${BENCH_PROFILERD:-}" ]; then
     note "building profilerd (cargo build --release -p profiler-daemon)"
     (cd "$ROOT" && cargo build --release -p profiler-daemon >&2) || die "cargo build failed"
 fi
@@ -123,6 +125,7 @@ run() {
     [ -n "${SOCK:-}" ] && curl -sf --unix-socket "$SOCK" http://d/v1/status >"$T/$name.status" || true
     kill -INT "$PID"
     wait "$WPID" || true
+    PID=''
     [ -s "$T/$name.cpu" ] || { cat "$T/$name.err" >&2; die "no CPU figures for $name"; }
 }
 
@@ -141,15 +144,24 @@ for i in 1 2; do
     "$T/split" forever "$T/split$i.out" >/dev/null &
     LOADS+=($!)
 done
-trap 'kill ${LOADS[*]} 2>/dev/null; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
+PID=''
+trap 'kill ${LOADS[*]} $PID 2>/dev/null; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
 sleep 1
 
-config d99 99
-SOCK=$T/d99/sock run d99 "$((MINUTES * 60))" "$PROFILERD" --config "$T/d99/profilerd.toml"
-SOCK='' run p99 "$((PERF_MINUTES * 60))" perf record -a -g -F 99 -o "$T/p99.data"
-config d999 999
-SOCK=$T/d999/sock run d999 "$((HIGH_MINUTES * 60))" "$PROFILERD" --config "$T/d999/profilerd.toml"
-SOCK='' run p999 "$((PERF_MINUTES * 60))" perf record -a -g -F 999 -o "$T/p999.data"
+if [ -n "${BENCH_REUSE:-}" ]; then
+    # Only the queries again, on the sampling figures and slices of an earlier BENCH_KEEP=1 run.
+    note "reusing the sampling runs of $BENCH_REUSE"
+    for f in d99 d999 p99 p999; do
+        cp -a "$BENCH_REUSE/$f"* "$T/"
+    done
+else
+    config d99 99
+    SOCK=$T/d99/sock run d99 "$((MINUTES * 60))" "$PROFILERD" --config "$T/d99/profilerd.toml"
+    SOCK='' run p99 "$((PERF_MINUTES * 60))" perf record -a -g -F 99 -o "$T/p99.data"
+    config d999 999
+    SOCK=$T/d999/sock run d999 "$((HIGH_MINUTES * 60))" "$PROFILERD" --config "$T/d999/profilerd.toml"
+    SOCK='' run p999 "$((PERF_MINUTES * 60))" perf record -a -g -F 999 -o "$T/p999.data"
+fi
 kill "${LOADS[@]}" 2>/dev/null || true
 wait "${LOADS[@]}" 2>/dev/null || true
 echo "load after sampling:$(uptime | sed 's/.*load average://')"
@@ -167,7 +179,7 @@ HIST=$T/hist
 config hist 99
 NOW=$(date +%s)
 awk -v n="${#SRC[@]}" -v now="$NOW" 'BEGIN {
-    s = 8641; for (k = 0; k < s; k++) { st = (now - (s - k) * 10) * 1000000000; print k % n, st, st + 10000000000 } }' |
+    s = 8641; for (k = 0; k < s; k++) { st = now - (s - k) * 10; printf "%d %d000000000 %d000000000\n", k % n, st, st + 10 } }' |
     while read -r i st en; do echo "${SRC[$i]} $st-$en.pb.gz"; done |
     (cd "$T/d99/state/slices" && mkdir -p "$HIST/state/slices" &&
         while read -r src dst; do ln "$src" "$HIST/state/slices/$dst"; done)
@@ -177,7 +189,20 @@ HIST_BYTES=$(du -sbL "$HIST/state/slices" | cut -f1)
 SOCK=$HIST/sock
 start hist "$PROFILERD" --config "$HIST/profilerd.toml"
 wait_socket "$SOCK" || { cat "$T/hist.err" >&2; die "the history daemon does not answer"; }
+# A daemon that ran for a day would have rolled up each past hour as it ended; this one
+# rolls up the 24 hours at start, a few hours per slice written: wait until it is done (or,
+# a build without roll-ups, until 30 s passed).
+WAITED=0
+while [ "$WAITED" -lt 600 ]; do
+    HOURS=$(find "$HIST/state/slices" -name '*.hour.pb.gz' | wc -l)
+    [ "$HOURS" -ge 24 ] && break
+    [ "$HOURS" = 0 ] && [ "$WAITED" -ge 30 ] && break
+    sleep 2; WAITED=$((WAITED + 2))
+done
 sleep 2
+ROLLUPS=$(find "$HIST/state/slices" -name '*.hour.pb.gz' | wc -l)
+ROLL_MS=$(sed -n -E 's/.*rolled up an hour.* ms=([0-9]+).*/\1/p' "$T/hist.err" |
+    awk '{ s += $1 } END { print s + 0 }')
 # time_query RANGE: "COLD MEDIAN" ms of QUERIES runs
 time_query() {
     local i a b
@@ -195,7 +220,8 @@ read -r Q24_COLD Q24_MED < <(time_query 24h)
 Q1_SLICES=$(sed -n -E 's/.* ([0-9]+) slices.*/\1/p' "$T/q1h.err" | head -1)
 Q24_SLICES=$(sed -n -E 's/.* ([0-9]+) slices.*/\1/p' "$T/q24h.err" | head -1)
 HIST_RSS=$(status_kb "$PID" VmRSS)
-kill -INT "$PID"; wait "$WPID" || true
+kill -INT "$PID"; wait "$WPID" || true; PID=''
+
 # perf: the same answer from perf.data (folded stacks), scaled to 1 h and 24 h of history
 PERF_QMS=0
 if command -v inferno-collapse-perf >/dev/null; then
@@ -235,6 +261,7 @@ row "query 24 h, median of $QUERIES (ms)" "$Q24_MED" "$(printf %.0f "$PERF_Q24")
     "< 1000 ms" "$(pass_lt "$Q24_MED" 1000)"
 row "  first (cold)" "$Q24_COLD"
 echo
+echo "roll-ups: $ROLLUPS hour files after $WAITED s, built in $ROLL_MS ms in all"
 echo "history for the queries: $HIST_FILES slice files, $(calc "$HIST_BYTES / 1048576") MB; slices read: 1 h ${Q1_SLICES:-?}, 24 h ${Q24_SLICES:-?}; daemon RSS after them $(calc "$HIST_RSS / 1024") MB"
 echo "perf query: perf script | inferno-collapse-perf on $(calc "$(stat -c %s "$T/p99.data") / 1048576") MB of perf.data ($(wall "$T/p99.cpu") s) took $PERF_QMS ms, scaled"
 echo "daemon at 99 Hz, smaps_rollup at the end:"
