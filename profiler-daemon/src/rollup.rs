@@ -338,12 +338,11 @@ fn roll_hour(store: &Store, members: &[(u64, u64)]) -> Result<(), String> {
     let started = Instant::now();
     let mut slices = Vec::with_capacity(members.len());
     for &key in members {
-        let slice = store
+        let mut slice = store
             .read_plain(key)
             .map_err(|e| format!("slice {}-{}: {e}", key.0, key.1))?;
-        if slice.start_ns != key.0 || slice.end_ns != key.1 {
-            return Err(format!("slice {}-{}: its times differ from its name", key.0, key.1));
-        }
+        // The index (and so a query) knows a slice by its name.
+        (slice.start_ns, slice.end_ns) = key;
         slices.push(slice);
     }
     if slices.windows(2).any(|w| w[0].period_ns != w[1].period_ns) {
@@ -600,5 +599,108 @@ mod tests {
         assert!(rollup.slice.stacks.len() < 12, "{}", rollup.slice.stacks.len());
         // Still a slice to anything that reads slices (go tool pprof).
         assert_eq!(Slice::decode(&rollup.encode()).unwrap(), rollup.slice);
+    }
+}
+
+/// Query time over a day of history built from real slices, without and with roll-ups (no
+/// sampling): `PROFILERD_BENCH_SLICES=DIR cargo test --release -p profiler-daemon --bin
+/// profilerd query_time -- --ignored --nocapture`, DIR a `slices/` directory (bench/daemon.sh
+/// with BENCH_KEEP=1 leaves one under d99/state).
+#[cfg(test)]
+mod bench {
+    use super::*;
+    use crate::query::{folded, Bounds, Filter, Visibility};
+    use std::time::Duration;
+
+    #[test]
+    #[ignore]
+    fn query_time() {
+        let Ok(src) = std::env::var("PROFILERD_BENCH_SLICES") else {
+            return;
+        };
+        let mut names: Vec<_> = std::fs::read_dir(&src)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_str().unwrap().ends_with(".pb.gz"))
+            .collect();
+        names.sort();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("slices")).unwrap();
+        let s = 1_000_000_000u64;
+        let now = (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            / 10)
+            * 10
+            * s;
+        let n = 8641u64;
+        for k in 0..n {
+            let start = now - (n - k) * 10 * s;
+            std::fs::hard_link(
+                &names[k as usize % names.len()],
+                dir.path()
+                    .join(format!("slices/{start}-{}.pb.gz", start + 10 * s)),
+            )
+            .unwrap();
+        }
+        let week = Duration::from_secs(7 * 86_400);
+        let store = Store::open(dir.path(), week, u64::MAX, now).unwrap();
+        let bounds = Bounds {
+            max_bytes: 1 << 30,
+            deadline: Instant::now() + Duration::from_secs(600),
+            timeout: Duration::from_secs(600),
+        };
+        let time = |label: &str| {
+            for (range, since) in [("1h", now - 3600 * s), ("24h", now - 86_400 * s)] {
+                let t = Instant::now();
+                let f = folded(&store, since, now, &Filter::default(), Visibility::All, &bounds)
+                    .unwrap();
+                eprintln!(
+                    "{label}: {range}: {:?}, {} files, {} samples, {} lines",
+                    t.elapsed(),
+                    f.slices,
+                    f.samples,
+                    f.text.lines().count()
+                );
+            }
+        };
+        time("slices");
+        let sel = store.select(now - 3600 * s, now);
+        let (mut read, mut fold) = (Duration::ZERO, Duration::ZERO);
+        let mut lines = HashMap::new();
+        for meta in &sel.slices {
+            let t = Instant::now();
+            let slice = store.read(meta).unwrap().unwrap();
+            read += t.elapsed();
+            let t = Instant::now();
+            crate::query::add_slice(&mut lines, &slice, &Filter::default(), Visibility::All);
+            fold += t.elapsed();
+        }
+        eprintln!("1h: read {read:?}, fold {fold:?}");
+        let (mut gz, mut pb, mut fp, mut raw_bytes) = (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0);
+        for meta in &sel.slices {
+            let bytes = std::fs::read(dir.path().join(format!("slices/{}-{}.pb.gz", meta.start_ns, meta.end_ns))).unwrap();
+            let t = Instant::now();
+            let mut raw = Vec::new();
+            flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut raw).unwrap();
+            gz += t.elapsed();
+            raw_bytes += raw.len();
+            let t = Instant::now();
+            let p = pprof::Profile::decode(raw.as_slice()).unwrap();
+            pb += t.elapsed();
+            let t = Instant::now();
+            let _ = Slice::from_pprof(&p).unwrap();
+            fp += t.elapsed();
+        }
+        eprintln!("1h: gunzip {gz:?} ({raw_bytes} bytes), prost {pb:?}, from_pprof {fp:?}");
+        let t = Instant::now();
+        // Rolls up every past hour (a slice in the current hour is the newest).
+        for _ in 0..4 {
+            roll_past_hours(&store, now);
+        }
+        eprintln!("roll-up of 24 hours: {:?}", t.elapsed());
+        time("roll-ups");
+        time("roll-ups, again");
     }
 }

@@ -323,6 +323,7 @@ impl Store {
 
     /// Read one slice back. `Ok(None)`: deleted meanwhile (retention). A corrupt or truncated
     /// file is logged, counted, taken out of the index and renamed aside, and is an error.
+    #[cfg(test)]
     pub fn read(&self, meta: &SliceMeta) -> Result<Option<Slice>, SliceError> {
         self.read_in(meta, 0, u64::MAX)
     }
