@@ -23,8 +23,8 @@ use prost::Message;
 use tracing::{info, warn};
 
 use crate::pprof;
-use crate::store::{read_bounded, Store};
 use crate::slice::{Slice, SliceError, SliceStack, MAX_SLICE_BYTES};
+use crate::store::{read_bounded, Store};
 
 /// `comment[1]` of a roll-up.
 pub const ROLLUP_COMMENT: &str = "profilerd rollup v1";
@@ -409,7 +409,10 @@ pub fn remove_members_at_start(
             }
         }
         if removed > 0 {
-            info!(start_ns = start, removed, "deleted slices already rolled up");
+            info!(
+                start_ns = start,
+                removed, "deleted slices already rolled up"
+            );
         }
     }
 }
@@ -446,7 +449,15 @@ mod tests {
             deadline: Instant::now() + Duration::from_secs(60),
             timeout: Duration::from_secs(60),
         };
-        folded(store, since, until, &Filter::default(), Visibility::All, &bounds).unwrap()
+        folded(
+            store,
+            since,
+            until,
+            &Filter::default(),
+            Visibility::All,
+            &bounds,
+        )
+        .unwrap()
     }
 
     /// The answer the slices `0..upto` give as files of their own (every slice that overlaps
@@ -472,7 +483,8 @@ mod tests {
             .filter(|e| {
                 let name = e.as_ref().unwrap().file_name();
                 let name = name.to_str().unwrap();
-                name.ends_with(suffix) && !name.ends_with(SUFFIX) || suffix == SUFFIX && name.ends_with(SUFFIX)
+                name.ends_with(suffix) && !name.ends_with(SUFFIX)
+                    || suffix == SUFFIX && name.ends_with(SUFFIX)
             })
             .count()
     }
@@ -545,7 +557,8 @@ mod tests {
         late.start_ns = H + 1001 * S;
         late.end_ns = H + 1002 * S;
         std::fs::write(
-            dir.path().join(format!("slices/{}-{}.pb.gz", late.start_ns, late.end_ns)),
+            dir.path()
+                .join(format!("slices/{}-{}.pb.gz", late.start_ns, late.end_ns)),
             late.encode(),
         )
         .unwrap();
@@ -568,16 +581,28 @@ mod tests {
             .into_iter()
             .find(|m| m.rollup)
             .unwrap();
-        let path = dir.path().join("slices").join(file_name(rollup.start_ns, rollup.end_ns));
+        let path = dir
+            .path()
+            .join("slices")
+            .join(file_name(rollup.start_ns, rollup.end_ns));
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 9]).unwrap();
         let answer = query(&store, H - 1000 * S, H + 5000 * S);
         assert_eq!(answer.skipped, 1);
-        assert_eq!(store.counters.corrupt.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(
+            store
+                .counters
+                .corrupt
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
         // Only the slices of the next hour and the roll-up of the 5 minutes before H remain.
         assert_eq!(
             answer.samples,
-            (0..30).chain(390..392).map(|i| slice(i).samples()).sum::<u64>()
+            (0..30)
+                .chain(390..392)
+                .map(|i| slice(i).samples())
+                .sum::<u64>()
         );
         assert!(!path.exists());
         // A roll-up that is not whole is refused, whatever the cut.
@@ -596,7 +621,11 @@ mod tests {
         let total: u64 = slices.iter().map(Slice::samples).sum();
         assert_eq!(rollup.slice.samples(), total);
         // Merged: one stack per thread and stack, not one per slice.
-        assert!(rollup.slice.stacks.len() < 12, "{}", rollup.slice.stacks.len());
+        assert!(
+            rollup.slice.stacks.len() < 12,
+            "{}",
+            rollup.slice.stacks.len()
+        );
         // Still a slice to anything that reads slices (go tool pprof).
         assert_eq!(Slice::decode(&rollup.encode()).unwrap(), rollup.slice);
     }
@@ -654,8 +683,15 @@ mod bench {
         let time = |label: &str| {
             for (range, since) in [("1h", now - 3600 * s), ("24h", now - 86_400 * s)] {
                 let t = Instant::now();
-                let f = folded(&store, since, now, &Filter::default(), Visibility::All, &bounds)
-                    .unwrap();
+                let f = folded(
+                    &store,
+                    since,
+                    now,
+                    &Filter::default(),
+                    Visibility::All,
+                    &bounds,
+                )
+                .unwrap();
                 eprintln!(
                     "{label}: {range}: {:?}, {} files, {} samples, {} lines",
                     t.elapsed(),
@@ -678,12 +714,19 @@ mod bench {
             fold += t.elapsed();
         }
         eprintln!("1h: read {read:?}, fold {fold:?}");
-        let (mut gz, mut pb, mut fp, mut raw_bytes) = (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0);
+        let (mut gz, mut pb, mut fp, mut raw_bytes) =
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0);
         for meta in &sel.slices {
-            let bytes = std::fs::read(dir.path().join(format!("slices/{}-{}.pb.gz", meta.start_ns, meta.end_ns))).unwrap();
+            let bytes = std::fs::read(
+                dir.path()
+                    .join(format!("slices/{}-{}.pb.gz", meta.start_ns, meta.end_ns)),
+            )
+            .unwrap();
             let t = Instant::now();
             let mut raw = Vec::new();
-            flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut raw).unwrap();
+            flate2::read::GzDecoder::new(&bytes[..])
+                .read_to_end(&mut raw)
+                .unwrap();
             gz += t.elapsed();
             raw_bytes += raw.len();
             let t = Instant::now();
