@@ -236,6 +236,7 @@ PERF_Q24=$(calc "$PERF_Q1 * 24")
 # ------------------------------------------------------------------ figures
 read -r _ _ D99_RSS D99_HWM <"$T/d99.final"
 read -r _ _ P99_RSS _ <"$T/p99.final"
+mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 row() { printf '%-44s %12s %12s %9s  %-9s %s\n' "$@"; }
 pass_lt() { awk -v v="$1" -v l="$2" 'BEGIN { print (v + 0 < l + 0 ? "PASS" : "FAIL") }'; }
 echo
@@ -247,12 +248,12 @@ for f in 99 999; do
     row "  whole run, start-up included (ms/min)" "$(printf %.1f "$(cpm "d$f")")" "$(printf %.1f "$(cpm "p$f")")" \
         "$(ratio "$(cpm "d$f")" "$(cpm "p$f")")"
 done
-row "RSS after $MINUTES min at 99 Hz (MB)" "$(calc "$D99_RSS / 1024")" "$(calc "$P99_RSS / 1024")" \
+row "RSS after $MINUTES min at 99 Hz (MB)" "$(mb "$((D99_RSS * 1024))")" "$(mb "$((P99_RSS * 1024))")" \
     "$(ratio "$D99_RSS" "$P99_RSS")" "< 64 MB" "$(pass_lt "$D99_RSS" 65536)"
-row "  peak (VmHWM, MB)" "$(calc "$D99_HWM / 1024")"
+row "  peak (VmHWM, MB)" "$(mb "$((D99_HWM * 1024))")"
 for f in 99 999; do
-    row "history at $f Hz (MB per hour)" "$(calc "$(hist_bph "d$f") / 1048576")" \
-        "$(calc "$(perf_bph "p$f") / 1048576")" "$(ratio "$(hist_bph "d$f")" "$(perf_bph "p$f")")"
+    row "history at $f Hz (MB per hour)" "$(mb "$(hist_bph "d$f")")" \
+        "$(mb "$(perf_bph "p$f")")" "$(ratio "$(hist_bph "d$f")" "$(perf_bph "p$f")")"
 done
 row "query 1 h, median of $QUERIES (ms)" "$Q1_MED" "$(printf %.0f "$PERF_Q1")" "$(ratio "$Q1_MED" "$PERF_Q1")" \
     "< 200 ms" "$(pass_lt "$Q1_MED" 200)"
