@@ -112,20 +112,6 @@ pub fn record_options(config: &Config, event: EventKind) -> RecordOptions {
     options
 }
 
-/// The symbolizer's bounds in the daemon: lower than profctl's (which names one recording and
-/// exits), so that a machine running large binaries (compilers, browsers) does not keep
-/// hundreds of MB of symbolizers resident; names stay cached, so a file closed early is opened
-/// again only for an address not named before (docs/daemon.md, "Cost").
-fn symbol_limits() -> symbolize::service::Limits {
-    symbolize::service::Limits {
-        open_files: 32,
-        open_file_bytes: 48 << 20,
-        names: 1 << 18,
-        name_bytes: 16 << 20,
-        ..symbolize::service::Limits::default()
-    }
-}
-
 /// The debug-file search with the daemon's caches.
 fn daemon_debug_search(config: &Config) -> symbolize::DebugSearch {
     let cache = &config.storage.cache_dir;
@@ -144,7 +130,6 @@ impl Pipeline {
         let service_options = recorder::ResolveOptions {
             debug_search: daemon_debug_search(config),
             kernel_cache_dir: Some(config.storage.cache_dir.clone()),
-            limits: symbol_limits(),
             ..recorder::ResolveOptions::default()
         };
         let symbolizer = Symbolizer::new(service_options, options.frame_cache_dir.clone());
