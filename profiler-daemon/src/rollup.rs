@@ -6,7 +6,7 @@
 //! member slices' stacks merged (one per thread and stack, count = the hour's total), with
 //! `comment[1]` `profilerd rollup v1`, `comment[2..]` the member slices' `<start>-<end>` (UNIX
 //! ns), and on each sample a field of profilerd's own (100, which pprof tools skip): packed
-//! (member index, count in that member) pairs. (As labels, the pairs made an hour's file ten
+//! (member index, count in that member) pairs. (As labels, the pairs made an hour's file six
 //! times slower to decode.) A query reads from a roll-up exactly the samples of the members
 //! that overlap its range, so its answer is the one the member slices gave.
 //!
