@@ -9,6 +9,7 @@ mod config;
 mod daemon;
 mod pprof;
 mod query;
+mod rollup;
 mod slice;
 mod store;
 mod sys;
