@@ -7,7 +7,9 @@
 mod api;
 mod config;
 mod daemon;
+mod pprof;
 mod query;
+mod rollup;
 mod slice;
 mod store;
 mod sys;

@@ -2,15 +2,18 @@
 //! (a gzipped pprof profile; see docs/daemon.md, "Slice format").
 
 use std::collections::HashMap;
+use std::io::{Read, Write};
 
-use pprof::proto;
+use prost::Message;
+
+use crate::pprof;
 
 /// Format version, in the profile's first comment (`profilerd slice v1`).
 pub const FORMAT_COMMENT: &str = "profilerd slice v1";
 
 /// Largest slice file read back, compressed and decompressed (a bound on what a corrupt or
-/// planted file can cost): the pprof crate's bound.
-pub const MAX_SLICE_BYTES: u64 = pprof::MAX_DECOMPRESSED_BYTES;
+/// planted file can cost).
+pub const MAX_SLICE_BYTES: u64 = 256 << 20;
 
 /// One time window of named stacks.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -56,7 +59,7 @@ impl Slice {
     }
 
     /// The slice as a pprof profile.
-    pub fn to_pprof(&self) -> proto::Profile {
+    pub fn to_pprof(&self) -> pprof::Profile {
         let mut strings = Strings::default();
         strings.get(""); // index 0 is always ""
         let samples_t = strings.get("samples");
@@ -76,7 +79,7 @@ impl Slice {
         let mut function = Vec::with_capacity(self.names.len());
         for (i, name) in self.names.iter().enumerate() {
             let name = strings.get(name);
-            function.push(proto::Function {
+            function.push(pprof::Function {
                 id: i as u64 + 1,
                 name,
                 system_name: name,
@@ -96,10 +99,10 @@ impl Slice {
                 let next = location.len() as u64 + 1;
                 let id = *locations.entry((frame, kernel)).or_insert(next);
                 if id == next {
-                    location.push(proto::Location {
+                    location.push(pprof::Location {
                         id,
                         mapping_id: kernel as u64,
-                        line: vec![proto::Line {
+                        line: vec![pprof::Line {
                             function_id: frame as u64 + 1,
                             ..Default::default()
                         }],
@@ -108,7 +111,7 @@ impl Slice {
                 }
                 ids.push(id);
             }
-            let num = |key, num| proto::Label {
+            let num = |key, num| pprof::Label {
                 key,
                 num,
                 ..Default::default()
@@ -116,7 +119,7 @@ impl Slice {
             let mut label = vec![
                 num(keys.pid, stack.pid as i64),
                 num(keys.tid, stack.tid as i64),
-                proto::Label {
+                pprof::Label {
                     num_unit: ns_u,
                     ..num(keys.process_start, stack.process_start as i64)
                 },
@@ -126,34 +129,35 @@ impl Slice {
                 label.push(num(keys.uid, uid as i64));
             }
             if let Some(comm) = &stack.comm {
-                label.push(proto::Label {
+                label.push(pprof::Label {
                     key: keys.comm,
                     str: strings.get(comm),
                     ..Default::default()
                 });
             }
-            sample.push(proto::Sample {
+            sample.push(pprof::Sample {
                 location_id: ids,
                 value: vec![
                     stack.count as i64,
                     stack.count.saturating_mul(self.period_ns) as i64,
                 ],
                 label,
+                slice_counts: Vec::new(),
             });
         }
-        proto::Profile {
+        pprof::Profile {
             sample_type: vec![
-                proto::ValueType {
+                pprof::ValueType {
                     r#type: samples_t,
                     unit: count_u,
                 },
-                proto::ValueType {
+                pprof::ValueType {
                     r#type: cpu_t,
                     unit: ns_u,
                 },
             ],
             sample,
-            mapping: vec![proto::Mapping {
+            mapping: vec![pprof::Mapping {
                 id: 1,
                 filename: kernel_file,
                 has_functions: true,
@@ -164,7 +168,7 @@ impl Slice {
             string_table: strings.table,
             time_nanos: self.start_ns as i64,
             duration_nanos: self.end_ns.saturating_sub(self.start_ns) as i64,
-            period_type: Some(proto::ValueType {
+            period_type: Some(pprof::ValueType {
                 r#type: cpu_t,
                 unit: ns_u,
             }),
@@ -176,22 +180,33 @@ impl Slice {
 
     /// The slice file's bytes: the pprof profile, gzipped.
     pub fn encode(&self) -> Vec<u8> {
-        pprof::encode_gz(&self.to_pprof())
+        let raw = self.to_pprof().encode_to_vec();
+        let mut gz = flate2::write::GzEncoder::new(
+            Vec::with_capacity(raw.len() / 4),
+            flate2::Compression::default(),
+        );
+        gz.write_all(&raw).expect("writing to memory");
+        gz.finish().expect("writing to memory")
     }
 
     /// A slice from a slice file's bytes; a truncated or corrupt file (gzip CRC or length,
     /// protobuf, or references out of range) is an error.
     pub fn decode(bytes: &[u8]) -> Result<Slice, SliceError> {
-        let profile = pprof::decode(bytes).map_err(|e| match e {
-            pprof::PprofError::TooLarge { .. } => SliceError::TooLarge,
-            pprof::PprofError::Gzip(e) => SliceError::Gzip(e.to_string()),
-            other => SliceError::Protobuf(other.to_string()),
-        })?;
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .take(MAX_SLICE_BYTES + 1)
+            .read_to_end(&mut raw)
+            .map_err(|e| SliceError::Gzip(e.to_string()))?;
+        if raw.len() as u64 > MAX_SLICE_BYTES {
+            return Err(SliceError::TooLarge);
+        }
+        let profile = pprof::Profile::decode(raw.as_slice())
+            .map_err(|e| SliceError::Protobuf(e.to_string()))?;
         Slice::from_pprof(&profile)
     }
 
     /// A slice from a pprof profile written by [`Slice::to_pprof`].
-    pub fn from_pprof(p: &proto::Profile) -> Result<Slice, SliceError> {
+    pub fn from_pprof(p: &pprof::Profile) -> Result<Slice, SliceError> {
         let string = |i: i64| -> Result<&str, SliceError> {
             usize::try_from(i)
                 .ok()
@@ -374,15 +389,24 @@ pub(crate) mod tests {
         assert_eq!(slice.samples(), 38);
     }
 
-    /// A slice file written before the pprof code moved to the `pprof` crate (by the
-    /// daemon's own hand-written prost types): it must still load, whole.
+    /// A slice file written by an earlier build (tests/fixtures/slice-v1.pb.gz): it must still
+    /// load, whole, and read as a pprof profile through the `pprof` crate too.
     #[test]
     fn slices_written_by_the_old_code_still_load() {
         let old = include_bytes!("../tests/fixtures/slice-v1.pb.gz");
         let slice = Slice::decode(old).unwrap();
         assert_eq!(slice, example(1_700_000_000_000_000_000));
-        // And the same slice written now reads back the same.
         assert_eq!(Slice::decode(&slice.encode()).unwrap(), slice);
+        let p = ::pprof::decode(old).unwrap();
+        let folded = ::pprof::fold(
+            &p,
+            &::pprof::FoldOptions {
+                comm_root: true,
+                lines: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(folded.iter().map(|s| s.count).sum::<u64>(), slice.samples());
     }
 
     #[test]
@@ -396,7 +420,6 @@ pub(crate) mod tests {
         flipped[mid] ^= 0x55;
         assert!(Slice::decode(&flipped).is_err());
         // Valid gzip of something that is not a slice.
-        use std::io::Write;
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         gz.write_all(b"\x0a\x02\x08\x01garbage").unwrap();
         assert!(Slice::decode(&gz.finish().unwrap()).is_err());
