@@ -128,7 +128,7 @@ fn the_debug_file_finder_runs_on_the_loader_thread() {
     let asked_on: Arc<Mutex<Vec<String>>> = Arc::default();
     let mut u = Unwinders::new();
     let log = asked_on.clone();
-    u.set_debug_file_finder(Box::new(move |_binary: &Path| {
+    u.set_debug_file_finder(Box::new(move |_binary: &Path, _access: &procmap::Access| {
         let thread = std::thread::current();
         log.lock()
             .unwrap()
