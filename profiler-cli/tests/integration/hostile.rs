@@ -569,3 +569,126 @@ fn a_cache_directory_another_user_controls_is_refused() {
     let written: Vec<_> = fs::read_dir(victim.path()).unwrap().collect();
     assert!(written.is_empty(), "written through the link: {written:?}");
 }
+
+/// Item 5, debug files: the attacker builds a program from public source (no build-id,
+/// stripped) whose `.gnu_debuglink` carries the CRC of root's debug file for root's own build
+/// of it (a root-only file, whose names differ), then links it in: `secret.debug` beside one
+/// binary is a symlink to it, and beside another the whole `.debug/` directory is a symlink
+/// to root's directory. Root's recording must read files beside the attacker's binaries with
+/// the attacker's access: none of root's names may name the attacker's frames. The attacker's
+/// own debug file (mode 0600) beside a third copy still names its frames.
+#[test]
+fn debug_files_linked_beside_another_users_binary_are_read_with_their_access() {
+    let Some(attacker) = Attacker::new() else {
+        return;
+    };
+    let _guard = sampling_lock();
+    let secrets = root_only_dir();
+    // Root's build: the same code, its function named differently; its debug file root-only.
+    let flags = [
+        "-O1",
+        "-g",
+        "-fno-omit-frame-pointer",
+        "-fno-optimize-sibling-calls",
+        "-Wl,--build-id=none",
+    ];
+    let root_build = secrets.path().join("root_build");
+    compile_with(
+        "burner.c",
+        &root_build,
+        &flags,
+        &["-Dchild_hot=root_secret_hot"],
+    );
+    let secret_debug = secrets.path().join("secret.debug");
+    tool(
+        Command::new("objcopy")
+            .arg("--only-keep-debug")
+            .arg(&root_build)
+            .arg(&secret_debug),
+    );
+    fs::set_permissions(&secret_debug, fs::Permissions::from_mode(0o600)).unwrap();
+    let crc = symbolize::crc32(&fs::read(&secret_debug).unwrap());
+    // The attacker's build of the public source, stripped, linked to root's debug file.
+    let public = secrets.path().join("public_build");
+    compile_with("burner.c", &public, &flags, &[]);
+    let link = secrets.path().join("link.contents");
+    fs::write(&link, crate::hostile_elf::debuglink_contents("secret.debug", crc)).unwrap();
+    for sub in ["file", "dir"] {
+        let dir = attacker.path(sub);
+        fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(attacker.uid), Some(attacker.gid)).unwrap();
+        let bin = dir.join(format!("linked_{sub}"));
+        tool(
+            Command::new("objcopy")
+                .arg("--strip-all")
+                .arg(format!("--add-section=.gnu_debuglink={}", link.display()))
+                .arg(&public)
+                .arg(&bin),
+        );
+        std::os::unix::fs::chown(&bin, Some(attacker.uid), Some(attacker.gid)).unwrap();
+    }
+    // The attacker's own debug file, only the attacker may read.
+    let own = attacker.path("own");
+    fs::create_dir(&own).unwrap();
+    let own_debug = own.join("own.debug");
+    tool(
+        Command::new("objcopy")
+            .arg("--only-keep-debug")
+            .arg(&public)
+            .arg(&own_debug),
+    );
+    let own_link = secrets.path().join("own_link.contents");
+    let own_crc = symbolize::crc32(&fs::read(&own_debug).unwrap());
+    fs::write(
+        &own_link,
+        crate::hostile_elf::debuglink_contents("own.debug", own_crc),
+    )
+    .unwrap();
+    tool(
+        Command::new("objcopy")
+            .arg("--strip-all")
+            .arg(format!("--add-section=.gnu_debuglink={}", own_link.display()))
+            .arg(&public)
+            .arg(own.join("linked_own")),
+    );
+    fs::set_permissions(&own_debug, fs::Permissions::from_mode(0o600)).unwrap();
+    for p in [&own, &own_debug, &own.join("linked_own")] {
+        std::os::unix::fs::chown(p, Some(attacker.uid), Some(attacker.gid)).unwrap();
+    }
+    let out = scratch();
+    let mut profctl = root_record(&["--duration", "4", "--folded", "out.folded"], out.path());
+    thread::sleep(Duration::from_millis(700));
+    let script = format!(
+        r#"
+        ln -s {debug} file/secret.debug
+        ln -s {secrets} dir/.debug
+        file/linked_file 1.2 & dir/linked_dir 1.2 & own/linked_own 1.2 & wait
+        "#,
+        debug = secret_debug.display(),
+        secrets = secrets.path().display(),
+    );
+    let attack_run = attacker.shell(&script).wait_or_panic(Duration::from_secs(60));
+    let run = profctl.wait_or_panic(Duration::from_secs(60));
+    run.assert_success("root's recording under the attack");
+    assert!(attack_run.status.success(), "attack: {}", attack_run.stderr);
+    let text = fs::read_to_string(out.path().join("out.folded")).unwrap();
+    let stacks = parse_folded(&text);
+    for comm in ["linked_file", "linked_dir", "linked_own"] {
+        assert!(
+            comm_total(&stacks, comm) > 100,
+            "the attacker's {comm} was not sampled:\n{}",
+            comm_summary(&stacks)
+        );
+    }
+    assert!(
+        !text.contains("root_secret_hot"),
+        "a root-only debug file named the attacker's frames:\n{}",
+        top_lines(&stacks, 10)
+    );
+    assert!(
+        frame_count(&stacks, "linked_own", "child_hot") > 100,
+        "the attacker's own debug file (read with the attacker's access) did not name \
+         child_hot:\n{}",
+        top_lines(&stacks, 10)
+    );
+}
