@@ -221,7 +221,10 @@ mod tests {
     fn a_fifo_neither_blocks_nor_opens() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
         assert!(made.success());
         let err = Access::Own.open(&fifo).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
@@ -235,13 +238,19 @@ mod tests {
     #[test]
     fn the_access_follows_the_path() {
         assert_eq!(Access::for_path(Path::new("/proc/self/fd/3")), Access::Own);
-        let me = Access::for_path(Path::new(&format!("/proc/{}/root/bin/sh", std::process::id())));
+        let me = Access::for_path(Path::new(&format!(
+            "/proc/{}/root/bin/sh",
+            std::process::id()
+        )));
         if is_root() {
             assert_eq!(me, Access::Own);
         } else {
             assert!(matches!(me, Access::User { uid, .. } if uid == sys::geteuid()));
         }
         assert_eq!(Access::for_path(Path::new("/usr/bin/sh")), Access::nobody());
-        assert_eq!(Access::for_path(Path::new("/proc/x/root/y")), Access::nobody());
+        assert_eq!(
+            Access::for_path(Path::new("/proc/x/root/y")),
+            Access::nobody()
+        );
     }
 }

@@ -324,10 +324,10 @@ fn identity(file: &File, mapped: &MappedFile, strict_dev: bool) -> Identity {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::build_id::{compile_with_build_id, unhex};
     use crate::sys;
     use std::fs::OpenOptions;
     use std::os::unix::fs::OpenOptionsExt;
-    use crate::build_id::{compile_with_build_id, unhex};
 
     fn mapping(file: u32) -> Mapping {
         Mapping {

@@ -17,8 +17,7 @@ use crate::sections::UnwindSections;
 /// Given a binary's path (as this process can open it) and the access it is read with, the
 /// path of its separate debug file and the access to read that with (see
 /// [`procmap::Access`]: a file beside another user's binary is read with that user's).
-pub type DebugFileFinder =
-    Box<dyn Fn(&Path, &Access) -> Option<(PathBuf, Access)> + Send + Sync>;
+pub type DebugFileFinder = Box<dyn Fn(&Path, &Access) -> Option<(PathBuf, Access)> + Send + Sync>;
 
 /// The finder, shared with the thread (set at any time; read per load).
 type SharedFinder = Arc<Mutex<Option<Arc<DebugFileFinder>>>>;

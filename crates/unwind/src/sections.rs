@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use memmap2::Mmap;
-use procmap::Access;
 use object::{Object, ObjectSection, ObjectSegment};
+use procmap::Access;
 
 use crate::cfi_scan;
 use crate::error::UnwindError;

@@ -612,7 +612,11 @@ fn debug_files_linked_beside_another_users_binary_are_read_with_their_access() {
     let public = secrets.path().join("public_build");
     compile_with("burner.c", &public, &flags, &[]);
     let link = secrets.path().join("link.contents");
-    fs::write(&link, crate::hostile_elf::debuglink_contents("secret.debug", crc)).unwrap();
+    fs::write(
+        &link,
+        crate::hostile_elf::debuglink_contents("secret.debug", crc),
+    )
+    .unwrap();
     for sub in ["file", "dir"] {
         let dir = attacker.path(sub);
         fs::create_dir(&dir).unwrap();
@@ -647,7 +651,10 @@ fn debug_files_linked_beside_another_users_binary_are_read_with_their_access() {
     tool(
         Command::new("objcopy")
             .arg("--strip-all")
-            .arg(format!("--add-section=.gnu_debuglink={}", own_link.display()))
+            .arg(format!(
+                "--add-section=.gnu_debuglink={}",
+                own_link.display()
+            ))
             .arg(&public)
             .arg(own.join("linked_own")),
     );
@@ -667,7 +674,9 @@ fn debug_files_linked_beside_another_users_binary_are_read_with_their_access() {
         debug = secret_debug.display(),
         secrets = secrets.path().display(),
     );
-    let attack_run = attacker.shell(&script).wait_or_panic(Duration::from_secs(60));
+    let attack_run = attacker
+        .shell(&script)
+        .wait_or_panic(Duration::from_secs(60));
     let run = profctl.wait_or_panic(Duration::from_secs(60));
     run.assert_success("root's recording under the attack");
     assert!(attack_run.status.success(), "attack: {}", attack_run.stderr);
