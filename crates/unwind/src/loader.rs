@@ -9,7 +9,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use procmap::{Access, FileId};
+use procmap::{Access, FileId, Mapping};
 use tracing::{debug, warn};
 
 use crate::sections::UnwindSections;
@@ -27,6 +27,8 @@ pub(crate) struct LoadRequest {
     pub file: FileId,
     /// A process mapping it (its root is where the path is looked up first).
     pub pid: u32,
+    /// One of its mappings in that process (a deleted file is read through it).
+    pub mapping: Mapping,
     /// The path as the mapping names it.
     pub path: String,
 }
@@ -194,17 +196,23 @@ fn run(jobs: Receiver<LoadRequest>, done: mpsc::Sender<Loaded>, finder: SharedFi
 /// Read the unwind sections of the file `job` names, as its process sees it; for a binary with
 /// little call-frame information, `.debug_frame` from its separate debug file.
 ///
-/// The path is another user's: it is opened through the process's root with the process's
-/// access, never blocking (a FIFO there is no binary). Once the process is gone, its plain path
-/// is read with our own access: only call-frame information is taken from it, never a name.
+/// The path is another user's: it is opened as the live process sees it (through its root,
+/// or its `map_files` for a deleted file) with the process's access, never blocking (a FIFO
+/// there is no binary). Once the process is gone, its plain path is read with our own access:
+/// only call-frame information is taken from it, never a name.
 fn load(job: &LoadRequest, finder: Option<&DebugFileFinder>) -> Option<UnwindSections> {
-    let in_root = PathBuf::from(format!("/proc/{}/root{}", job.pid, job.path));
-    let access = Access::of_process(job.pid);
-    let loaded = match UnwindSections::load_as(&in_root, &access) {
-        Ok(s) => Ok((s, in_root, access)),
-        Err(err) => {
-            debug!(%err, "not readable through its process; trying its path");
-            let plain = PathBuf::from(&job.path);
+    let live = procmap::live_path(job.pid, &job.mapping, &job.path).map(|p| {
+        let access = Access::of_process(job.pid);
+        let sections = UnwindSections::load_as(&p, &access);
+        (sections, p, access)
+    });
+    let loaded = match live {
+        Some((Ok(s), p, access)) => Ok((s, p, access)),
+        live => {
+            if let Some((Err(err), ..)) = live {
+                debug!(%err, "not readable through its process; trying its path");
+            }
+            let plain = PathBuf::from(job.path.trim_end_matches(" (deleted)"));
             UnwindSections::load_as(&plain, &Access::Own).map(|s| (s, plain, Access::Own))
         }
     };

@@ -574,6 +574,7 @@ impl Unwinders {
                 let request = LoadRequest {
                     file: mapping.file,
                     pid,
+                    mapping: *mapping,
                     path: file.path.clone(),
                 };
                 self.request(request)
