@@ -701,3 +701,49 @@ fn debug_files_linked_beside_another_users_binary_are_read_with_their_access() {
         top_lines(&stacks, 10)
     );
 }
+
+/// Item 14: root records `--pid` of another user's process without a duration; the process
+/// exits (as its user decides): the recording must end with it, not run on forever.
+#[test]
+fn a_pid_recording_ends_when_another_users_process_exits() {
+    let Some(attacker) = Attacker::new() else {
+        return;
+    };
+    let _guard = sampling_lock();
+    let w = workloads();
+    attacker.install(&w.burner, "b");
+    let mut target = attacker.shell("echo $$ > pid; exec ./b 1.5");
+    let pid_file = attacker.path("pid");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid = loop {
+        if let Some(pid) = fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the target did not start");
+        thread::sleep(Duration::from_millis(10));
+    };
+    let out = scratch();
+    let mut profctl = root_record(
+        &["--pid", &pid.to_string(), "--folded", "out.folded"],
+        out.path(),
+    );
+    let target_run = target.wait_or_panic(Duration::from_secs(30));
+    let exited = Instant::now();
+    assert!(target_run.status.success(), "{}", target_run.stderr);
+    let run = profctl.wait_or_panic(Duration::from_secs(20));
+    run.assert_success("--pid of a process that exited");
+    assert!(
+        exited.elapsed() < Duration::from_secs(3),
+        "the recording went on {:.1?} after its process exited",
+        exited.elapsed()
+    );
+    let stacks = read_folded(&out.path().join("out.folded"));
+    assert!(
+        frame_count(&stacks, "b", "child_hot") > 0,
+        "the target was not profiled:\n{}",
+        comm_summary(&stacks)
+    );
+}
