@@ -747,3 +747,55 @@ fn a_pid_recording_ends_when_another_users_process_exits() {
         comm_summary(&stacks)
     );
 }
+
+/// Item 10: another user keeps both CPUs busy in deep stacks while root records the whole
+/// system into rings too small to keep up (`--ring-pages 16`: three samples with stacks):
+/// the summary must say samples were lost, as many as the kernel counted, never "0 lost".
+#[test]
+fn overflowing_rings_report_their_losses() {
+    let Some(attacker) = Attacker::new() else {
+        return;
+    };
+    let _guard = sampling_lock();
+    let w = workloads();
+    attacker.install(&w.burner, "b");
+    let mut attack = attacker.shell("./b 3 & ./b 3 & ./b 3 & wait");
+    thread::sleep(Duration::from_millis(300));
+    let out = scratch();
+    let run = root_record(
+        &[
+            "--duration",
+            "2",
+            "--ring-pages",
+            "16",
+            "--folded",
+            "out.folded",
+        ],
+        out.path(),
+    )
+    .wait_or_panic(Duration::from_secs(60));
+    attack.wait_or_panic(Duration::from_secs(60));
+    run.assert_success("a whole-system recording into small rings");
+    let summary = run
+        .stderr
+        .lines()
+        .find(|l| l.contains(" samples in ") && l.contains(" lost"))
+        .unwrap_or_else(|| panic!("no summary line:\n{}", run.stderr));
+    let number_before = |word: &str| -> u64 {
+        let at = summary.find(word).expect("word in summary");
+        summary[..at]
+            .split(|c: char| !c.is_ascii_digit())
+            .rfind(|s| !s.is_empty())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no number before {word:?} in {summary:?}"))
+    };
+    let samples = number_before(" samples in ");
+    let lost = number_before(" lost");
+    eprintln!("small rings: {summary}");
+    assert!(lost > 0, "rings of 16 pages lost nothing: {summary}");
+    // Two CPUs at 999 Hz for 2 s: about 4000 samples taken, kept or lost.
+    assert!(
+        samples + lost >= 2000,
+        "only {samples} samples and {lost} lost counted: {summary}"
+    );
+}
