@@ -5,6 +5,7 @@
 //! mapping and name carries the time from which it holds (and a mapping the time at which it
 //! stopped holding), and lookups take the time of the sample being resolved.
 
+mod access;
 mod build_id;
 mod files;
 mod pinned;
@@ -12,6 +13,7 @@ mod proc_fs;
 mod sys;
 mod table;
 
+pub use access::Access;
 pub use files::{FileId, FileParts, FileTable, MappedFile};
 pub use pinned::{live_path, PinStats, PinnedFiles};
 pub use proc_fs::{parse_maps_line, MapsLine};

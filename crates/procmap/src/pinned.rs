@@ -7,10 +7,10 @@
 //! build-id) whenever the record said which.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 use tracing::debug;
 
 use crate::build_id::read_build_id;
-use crate::{sys, FileId, MappedFile, Mapping};
+use crate::{Access, FileId, MappedFile, Mapping};
 
 /// The file as the live process sees it: a deleted file through its map_files, any other
 /// through its root (it may live in another mount namespace). None once the process is gone.
@@ -201,14 +201,17 @@ impl PinnedFiles {
         };
         // As the live process sees it. Device numbers differ between a mapping and stat on
         // some filesystems (btrfs subvolumes, overlayfs), so only the inode is compared here.
+        // With the process's access: a path the process's user made a symlink to a file that
+        // user may not read does not open.
         let mut error = PinError::NoIdentity;
         if let Some(live) = live_path(pid, mapping, path) {
-            match open_regular(&live) {
+            let access = Access::of_process(pid);
+            match open_regular(&live, &access) {
                 Ok(file) if check(&file, false) != Identity::Differs => return Ok(file),
                 Ok(_) => {
                     // The path names another file now (replaced since): the mapped one.
                     let mapped_at = map_files(pid, mapping);
-                    if let Ok(file) = open_regular(&mapped_at) {
+                    if let Ok(file) = open_regular(&mapped_at, &access) {
                         if check(&file, false) == Identity::Matches {
                             return Ok(file);
                         }
@@ -223,7 +226,8 @@ impl PinnedFiles {
             return Err(error);
         };
         let plain = Path::new(path.strip_suffix(" (deleted)").unwrap_or(path));
-        let file = open_regular(plain)?;
+        // Root's access, but only the very file that was mapped is kept.
+        let file = open_regular(plain, &Access::Own)?;
         match identity(&file, mapped, true) {
             Identity::Matches => {
                 self.stats.from_plain_path += 1;
@@ -276,23 +280,19 @@ impl PinnedFiles {
     }
 }
 
-/// Open `path` for reading without blocking (a FIFO, a device or a terminal at the path must
-/// not hang or become our controlling terminal) and keep it only if it is a regular file.
-fn open_regular(path: &Path) -> Result<File, PinError> {
-    let io = |source| PinError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(io)?;
-    if !file.metadata().map_err(io)?.file_type().is_file() {
-        return Err(PinError::NotRegular(path.to_path_buf()));
-    }
-    sys::clear_nonblock(&file).map_err(io)?;
-    Ok(file)
+/// Open `path` for reading with `access` (see [`Access::open`]: without blocking, a regular
+/// file only).
+fn open_regular(path: &Path, access: &Access) -> Result<File, PinError> {
+    access.open(path).map_err(|source| {
+        if source.kind() == io::ErrorKind::InvalidInput {
+            PinError::NotRegular(path.to_path_buf())
+        } else {
+            PinError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })
 }
 
 /// Whether `file` is the mapped file: same device (when `strict_dev`) and inode, else same
@@ -325,6 +325,9 @@ fn identity(file: &File, mapped: &MappedFile, strict_dev: bool) -> Identity {
 mod tests {
     use super::*;
     use crate::build_id::{compile_with_build_id, unhex};
+    use crate::sys;
+    use std::fs::OpenOptions;
+    use std::os::unix::fs::OpenOptionsExt;
 
     fn mapping(file: u32) -> Mapping {
         Mapping {

@@ -318,15 +318,18 @@ fn unwinders(options: &RecordOptions) -> Unwinders {
         .clone()
         .unwrap_or_else(symbolize::DebugSearch::system);
     let debuginfod = options.debuginfod.clone().map(debuginfod::Client::new);
-    unwinders.set_debug_file_finder(Box::new(move |binary: &std::path::Path| {
-        let symbolizer = symbolize::FileSymbolizer::open(binary, None, &search).ok()?;
-        if let Some(found) = symbolizer.debug_file() {
-            return Some(found.to_path_buf());
+    // A debug file found beside another user's binary is read again with that user's access.
+    unwinders.set_debug_file_finder(Box::new(move |binary: &std::path::Path, access| {
+        let symbolizer =
+            symbolize::FileSymbolizer::open_as(binary, binary, None, &search, access).ok()?;
+        if let Some((found, reader)) = symbolizer.debug_file_access() {
+            return Some((found.to_path_buf(), reader.clone()));
         }
         let build_id = symbolizer.elf().build_id()?;
-        debuginfod
+        let cached = debuginfod
             .as_ref()?
-            .cached(build_id, debuginfod::Artifact::DebugInfo)
+            .cached(build_id, debuginfod::Artifact::DebugInfo)?;
+        Some((cached, procmap::Access::Own))
     }));
     unwinders
 }

@@ -1,6 +1,5 @@
 //! One ELF file's symbols, load segments and build-id.
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use object::elf;
@@ -193,6 +192,8 @@ pub(crate) struct FileIdentity {
     size: u64,
     mtime_ns: i128,
     uid: u32,
+    /// The file's group (not part of the key): with `uid`, the owner's access.
+    gid: u32,
 }
 
 impl FileIdentity {
@@ -205,7 +206,19 @@ impl FileIdentity {
             size: meta.size(),
             mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
             uid: meta.uid(),
+            gid: meta.gid(),
         }
+    }
+
+    /// The access of the file's owner (its uid and the file's group): what files found
+    /// beside it are read with.
+    pub(crate) fn owner(&self) -> procmap::Access {
+        procmap::Access::user(self.uid, self.gid, Vec::new())
+    }
+
+    /// The owner's uid.
+    pub(crate) fn uid(&self) -> u32 {
+        self.uid
     }
 
     /// A file-name part naming this identity.
@@ -225,23 +238,22 @@ pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
 /// [`map_file`], with the identity of the file mapped (from the descriptor mapped, so that
 /// it is the identity of those bytes even if the path changes meanwhile).
 pub(crate) fn map_file_identified(path: &Path) -> Result<(memmap2::Mmap, FileIdentity), Error> {
+    map_file_as(path, &procmap::Access::Own)
+}
+
+/// [`map_file_identified`] opening the path with `access` (another user's, for a path that
+/// user controls): without blocking, a regular file only.
+pub(crate) fn map_file_as(
+    path: &Path,
+    access: &procmap::Access,
+) -> Result<(memmap2::Mmap, FileIdentity), Error> {
     let io = |source| Error::Io {
         path: path.to_owned(),
         source,
     };
     // Without blocking: a FIFO put where a binary was must not hang the caller.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(io)?;
+    let file = access.open(path).map_err(io)?;
     let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() {
-        return Err(io(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        )));
-    }
     if meta.len() == 0 {
         return Err(Error::NotElf {
             name: path.display().to_string(),

@@ -14,7 +14,9 @@ use object::{CompressionFormat, Object, ObjectSection};
 
 use crate::address::{FileOffset, SymbolAddr};
 use crate::demangle::{demangle, function_name};
-use crate::elf::{map_file_identified, ElfFile, FileIdentity};
+use procmap::Access;
+
+use crate::elf::{map_file_as, ElfFile, FileIdentity};
 use crate::error::{hex, Error};
 
 /// Where to look for separate debug files.
@@ -82,6 +84,8 @@ pub const MAX_FRAME_NAME: usize = 4096;
 struct DwarfOwner {
     main: DwarfFile,
     sup: Option<DwarfFile>,
+    /// The access `main` was read with.
+    access: Access,
 }
 
 struct DwarfFile {
@@ -197,18 +201,31 @@ struct Want<'a> {
     symbol_cache: Option<&'a Path>,
 }
 
-fn try_debug_file(path: &Path, want: Want<'_>) -> Option<DebugFile> {
-    if !path.is_file() {
-        tracing::debug!(candidate = %path.display(), "no debug file here");
-        return None;
-    }
-    let (map, identity) = match map_file_identified(path) {
+/// A debug file at `path`, opened with `access` (the binary's owner's, for a path beside a
+/// binary another user owns), if it matches `want`. A candidate found with a user's access
+/// must also be that user's or root's: another user's file never names this binary's frames.
+fn try_debug_file(path: &Path, want: Want<'_>, access: &Access) -> Option<DebugFile> {
+    let (map, identity) = match map_file_as(path, access) {
         Ok(m) => m,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            tracing::debug!(candidate = %path.display(), "no debug file here");
+            return None;
+        }
         Err(err) => {
             tracing::debug!(candidate = %path.display(), %err, "cannot read debug file");
             return None;
         }
     };
+    if let Access::User { uid, .. } = access {
+        if identity.uid() != *uid && identity.uid() != 0 {
+            tracing::debug!(
+                candidate = %path.display(),
+                owner = identity.uid(),
+                "debug file owned by neither the binary's owner nor root; ignored"
+            );
+            return None;
+        }
+    }
     let info = inspect(&map);
     if let Some(want_id) = want.build_id {
         let missing_ok = !want.build_id_required && info.build_id.is_none();
@@ -324,12 +341,13 @@ fn cut_name(s: &mut String) {
 struct Found {
     extra_symbols: Vec<ElfFile>,
     sources: Vec<String>,
-    dwarf: Option<(String, Mmap, FileIdentity, Inspect)>,
+    /// The file with DWARF, and the access it was read with (its dwz file is read so too).
+    dwarf: Option<(String, Mmap, FileIdentity, Inspect, Access)>,
 }
 
 impl Found {
     /// Record a matching debug file; true when it has DWARF (search done).
-    fn add(&mut self, label: String, file: DebugFile) -> bool {
+    fn add(&mut self, label: String, file: DebugFile, access: &Access) -> bool {
         tracing::debug!(source = %label, "debug info source found");
         self.sources.push(label);
         let DebugFile {
@@ -341,7 +359,7 @@ impl Found {
         let name = elf.name().to_owned();
         self.extra_symbols.push(elf);
         if info.has_dwarf {
-            self.dwarf = Some((name, map, identity, info));
+            self.dwarf = Some((name, map, identity, info, access.clone()));
             true
         } else {
             false
@@ -372,16 +390,21 @@ impl FileSymbolizer {
         expected_build_id: Option<&[u8]>,
         search: &DebugSearch,
     ) -> Result<FileSymbolizer, Error> {
-        Self::open_as(path, path, expected_build_id, search)
+        Self::open_as(path, path, expected_build_id, search, &Access::Own)
     }
 
     /// [`FileSymbolizer::open`] reading the binary from `read_from` (for example a held
-    /// descriptor, `/proc/self/fd/N`) while looking for debuglink files beside `path`.
+    /// descriptor, `/proc/self/fd/N`) with `access`, while looking for debuglink files beside
+    /// `path`. Files found beside the binary (debuglink targets, its `.debug/` directory,
+    /// dwz files a debug file names) are read with the access of the binary's owner when that
+    /// is not root, else with `access`, and a candidate must be the owner's or root's; the
+    /// system, extra and explicit debug files are read with this process's own access.
     pub fn open_as(
         read_from: &Path,
         path: &Path,
         expected_build_id: Option<&[u8]>,
         search: &DebugSearch,
+        access: &Access,
     ) -> Result<FileSymbolizer, Error> {
         let mut found = Found {
             extra_symbols: Vec::new(),
@@ -392,7 +415,7 @@ impl FileSymbolizer {
         let mut binary_err = None;
         let mut binary: Option<(ElfFile, Inspect, Mmap, FileIdentity)> = None;
         let mut go = None;
-        match map_file_identified(read_from).and_then(|(map, identity)| {
+        match map_file_as(read_from, access).and_then(|(map, identity)| {
             let elf = ElfFile::parse_cached(
                 &map,
                 &path.display().to_string(),
@@ -430,13 +453,18 @@ impl FileSymbolizer {
         let mut elf_own = None;
         let mut debuglink = None;
         let mut mini = None;
+        // Whose access files beside the binary are read with.
+        let mut beside = access.clone();
         if let Some((elf, info, map, identity)) = binary {
+            if let owner @ Access::User { .. } = identity.owner() {
+                beside = owner;
+            }
             tracing::debug!(binary = %path.display(), dwarf = info.has_dwarf, "debug info source: the binary");
             found.sources.push("binary".to_owned());
             debuglink = info.debuglink.clone().filter(|(n, _)| plain_file_name(n));
             mini = info.mini_debug_info.clone();
             if info.has_dwarf {
-                found.dwarf = Some((elf.name().to_owned(), map, identity, info));
+                found.dwarf = Some((elf.name().to_owned(), map, identity, info, beside.clone()));
             }
             elf_own = Some(elf);
         }
@@ -455,8 +483,8 @@ impl FileSymbolizer {
                     crc: None,
                     symbol_cache: search.symbol_cache.as_deref(),
                 };
-                if let Some(f) = try_debug_file(&p, want) {
-                    found.add(format!("build-id dir {}", p.display()), f);
+                if let Some(f) = try_debug_file(&p, want, &Access::Own) {
+                    found.add(format!("build-id dir {}", p.display()), f, &Access::Own);
                 }
             }
         }
@@ -469,19 +497,23 @@ impl FileSymbolizer {
         };
         if let (false, Some((name, crc))) = (done(&found), &debuglink) {
             let dir = path.parent().unwrap_or(Path::new("/"));
-            let mut candidates = vec![dir.join(name), dir.join(".debug").join(name)];
+            // Beside the binary: with its owner's access; under the system directory: ours.
+            let mut candidates = vec![
+                (dir.join(name), &beside),
+                (dir.join(".debug").join(name), &beside),
+            ];
             if !system.as_os_str().is_empty() {
                 let rel = without_proc_root(dir);
                 let rel = rel.strip_prefix("/").unwrap_or(&rel);
-                candidates.push(system.join(rel).join(name));
+                candidates.push((system.join(rel).join(name), &Access::Own));
             }
-            for p in candidates {
+            for (p, reader) in candidates {
                 // A debuglink naming the binary itself is no debug file.
                 if p == path {
                     continue;
                 }
-                if let Some(f) = try_debug_file(&p, link_want(*crc)) {
-                    if found.add(format!("debuglink {}", p.display()), f) {
+                if let Some(f) = try_debug_file(&p, link_want(*crc), reader) {
+                    if found.add(format!("debuglink {}", p.display()), f, reader) {
                         break;
                     }
                 }
@@ -518,16 +550,16 @@ impl FileSymbolizer {
                     crc: None,
                     symbol_cache: search.symbol_cache.as_deref(),
                 };
-                if let Some(f) = try_debug_file(&p, want) {
-                    if found.add(format!("extra dir {}", p.display()), f) {
+                if let Some(f) = try_debug_file(&p, want, &Access::Own) {
+                    if found.add(format!("extra dir {}", p.display()), f, &Access::Own) {
                         break 'dirs;
                     }
                 }
             }
             if let Some((name, crc)) = &debuglink {
                 let p = dir.join(name);
-                if let Some(f) = try_debug_file(&p, link_want(*crc)) {
-                    if found.add(format!("extra dir {}", p.display()), f) {
+                if let Some(f) = try_debug_file(&p, link_want(*crc), &Access::Own) {
+                    if found.add(format!("extra dir {}", p.display()), f, &Access::Own) {
                         break 'dirs;
                     }
                 }
@@ -544,8 +576,8 @@ impl FileSymbolizer {
                 crc: None,
                 symbol_cache: search.symbol_cache.as_deref(),
             };
-            if let Some(f) = try_debug_file(p, want) {
-                found.add(format!("debug file {}", p.display()), f);
+            if let Some(f) = try_debug_file(p, want, &Access::Own) {
+                found.add(format!("debug file {}", p.display()), f, &Access::Own);
             }
         }
 
@@ -568,11 +600,11 @@ impl FileSymbolizer {
                 }))
             }
         };
-        let dwarf = dwarf.map(|(name, map, identity, info)| {
+        let dwarf = dwarf.map(|(name, map, identity, info, reader)| {
             let sup = info
                 .altlink
                 .as_ref()
-                .and_then(|(file, id)| find_sup(Path::new(&name), file, id, search));
+                .and_then(|(file, id)| find_sup(Path::new(&name), file, id, search, &reader));
             DwarfCell::new(
                 DwarfOwner {
                     main: DwarfFile {
@@ -583,6 +615,7 @@ impl FileSymbolizer {
                         section_cache: search.section_cache.clone(),
                     },
                     sup,
+                    access: reader,
                 },
                 |_| DwarfState {
                     ctx: OnceLock::new(),
@@ -631,6 +664,14 @@ impl FileSymbolizer {
     pub fn debug_file(&self) -> Option<&Path> {
         let name = &self.dwarf.as_ref()?.borrow_owner().main.name;
         (name != self.elf.name()).then(|| Path::new(name.as_str()))
+    }
+
+    /// [`FileSymbolizer::debug_file`] and the access it was read with (to open it again as
+    /// it was found: a path beside another user's binary with that user's access).
+    pub fn debug_file_access(&self) -> Option<(&Path, &Access)> {
+        let owner = self.dwarf.as_ref()?.borrow_owner();
+        (owner.main.name != self.elf.name())
+            .then(|| (Path::new(owner.main.name.as_str()), &owner.access))
     }
 
     /// Which sources were found, in search order: `binary`,
@@ -1060,17 +1101,26 @@ const NAMING_SECTIONS: [gimli::SectionId; 10] = [
 /// The dwz supplementary file named by `.gnu_debugaltlink`, matched by
 /// build-id: the path as given (relative to the debug file's directory),
 /// else by build-id under the system and extra debug directories.
-fn find_sup(debug_file: &Path, file: &[u8], id: &[u8], search: &DebugSearch) -> Option<DwarfFile> {
+///
+/// The path the debug file names is read with `access` (the debug file's reader's: a user's
+/// debug file may name any path); the debug directories with our own.
+fn find_sup(
+    debug_file: &Path,
+    file: &[u8],
+    id: &[u8],
+    search: &DebugSearch,
+    access: &Access,
+) -> Option<DwarfFile> {
     let name = Path::new(std::str::from_utf8(file).ok()?);
     let mut candidates = Vec::new();
     if name.is_absolute() {
-        candidates.push(name.to_path_buf());
+        candidates.push((name.to_path_buf(), access));
     } else if let Some(dir) = debug_file.parent() {
-        candidates.push(dir.join(name));
+        candidates.push((dir.join(name), access));
     }
     for dir in std::iter::once(&search.system_debug_dir).chain(&search.extra_dirs) {
         if !dir.as_os_str().is_empty() {
-            candidates.extend(build_id_path_in(dir, id));
+            candidates.extend(build_id_path_in(dir, id).map(|p| (p, &Access::Own)));
         }
     }
     let want = Want {
@@ -1079,8 +1129,8 @@ fn find_sup(debug_file: &Path, file: &[u8], id: &[u8], search: &DebugSearch) -> 
         crc: None,
         symbol_cache: search.symbol_cache.as_deref(),
     };
-    for p in candidates {
-        if let Some(f) = try_debug_file(&p, want) {
+    for (p, reader) in candidates {
+        if let Some(f) = try_debug_file(&p, want, reader) {
             tracing::debug!(sup = %p.display(), "using the dwz supplementary file");
             return Some(DwarfFile {
                 name: p.display().to_string(),

@@ -9,13 +9,15 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use procmap::FileId;
+use procmap::{Access, FileId, Mapping};
 use tracing::{debug, warn};
 
 use crate::sections::UnwindSections;
 
-/// Given a binary's path (as this process can open it), the path of its separate debug file.
-pub type DebugFileFinder = Box<dyn Fn(&Path) -> Option<PathBuf> + Send + Sync>;
+/// Given a binary's path (as this process can open it) and the access it is read with, the
+/// path of its separate debug file and the access to read that with (see
+/// [`procmap::Access`]: a file beside another user's binary is read with that user's).
+pub type DebugFileFinder = Box<dyn Fn(&Path, &Access) -> Option<(PathBuf, Access)> + Send + Sync>;
 
 /// The finder, shared with the thread (set at any time; read per load).
 type SharedFinder = Arc<Mutex<Option<Arc<DebugFileFinder>>>>;
@@ -25,6 +27,8 @@ pub(crate) struct LoadRequest {
     pub file: FileId,
     /// A process mapping it (its root is where the path is looked up first).
     pub pid: u32,
+    /// One of its mappings in that process (a deleted file is read through it).
+    pub mapping: Mapping,
     /// The path as the mapping names it.
     pub path: String,
 }
@@ -191,17 +195,31 @@ fn run(jobs: Receiver<LoadRequest>, done: mpsc::Sender<Loaded>, finder: SharedFi
 
 /// Read the unwind sections of the file `job` names, as its process sees it; for a binary with
 /// little call-frame information, `.debug_frame` from its separate debug file.
+///
+/// The path is another user's: it is opened as the live process sees it (through its root,
+/// or its `map_files` for a deleted file) with the process's access, never blocking (a FIFO
+/// there is no binary). Once the process is gone, its plain path is read with our own access:
+/// only call-frame information is taken from it, never a name.
 fn load(job: &LoadRequest, finder: Option<&DebugFileFinder>) -> Option<UnwindSections> {
-    let in_root = PathBuf::from(format!("/proc/{}/root{}", job.pid, job.path));
-    let path = if in_root.exists() {
-        in_root
-    } else {
-        PathBuf::from(&job.path)
+    let live = procmap::live_path(job.pid, &job.mapping, &job.path).map(|p| {
+        let access = Access::of_process(job.pid);
+        let sections = UnwindSections::load_as(&p, &access);
+        (sections, p, access)
+    });
+    let loaded = match live {
+        Some((Ok(s), p, access)) => Ok((s, p, access)),
+        live => {
+            if let Some((Err(err), ..)) = live {
+                debug!(%err, "not readable through its process; trying its path");
+            }
+            let plain = PathBuf::from(job.path.trim_end_matches(" (deleted)"));
+            UnwindSections::load_as(&plain, &Access::Own).map(|s| (s, plain, Access::Own))
+        }
     };
-    match UnwindSections::load(&path) {
-        Ok(mut s) => {
+    match loaded {
+        Ok((mut s, path, access)) => {
             if s.may_lack_call_frame_info() {
-                add_separate_debug_frame(&mut s, &path, finder);
+                add_separate_debug_frame(&mut s, &path, &access, finder);
             }
             s.has_unwind_info().then_some(s)
         }
@@ -217,13 +235,14 @@ fn load(job: &LoadRequest, finder: Option<&DebugFileFinder>) -> Option<UnwindSec
 fn add_separate_debug_frame(
     sections: &mut UnwindSections,
     path: &Path,
+    access: &Access,
     finder: Option<&DebugFileFinder>,
 ) {
-    let Some(debug_file) = finder.and_then(|find| find(path)) else {
+    let Some((debug_file, reader)) = finder.and_then(|find| find(path, access)) else {
         debug!(binary = %path.display(), "little call-frame information and no debug file");
         return;
     };
-    match sections.add_debug_frame_from(&debug_file) {
+    match sections.add_debug_frame_from_as(&debug_file, &reader) {
         Ok(true) => {
             debug!(binary = %path.display(), debug_file = %debug_file.display(), ".debug_frame from the debug file")
         }

@@ -481,7 +481,30 @@ impl Unwinders {
                     }
                     None => return StackEnd::Unknown,
                 },
-                Ok(None) => return StackEnd::Complete,
+                Ok(None) => {
+                    // framehop also stops at a zero return address or frame pointer read from
+                    // the stack, which corrupt call-frame information yields anywhere: the
+                    // stack is whole only when the rule itself marks the end (the return
+                    // address undefined, as at `_start` and a thread's first frame).
+                    return if rule_ends_stack(
+                        unwinder,
+                        address,
+                        &uregs,
+                        &mut self.cache,
+                        &mut read_stack,
+                    ) {
+                        StackEnd::Complete
+                    } else {
+                        trace!(
+                            pid,
+                            ip = regs.ip,
+                            at = address.address(),
+                            depth = out.len(),
+                            "a zero return address or frame pointer ends the stack"
+                        );
+                        StackEnd::Unknown
+                    };
+                }
                 Err(framehop::Error::CouldNotReadStack(addr)) => return end_at(addr),
                 Err(e) => {
                     trace!(pid, ip = regs.ip, sp = regs.sp, at = address.address(), depth = out.len(), error = %e, "a frame that cannot be unwound ends the stack");
@@ -551,6 +574,7 @@ impl Unwinders {
                 let request = LoadRequest {
                     file: mapping.file,
                     pid,
+                    mapping: *mapping,
                     path: file.path.clone(),
                 };
                 self.request(request)
@@ -904,6 +928,43 @@ fn section_info(
         text_segment_svma: None,
         text_segment: None,
     }
+}
+
+/// Whether the rule for `address` is the end of the stack itself (the return address
+/// undefined), and not a zero frame pointer or return address found while applying it: the
+/// rule is run again on `regs` with a non-zero frame pointer, and only the end-of-stack rule
+/// ends without reading the stack (a frame-pointer rule then fails, every other one reads the
+/// return address).
+fn rule_ends_stack(
+    unwinder: &NativeUnwinder,
+    address: FrameAddress,
+    regs: &UnwindRegsNative,
+    cache: &mut CacheNative<MayAllocateDuringUnwind>,
+    read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+) -> bool {
+    let mut probe = *regs;
+    set_probe_fp(&mut probe);
+    let mut read = false;
+    let mut reading = |addr: u64| {
+        read = true;
+        read_stack(addr)
+    };
+    let ended = matches!(
+        unwinder.unwind_frame(address, &mut probe, cache, &mut reading),
+        Ok(None)
+    );
+    ended && !read
+}
+
+/// A frame pointer no stack has (8): a frame-pointer rule fails on it without reading.
+#[cfg(target_arch = "x86_64")]
+fn set_probe_fp(regs: &mut UnwindRegsNative) {
+    regs.set_bp(8);
+}
+
+#[cfg(target_arch = "aarch64")]
+fn set_probe_fp(regs: &mut UnwindRegsNative) {
+    regs.set_fp(8);
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSegment};
+use procmap::Access;
 
 use crate::cfi_scan;
 use crate::error::UnwindError;
@@ -108,7 +109,13 @@ pub struct UnwindSections {
 impl UnwindSections {
     /// Read the sections of the ELF file at `path`.
     pub fn load(path: &Path) -> Result<UnwindSections, UnwindError> {
-        let map = sys::map_file(path).map_err(|source| UnwindError::Map {
+        Self::load_as(path, &Access::Own)
+    }
+
+    /// Read the sections of the ELF file at `path`, opened with `access` (the access of the
+    /// user whose path it is: see [`procmap::Access`]), without blocking.
+    pub fn load_as(path: &Path, access: &Access) -> Result<UnwindSections, UnwindError> {
+        let map = sys::map_file(path, access).map_err(|source| UnwindError::Map {
             path: path.to_path_buf(),
             source,
         })?;
@@ -271,7 +278,16 @@ impl UnwindSections {
     /// Take `.debug_frame` from a separate debug file of this binary (its `.eh_frame` is kept
     /// for the code it describes). False: the debug file has no `.debug_frame`.
     pub fn add_debug_frame_from(&mut self, debug_file: &Path) -> Result<bool, UnwindError> {
-        let Some(debug_frame) = UnwindSections::load(debug_file)?.debug_frame else {
+        self.add_debug_frame_from_as(debug_file, &Access::Own)
+    }
+
+    /// [`UnwindSections::add_debug_frame_from`], opening the debug file with `access`.
+    pub fn add_debug_frame_from_as(
+        &mut self,
+        debug_file: &Path,
+        access: &Access,
+    ) -> Result<bool, UnwindError> {
+        let Some(debug_frame) = UnwindSections::load_as(debug_file, access)?.debug_frame else {
             return Ok(false);
         };
         self.debug_frame = Some(debug_frame);

@@ -6,9 +6,9 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
-/// Map `path` read-only.
-pub(crate) fn map_file(path: &Path) -> io::Result<Mmap> {
-    let file = File::open(path)?;
+/// Map `path`, opened with `access` (without blocking, a regular file only), read-only.
+pub(crate) fn map_file(path: &Path, access: &procmap::Access) -> io::Result<Mmap> {
+    let file: File = access.open(path)?;
     // SAFETY: a read-only private mapping; binaries are not modified in place while mapped by a
     // running process (the loader maps them too). If one were truncated, reads could fault: the
     // same exposure as the kernel's own mapping of it.

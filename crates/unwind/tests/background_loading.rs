@@ -128,13 +128,15 @@ fn the_debug_file_finder_runs_on_the_loader_thread() {
     let asked_on: Arc<Mutex<Vec<String>>> = Arc::default();
     let mut u = Unwinders::new();
     let log = asked_on.clone();
-    u.set_debug_file_finder(Box::new(move |_binary: &Path| {
-        let thread = std::thread::current();
-        log.lock()
-            .unwrap()
-            .push(thread.name().unwrap_or("?").to_string());
-        None
-    }));
+    u.set_debug_file_finder(Box::new(
+        move |_binary: &Path, _access: &procmap::Access| {
+            let thread = std::thread::current();
+            log.lock()
+                .unwrap()
+                .push(thread.name().unwrap_or("?").to_string());
+            None
+        },
+    ));
     u.on_mapping(&table, FAKE_PID, &mapping);
     assert!(u.wait_loaded(WAIT));
     assert_eq!(*asked_on.lock().unwrap(), vec!["unwind-load".to_string()]);

@@ -87,6 +87,55 @@ fn try_check(h: &mut Harness, input: &Input, what: &str) -> Result<(Vec<u64>, St
 
 /// The harness works: the uncorrupted template unwinds whole, with exactly the expected frames;
 /// a copy cut short is Truncated with the frames it holds.
+/// A stack counts as whole only where the call-frame information marks its end (the return
+/// address undefined, as at `_start`), not wherever unwinding stops: a zero return address in
+/// the middle of the stack (what corrupt `.eh_frame` pointing at the wrong slot reads), a zero
+/// frame pointer under a frame-pointer rule, and an outermost function whose CFI does not mark
+/// the end all leave the stack's end unknown, with the frames found so far.
+#[test]
+fn a_stack_that_just_stops_is_not_whole() {
+    let dir = scratch("stops");
+    let mut h = Harness::new(&dir);
+    let depth = 6;
+    // Frame k's [saved rbp, return address] is at stack offset 16 * (depth - 1 - k).
+    let word = |k: usize, i: usize| 16 * (depth - 1 - k) + 8 * i;
+    let zero = |stack: &mut Vec<u8>, at: usize| stack[at..at + 8].fill(0);
+
+    let mut zero_return = template(depth);
+    zero(&mut zero_return.stack, word(3, 1));
+    let (frames, end) = check(&mut h, &zero_return, "zero return address");
+    assert_eq!(end, StackEnd::Unknown, "zero return address: {frames:x?}");
+    assert_eq!(
+        frames,
+        template_frames(depth)[..3],
+        "the frames before it are kept"
+    );
+
+    let mut zero_fp = template(depth);
+    zero(&mut zero_fp.stack, word(3, 0));
+    let (frames, end) = check(&mut h, &zero_fp, "zero frame pointer");
+    assert_eq!(end, StackEnd::Unknown, "zero frame pointer: {frames:x?}");
+
+    // f0's FDE without its `undefined r16`: the zero return address above it ends the walk,
+    // and nothing says that is the end.
+    let mut unmarked = template(depth);
+    let marker = unmarked
+        .eh_frame
+        .windows(3)
+        .position(|w| w == [0x07, 0x10, 0x41])
+        .expect("f0's undefined r16");
+    unmarked.eh_frame[marker] = 0x00; // DW_CFA_nop
+    unmarked.eh_frame[marker + 1] = 0x00;
+    let (frames, end) = check(&mut h, &unmarked, "unmarked outermost frame");
+    assert_eq!(
+        end,
+        StackEnd::Unknown,
+        "unmarked outermost frame: {frames:x?}"
+    );
+    assert_eq!(frames, template_frames(depth));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn template_unwinds_whole_and_cut_copies_truncate() {
     let dir = scratch("template");
@@ -171,14 +220,16 @@ fn corrupt_sections_and_garbage_stacks_end_early_without_panicking() {
             // Garbage stacks (no zero word, so no return address can end the stack) under the
             // template's valid CFI: must end early, never as a whole stack.
             _ => {
-                let depth = 1 + (rng.next() as usize) % TEMPLATE_FUNCS;
+                // Sampled outside f0 (the outermost function, where the stack really ends).
+                let depth = 2 + (rng.next() as usize) % (TEMPLATE_FUNCS - 1);
                 let mut input = template(depth);
                 let words = 1 + (rng.next() % 512) as usize;
                 input.stack = (0..words)
                     .flat_map(|_| {
                         let w = match rng.next() % 4 {
                             // pointers into the code, the stack or anywhere
-                            0 => MAP_START + 0x1000 + rng.next() % 0x200,
+                            // (not into f0, whose CFI marks the end of the stack)
+                            0 => MAP_START + 0x1011 + rng.next() % 0x1ef,
                             1 => input.regs.sp + rng.next() % 0x2000,
                             _ => rng.next(),
                         };

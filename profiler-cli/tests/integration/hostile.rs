@@ -569,3 +569,233 @@ fn a_cache_directory_another_user_controls_is_refused() {
     let written: Vec<_> = fs::read_dir(victim.path()).unwrap().collect();
     assert!(written.is_empty(), "written through the link: {written:?}");
 }
+
+/// Item 5, debug files: the attacker builds a program from public source (no build-id,
+/// stripped) whose `.gnu_debuglink` carries the CRC of root's debug file for root's own build
+/// of it (a root-only file, whose names differ), then links it in: `secret.debug` beside one
+/// binary is a symlink to it, and beside another the whole `.debug/` directory is a symlink
+/// to root's directory. Root's recording must read files beside the attacker's binaries with
+/// the attacker's access: none of root's names may name the attacker's frames. The attacker's
+/// own debug file (mode 0600) beside a third copy still names its frames.
+#[test]
+fn debug_files_linked_beside_another_users_binary_are_read_with_their_access() {
+    let Some(attacker) = Attacker::new() else {
+        return;
+    };
+    let _guard = sampling_lock();
+    let secrets = root_only_dir();
+    // Root's build: the same code, its function named differently; its debug file root-only.
+    let flags = [
+        "-O1",
+        "-g",
+        "-fno-omit-frame-pointer",
+        "-fno-optimize-sibling-calls",
+        "-Wl,--build-id=none",
+    ];
+    let root_build = secrets.path().join("root_build");
+    compile_with(
+        "burner.c",
+        &root_build,
+        &flags,
+        &["-Dchild_hot=root_secret_hot"],
+    );
+    let secret_debug = secrets.path().join("secret.debug");
+    tool(
+        Command::new("objcopy")
+            .arg("--only-keep-debug")
+            .arg(&root_build)
+            .arg(&secret_debug),
+    );
+    fs::set_permissions(&secret_debug, fs::Permissions::from_mode(0o600)).unwrap();
+    let crc = symbolize::crc32(&fs::read(&secret_debug).unwrap());
+    // The attacker's build of the public source, stripped, linked to root's debug file.
+    let public = secrets.path().join("public_build");
+    compile_with("burner.c", &public, &flags, &[]);
+    let link = secrets.path().join("link.contents");
+    fs::write(
+        &link,
+        crate::hostile_elf::debuglink_contents("secret.debug", crc),
+    )
+    .unwrap();
+    for sub in ["file", "dir"] {
+        let dir = attacker.path(sub);
+        fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(attacker.uid), Some(attacker.gid)).unwrap();
+        let bin = dir.join(format!("linked_{sub}"));
+        tool(
+            Command::new("objcopy")
+                .arg("--strip-all")
+                .arg(format!("--add-section=.gnu_debuglink={}", link.display()))
+                .arg(&public)
+                .arg(&bin),
+        );
+        std::os::unix::fs::chown(&bin, Some(attacker.uid), Some(attacker.gid)).unwrap();
+    }
+    // The attacker's own debug file, only the attacker may read.
+    let own = attacker.path("own");
+    fs::create_dir(&own).unwrap();
+    let own_debug = own.join("own.debug");
+    tool(
+        Command::new("objcopy")
+            .arg("--only-keep-debug")
+            .arg(&public)
+            .arg(&own_debug),
+    );
+    let own_link = secrets.path().join("own_link.contents");
+    let own_crc = symbolize::crc32(&fs::read(&own_debug).unwrap());
+    fs::write(
+        &own_link,
+        crate::hostile_elf::debuglink_contents("own.debug", own_crc),
+    )
+    .unwrap();
+    tool(
+        Command::new("objcopy")
+            .arg("--strip-all")
+            .arg(format!(
+                "--add-section=.gnu_debuglink={}",
+                own_link.display()
+            ))
+            .arg(&public)
+            .arg(own.join("linked_own")),
+    );
+    fs::set_permissions(&own_debug, fs::Permissions::from_mode(0o600)).unwrap();
+    for p in [&own, &own_debug, &own.join("linked_own")] {
+        std::os::unix::fs::chown(p, Some(attacker.uid), Some(attacker.gid)).unwrap();
+    }
+    let out = scratch();
+    let mut profctl = root_record(&["--duration", "4", "--folded", "out.folded"], out.path());
+    thread::sleep(Duration::from_millis(700));
+    let script = format!(
+        r#"
+        ln -s {debug} file/secret.debug
+        ln -s {secrets} dir/.debug
+        file/linked_file 1.2 & dir/linked_dir 1.2 & own/linked_own 1.2 & wait
+        "#,
+        debug = secret_debug.display(),
+        secrets = secrets.path().display(),
+    );
+    let attack_run = attacker
+        .shell(&script)
+        .wait_or_panic(Duration::from_secs(60));
+    let run = profctl.wait_or_panic(Duration::from_secs(60));
+    run.assert_success("root's recording under the attack");
+    assert!(attack_run.status.success(), "attack: {}", attack_run.stderr);
+    let text = fs::read_to_string(out.path().join("out.folded")).unwrap();
+    let stacks = parse_folded(&text);
+    for comm in ["linked_file", "linked_dir", "linked_own"] {
+        assert!(
+            comm_total(&stacks, comm) > 100,
+            "the attacker's {comm} was not sampled:\n{}",
+            comm_summary(&stacks)
+        );
+    }
+    assert!(
+        !text.contains("root_secret_hot"),
+        "a root-only debug file named the attacker's frames:\n{}",
+        top_lines(&stacks, 10)
+    );
+    assert!(
+        frame_count(&stacks, "linked_own", "child_hot") > 100,
+        "the attacker's own debug file (read with the attacker's access) did not name \
+         child_hot:\n{}",
+        top_lines(&stacks, 10)
+    );
+}
+
+/// Item 14: root records `--pid` of another user's process without a duration; the process
+/// exits (as its user decides): the recording must end with it, not run on forever.
+#[test]
+fn a_pid_recording_ends_when_another_users_process_exits() {
+    let Some(attacker) = Attacker::new() else {
+        return;
+    };
+    let _guard = sampling_lock();
+    let w = workloads();
+    attacker.install(&w.burner, "b");
+    let mut target = attacker.shell("echo $$ > pid; exec ./b 1.5");
+    let pid_file = attacker.path("pid");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid = loop {
+        if let Some(pid) = fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the target did not start");
+        thread::sleep(Duration::from_millis(10));
+    };
+    let out = scratch();
+    let mut profctl = root_record(
+        &["--pid", &pid.to_string(), "--folded", "out.folded"],
+        out.path(),
+    );
+    let target_run = target.wait_or_panic(Duration::from_secs(30));
+    let exited = Instant::now();
+    assert!(target_run.status.success(), "{}", target_run.stderr);
+    let run = profctl.wait_or_panic(Duration::from_secs(20));
+    run.assert_success("--pid of a process that exited");
+    assert!(
+        exited.elapsed() < Duration::from_secs(3),
+        "the recording went on {:.1?} after its process exited",
+        exited.elapsed()
+    );
+    let stacks = read_folded(&out.path().join("out.folded"));
+    assert!(
+        frame_count(&stacks, "b", "child_hot") > 0,
+        "the target was not profiled:\n{}",
+        comm_summary(&stacks)
+    );
+}
+
+/// Item 10: another user keeps both CPUs busy in deep stacks while root records the whole
+/// system into rings too small to keep up (`--ring-pages 16`: three samples with stacks):
+/// the summary must say samples were lost, as many as the kernel counted, never "0 lost".
+#[test]
+fn overflowing_rings_report_their_losses() {
+    let Some(attacker) = Attacker::new() else {
+        return;
+    };
+    let _guard = sampling_lock();
+    let w = workloads();
+    attacker.install(&w.burner, "b");
+    let mut attack = attacker.shell("./b 3 & ./b 3 & ./b 3 & wait");
+    thread::sleep(Duration::from_millis(300));
+    let out = scratch();
+    let run = root_record(
+        &[
+            "--duration",
+            "2",
+            "--ring-pages",
+            "16",
+            "--folded",
+            "out.folded",
+        ],
+        out.path(),
+    )
+    .wait_or_panic(Duration::from_secs(60));
+    attack.wait_or_panic(Duration::from_secs(60));
+    run.assert_success("a whole-system recording into small rings");
+    let summary = run
+        .stderr
+        .lines()
+        .find(|l| l.contains(" samples in ") && l.contains(" lost"))
+        .unwrap_or_else(|| panic!("no summary line:\n{}", run.stderr));
+    let number_before = |word: &str| -> u64 {
+        let at = summary.find(word).expect("word in summary");
+        summary[..at]
+            .split(|c: char| !c.is_ascii_digit())
+            .rfind(|s| !s.is_empty())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no number before {word:?} in {summary:?}"))
+    };
+    let samples = number_before(" samples in ");
+    let lost = number_before(" lost");
+    eprintln!("small rings: {summary}");
+    assert!(lost > 0, "rings of 16 pages lost nothing: {summary}");
+    // Two CPUs at 999 Hz for 2 s: about 4000 samples taken, kept or lost.
+    assert!(
+        samples + lost >= 2000,
+        "only {samples} samples and {lost} lost counted: {summary}"
+    );
+}

@@ -281,8 +281,11 @@ impl OpenFiles {
             (Some(live), None) => (live.clone(), live),
             (None, None) => (plain.clone(), plain),
         };
+        // Our own access for the pinned descriptor; the process's through its root; else
+        // nobody's (no process vouches for what the path names now).
+        let access = procmap::Access::for_path(&read_from);
         let build_id = file.build_id.as_deref();
-        let opened = FileSymbolizer::open_as(&read_from, &path, build_id, &self.search);
+        let opened = FileSymbolizer::open_as(&read_from, &path, build_id, &self.search, &access);
         let needs_debug_info = match &opened {
             Ok(s) => !s.has_dwarf(),
             Err(_) => true,
@@ -294,7 +297,7 @@ impl OpenFiles {
             if let Some(fetched) = self.fetcher.fetch(&id, &file.path, window, now, stats) {
                 let mut search = self.search.clone();
                 search.debug_files.push(fetched);
-                match FileSymbolizer::open_as(&read_from, &path, Some(&id), &search) {
+                match FileSymbolizer::open_as(&read_from, &path, Some(&id), &search, &access) {
                     Ok(s) => return Some(Arc::new(s)),
                     Err(err) => {
                         warn!(file = %file.path, %err, "the debug info from debuginfod is unusable")

@@ -194,6 +194,7 @@ fn open(
         &request.path,
         request.build_id.as_deref(),
         search,
+        &procmap::Access::for_path(&request.read_from),
     )
     .ok()
     .map(Arc::new);

@@ -79,7 +79,8 @@ fn pad8(v: &mut Vec<u8>, from: usize) {
 
 /// The well-formed template: TEMPLATE_FUNCS functions `push rbp; mov rbp,rsp; call; pop; ret`,
 /// with CFI saying so, and a stack of `depth` frames (f0 calls f1 … calls f(depth-1), which
-/// was sampled right after its prologue). The outermost return address is 0: the stack is whole.
+/// was sampled right after its prologue). f0's CFI leaves its return address undefined (as
+/// `_start`'s does): the stack is whole.
 pub fn template(depth: usize) -> Input {
     assert!((1..=TEMPLATE_FUNCS).contains(&depth));
     // .text
@@ -119,6 +120,10 @@ pub fn template(depth: usize) -> Input {
         eh.extend_from_slice(&((func as i64 - field as i64) as i32).to_le_bytes());
         eh.extend_from_slice(&(FUNC_SIZE as u32).to_le_bytes());
         uleb(&mut eh, 0); // augmentation data length
+        if i == 0 {
+            // The outermost function, like `_start`: its return address is undefined.
+            eh.extend_from_slice(&[0x07, 0x10]); // undefined r16
+        }
         eh.push(0x41); // advance_loc 1 (after push rbp)
         eh.extend_from_slice(&[0x0e, 0x10]); // def_cfa_offset 16
         eh.extend_from_slice(&[0x86, 0x02]); // offset rbp at cfa-16
