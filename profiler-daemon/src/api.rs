@@ -79,7 +79,8 @@ impl ApiState {
                 .is_some_and(|g| peer.gid == g || peer.groups.contains(&g))
     }
 
-    fn visibility(&self, peer: &Peer) -> Visibility {
+    /// What `peer` may see.
+    pub fn visibility(&self, peer: &Peer) -> Visibility {
         if self.is_admin(peer) {
             Visibility::All
         } else {
@@ -272,9 +273,14 @@ pub struct FoldedParams {
     pub comm: Option<String>,
     /// Only processes of this user.
     pub uid: Option<u32>,
+    /// With `pid`: also the processes it and its descendants created (`true`).
+    pub descendants: Option<bool>,
+    /// Only processes in this cgroup (v2 path) or under it.
+    pub cgroup: Option<String>,
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+/// An error answer: `profilerd: MESSAGE`.
+pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, format!("profilerd: {}\n", message.into())).into_response()
 }
 
@@ -297,7 +303,7 @@ async fn folded(
     let Ok(Query(params)) = params else {
         return error(
             StatusCode::BAD_REQUEST,
-            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, comm, uid",
+            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup",
         );
     };
     if peer.uid == u32::MAX {
@@ -325,16 +331,21 @@ async fn folded(
             format!("the time range is longer than {max_range:?} (api.max_range)"),
         );
     }
+    let filter = Filter {
+        pid: params.pid,
+        descendants: params.descendants.unwrap_or(false),
+        comm: params.comm,
+        uid: params.uid,
+        cgroup: params.cgroup,
+    };
+    if let Err(message) = filter.check() {
+        return error(StatusCode::BAD_REQUEST, message);
+    }
     let Ok(_permit) = state.queries.try_acquire() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             "too many queries at once; try again",
         );
-    };
-    let filter = Filter {
-        pid: params.pid,
-        comm: params.comm,
-        uid: params.uid,
     };
     let visibility = state.visibility(&peer);
     let bounds = query::Bounds {

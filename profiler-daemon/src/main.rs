@@ -7,6 +7,7 @@
 mod api;
 mod config;
 mod daemon;
+mod filter;
 mod pprof;
 mod query;
 mod slice;
