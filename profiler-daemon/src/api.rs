@@ -68,6 +68,8 @@ pub struct ApiState {
     pub admin_gid: Option<u32>,
     /// Bounds concurrent queries.
     pub queries: Semaphore,
+    /// On-demand recordings.
+    pub recordings: crate::recording::Recordings,
 }
 
 impl ApiState {
@@ -143,6 +145,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/status", get(status))
         .route("/v1/folded", get(folded))
         .route("/metrics", get(metrics))
+        .merge(crate::recording::routes())
         .with_state(state)
 }
 
@@ -408,7 +411,12 @@ async fn metrics(
     State(state): State<Arc<ApiState>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
 ) -> Response {
-    let s = status_of(&state, &peer);
+    metrics_response(&state, &peer)
+}
+
+/// `/metrics` (the Unix socket's and the scrape listener's).
+pub fn metrics_response(state: &ApiState, peer: &Peer) -> Response {
+    let s = status_of(state, peer);
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
         let _ = writeln!(

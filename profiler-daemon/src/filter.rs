@@ -146,6 +146,7 @@ impl CgroupCache {
     }
 
     /// Processes remembered.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.known.len()
     }
