@@ -4,6 +4,7 @@ mod cli;
 mod daemon_client;
 mod output;
 mod record;
+mod record_daemon;
 mod symbolize_cmd;
 
 use std::process::ExitCode;
@@ -14,7 +15,13 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     init_logging(cli.verbose, cli.quiet);
     let result = match cli.command {
-        cli::Command::Record(args) => record::run(args, cli.quiet, cli.verbose),
+        cli::Command::Record(args) => {
+            match record_daemon::run_if_daemon(&args, cli.socket.as_deref(), cli.quiet) {
+                Ok(Some(code)) => Ok(code),
+                Ok(None) => record::run(args, cli.quiet, cli.verbose),
+                Err(err) => Err(err),
+            }
+        }
         cli::Command::Symbolize(args) => symbolize_cmd::run(args),
         cli::Command::Flamegraph(args) => {
             daemon_client::flamegraph(&args, cli.socket.as_deref(), cli.quiet)
