@@ -165,7 +165,10 @@ fn record(args: &RecordArgs, pid: u32, socket: &Path, quiet: bool) -> Result<Exi
     let seconds = field(&status, "seconds").as_f64().unwrap_or(0.0);
     let frequency = field(&status, "frequency_used").as_u64().unwrap_or(0);
     let lost = field(&status, "lost").as_u64().unwrap_or(0);
-    let event = field(&status, "event").as_str().unwrap_or("unknown").to_string();
+    let event = field(&status, "event")
+        .as_str()
+        .unwrap_or("unknown")
+        .to_string();
     let kernel = field(&status, "kernel").as_bool().unwrap_or(false);
     let shown_socket = printable(&socket.display().to_string()).into_owned();
     let mut written = Vec::new();

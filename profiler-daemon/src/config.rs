@@ -598,9 +598,16 @@ mod tests {
         ] {
             let t = table[section].as_table().expect("section");
             for key in keys {
-                assert!(t.contains_key(*key), "{section}.{key} is not in the default file");
+                assert!(
+                    t.contains_key(*key),
+                    "{section}.{key} is not in the default file"
+                );
             }
-            assert_eq!(t.len(), keys.len(), "[{section}] has keys the test does not know");
+            assert_eq!(
+                t.len(),
+                keys.len(),
+                "[{section}] has keys the test does not know"
+            );
         }
         // Optional keys are documented, commented out.
         for key in ["socket_group", "admin_group", "listen", "token_file"] {

@@ -40,9 +40,9 @@ impl Filter {
                 return false;
             }
         }
-        self.pid.is_none_or(|pid| {
-            s.pid == pid || (self.descendants && s.ancestors.contains(&pid))
-        }) && self.uid.is_none_or(|uid| s.uid == Some(uid))
+        self.pid
+            .is_none_or(|pid| s.pid == pid || (self.descendants && s.ancestors.contains(&pid)))
+            && self.uid.is_none_or(|uid| s.uid == Some(uid))
             && self
                 .comm
                 .as_deref()

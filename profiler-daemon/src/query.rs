@@ -181,7 +181,8 @@ pub fn merged(
             }
             let mut stack = s.clone();
             if visibility != Visibility::All {
-                let keep = stack.frames.len() - (stack.kernel_frames as usize).min(stack.frames.len());
+                let keep =
+                    stack.frames.len() - (stack.kernel_frames as usize).min(stack.frames.len());
                 stack.frames.truncate(keep);
                 stack.kernel_frames = 0;
             }
@@ -228,7 +229,13 @@ mod tests {
     #[test]
     fn merged_slices_keep_labels_and_drop_kernel_frames_for_users() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), std::time::Duration::from_secs(1 << 30), 1 << 30, 0).unwrap();
+        let store = Store::open(
+            dir.path(),
+            std::time::Duration::from_secs(1 << 30),
+            1 << 30,
+            0,
+        )
+        .unwrap();
         for start in [10_000_000_000u64, 20_000_000_000] {
             store.write(&example(start), 30_000_000_000).unwrap();
         }
@@ -238,17 +245,25 @@ mod tests {
             deadline: Instant::now() + std::time::Duration::from_secs(10),
             timeout: std::time::Duration::from_secs(10),
         };
-        let (all, counts) = merged(&store, &metas, &Filter::default(), Visibility::All, &bounds).unwrap();
+        let (all, counts) =
+            merged(&store, &metas, &Filter::default(), Visibility::All, &bounds).unwrap();
         assert_eq!((counts.slices, counts.samples), (2, 76));
         assert_eq!(all.stacks.len(), 6);
         assert_eq!(all.start_ns, 10_000_000_000);
         assert_eq!(all.end_ns, 30_000_000_000);
         // A round trip through the pprof encoding keeps it whole.
         assert_eq!(Slice::decode(&all.encode()).unwrap(), all);
-        let f = Filter { pid: Some(90), descendants: true, ..Filter::default() };
+        let f = Filter {
+            pid: Some(90),
+            descendants: true,
+            ..Filter::default()
+        };
         let (split, _) = merged(&store, &metas, &f, Visibility::OwnOnly(1000), &bounds).unwrap();
         assert_eq!(split.samples(), 60);
-        assert!(split.stacks.iter().all(|s| s.kernel_frames == 0 && s.pid == 100));
+        assert!(split
+            .stacks
+            .iter()
+            .all(|s| s.kernel_frames == 0 && s.pid == 100));
         let mut lines = HashMap::new();
         add_slice(&mut lines, &split, &Filter::default(), Visibility::All);
         assert_eq!(lines["split;main;work;hot_a"], 60);

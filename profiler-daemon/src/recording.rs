@@ -490,8 +490,7 @@ fn run(
         event: recording.event.to_string(),
         frequency: recording.frequency,
         seconds: elapsed,
-        stopped_early: stopped.load(Ordering::Relaxed)
-            || elapsed + 0.5 < duration.as_secs_f64(),
+        stopped_early: stopped.load(Ordering::Relaxed) || elapsed + 0.5 < duration.as_secs_f64(),
         slice: out,
     })
 }
@@ -569,7 +568,10 @@ fn result<T>(
             StatusCode::CONFLICT,
             format!("recording {id} is still running"),
         )),
-        Phase::Failed(e) => Err(error(StatusCode::GONE, format!("recording {id} failed: {e}"))),
+        Phase::Failed(e) => Err(error(
+            StatusCode::GONE,
+            format!("recording {id} failed: {e}"),
+        )),
         Phase::Done(o) => Ok(with(o)),
     }
 }
@@ -596,15 +598,15 @@ async fn folded(
     match text {
         Ok((text, frequency, event, seconds)) => (
             [
-                (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_string()),
+                (
+                    header::CONTENT_TYPE,
+                    "text/plain; charset=utf-8".to_string(),
+                ),
                 (
                     header::HeaderName::from_static("x-profilerd-frequency"),
                     frequency.to_string(),
                 ),
-                (
-                    header::HeaderName::from_static("x-profilerd-event"),
-                    event,
-                ),
+                (header::HeaderName::from_static("x-profilerd-event"), event),
                 (
                     header::HeaderName::from_static("x-profilerd-seconds"),
                     format!("{seconds:.3}"),
@@ -623,11 +625,7 @@ async fn pprof(
     Path(id): Path<u64>,
 ) -> Response {
     match result(&state, &peer, id, |o| crate::scrape::encode_pprof(&o.slice)) {
-        Ok(bytes) => (
-            [(header::CONTENT_TYPE, "application/octet-stream")],
-            bytes,
-        )
-            .into_response(),
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
         Err(r) => r,
     }
 }

@@ -6,8 +6,8 @@
 //! A profile is answered from the daemon's stream: the request waits `seconds`, then for the
 //! slices covering that time to be named, and merges them (a slice counts when at least half
 //! of it lies in the window). Any number of scrapers (up to `scrape.max_concurrent`) share the
-//! one stream: a scrape opens no perf event. `past=1` answers at once from the last `seconds`
-//! of kept history. `pid` (with `descendants=true`), `comm`, `uid` and `cgroup` narrow it.
+//! one stream: a scrape opens no perf event. `past=1` answers at once with the latest
+//! `seconds` of kept history (ending at the newest slice named). `pid` (with `descendants=true`), `comm`, `uid` and `cgroup` narrow it.
 //! Whoever reaches the listener sees the whole machine, kernel frames included: listen on
 //! loopback, and set `scrape.token_file` (requests without `Authorization: Bearer TOKEN` get
 //! 401).
@@ -94,7 +94,12 @@ pub fn router(state: Arc<ScrapeState>) -> Router {
         .route("/debug/pprof/", get(index))
         .route("/debug/pprof/profile", get(profile))
         .route("/metrics", get(metrics))
-        .fallback(|| async { error(StatusCode::NOT_FOUND, "not served here: /debug/pprof/profile and /metrics only") })
+        .fallback(|| async {
+            error(
+                StatusCode::NOT_FOUND,
+                "not served here: /debug/pprof/profile and /metrics only",
+            )
+        })
         .with_state(state)
 }
 
@@ -159,7 +164,15 @@ struct ProfileParams {
 }
 
 fn params(raw: &HashMap<String, String>) -> Result<ProfileParams, String> {
-    let known = ["seconds", "past", "pid", "descendants", "comm", "uid", "cgroup"];
+    let known = [
+        "seconds",
+        "past",
+        "pid",
+        "descendants",
+        "comm",
+        "uid",
+        "cgroup",
+    ];
     if let Some(k) = raw.keys().find(|k| !known.contains(&k.as_str())) {
         return Err(format!(
             "unknown parameter {k:?}: expected {}",
@@ -181,7 +194,10 @@ fn params(raw: &HashMap<String, String>) -> Result<ProfileParams, String> {
     };
     let number = |key: &str| -> Result<Option<u32>, String> {
         raw.get(key)
-            .map(|v| v.parse().map_err(|_| format!("{key}={v:?}: expected a number")))
+            .map(|v| {
+                v.parse()
+                    .map_err(|_| format!("{key}={v:?}: expected a number"))
+            })
             .transpose()
     };
     let filter = Filter {
@@ -251,8 +267,13 @@ async fn profile(
     };
     let window = Duration::from_secs(p.seconds);
     let (t0, t1) = if p.past {
-        let now = unix_now_ns();
-        (now.saturating_sub(window.as_nanos() as u64), now)
+        // The latest `seconds` of kept history: up to the newest slice named (a slice and its
+        // close grace behind now), so that the answer is never cut by what is being named.
+        let newest = match shared.store.newest_end() {
+            0 => unix_now_ns(),
+            t => t,
+        };
+        (newest.saturating_sub(window.as_nanos() as u64), newest)
     } else {
         // Live: wait out the window, then for its last slice to be named. Dropped (and so
         // stopped) when the client goes away.
@@ -263,7 +284,9 @@ async fn profile(
         let deadline = Instant::now() + slice + Duration::from_secs(10);
         while shared.store.newest_end() < t1
             && Instant::now() < deadline
-            && !shared.sampling_ended.load(std::sync::atomic::Ordering::Relaxed)
+            && !shared
+                .sampling_ended
+                .load(std::sync::atomic::Ordering::Relaxed)
         {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
