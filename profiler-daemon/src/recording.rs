@@ -558,20 +558,20 @@ fn result<T>(
     peer: &Peer,
     id: u64,
     with: impl FnOnce(&Outcome) -> T,
-) -> Result<T, Response> {
+) -> Result<T, Box<Response>> {
     let Some(entry) = state.recordings.get(id, peer, state.is_admin(peer)) else {
-        return Err(not_found(id));
+        return Err(Box::new(not_found(id)));
     };
     let guard = entry.state.lock().unwrap_or_else(|e| e.into_inner());
     match &*guard {
-        Phase::Running => Err(error(
+        Phase::Running => Err(Box::new(error(
             StatusCode::CONFLICT,
             format!("recording {id} is still running"),
-        )),
-        Phase::Failed(e) => Err(error(
+        ))),
+        Phase::Failed(e) => Err(Box::new(error(
             StatusCode::GONE,
             format!("recording {id} failed: {e}"),
-        )),
+        ))),
         Phase::Done(o) => Ok(with(o)),
     }
 }
@@ -615,7 +615,7 @@ async fn folded(
             text,
         )
             .into_response(),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
@@ -626,7 +626,7 @@ async fn pprof(
 ) -> Response {
     match result(&state, &peer, id, |o| crate::scrape::encode_pprof(&o.slice)) {
         Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 

@@ -104,7 +104,7 @@ pub fn router(state: Arc<ScrapeState>) -> Router {
 }
 
 /// 401 unless the request carries the configured token.
-fn authorize(state: &ScrapeState, headers: &HeaderMap) -> Result<(), Response> {
+fn authorize(state: &ScrapeState, headers: &HeaderMap) -> Result<(), Box<Response>> {
     let Some(token) = &state.token else {
         return Ok(());
     };
@@ -123,18 +123,20 @@ fn authorize(state: &ScrapeState, headers: &HeaderMap) -> Result<(), Response> {
     if same {
         Ok(())
     } else {
-        Err((
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "profilerd: a bearer token is required (Authorization: Bearer TOKEN)\n",
-        )
-            .into_response())
+        Err(Box::new(
+            (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "profilerd: a bearer token is required (Authorization: Bearer TOKEN)\n",
+            )
+                .into_response(),
+        ))
     }
 }
 
 async fn index(State(state): State<Arc<ScrapeState>>, headers: HeaderMap) -> Response {
     if let Err(r) = authorize(&state, &headers) {
-        return r;
+        return *r;
     }
     (
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -145,7 +147,7 @@ async fn index(State(state): State<Arc<ScrapeState>>, headers: HeaderMap) -> Res
 
 async fn metrics(State(state): State<Arc<ScrapeState>>, headers: HeaderMap) -> Response {
     if let Err(r) = authorize(&state, &headers) {
-        return r;
+        return *r;
     }
     let peer = Peer {
         uid: 0,
@@ -242,7 +244,7 @@ async fn profile(
     Query(raw): Query<HashMap<String, String>>,
 ) -> Response {
     if let Err(r) = authorize(&state, &headers) {
-        return r;
+        return *r;
     }
     let p = match params(&raw) {
         Ok(p) => p,
