@@ -320,9 +320,13 @@ fn scrape_get(port: u16, path: &str, token: Option<&str>) -> (u16, Vec<u8>) {
 /// `go tool pprof -top -cum -sample_index=samples URL`: (cum samples by function, output).
 fn go_pprof_top(url: &str, home: &Path) -> (BTreeMap<String, u64>, String) {
     let out = Command::new("go")
+        // The answer comes once the slices covering the window are named, a slice and its
+        // close grace after the window: more than pprof waits by default for 2 s (3 s).
         .args([
             "tool",
             "pprof",
+            "-timeout",
+            "60",
             "-top",
             "-cum",
             "-sample_index=samples",
@@ -436,6 +440,25 @@ fn daemon_scrape_with_go_tool_pprof_token_and_two_at_once() {
     assert_eq!(scrape_get(port, "/metrics", None).0, 401);
     let (status, body) = scrape_get(port, path, Some("s3cret-token"));
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    // Clients that go away stop their profiles: four (scrape.max_concurrent) 30-second
+    // profiles asked and dropped leave room for another at once.
+    for _ in 0..4 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(
+            s,
+            "GET /debug/pprof/profile?seconds=30 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret-token\r\n\r\n"
+        )
+        .unwrap();
+        thread::sleep(Duration::from_millis(200));
+    }
+    thread::sleep(Duration::from_millis(500));
+    let (status, body) = scrape_get(port, path, Some("s3cret-token"));
+    assert_eq!(
+        status,
+        200,
+        "profiles of clients gone still hold their places: {}",
+        String::from_utf8_lossy(&body)
+    );
     let (status, body) = scrape_get(port, "/metrics", Some("s3cret-token"));
     assert_eq!(status, 200);
     assert!(String::from_utf8_lossy(&body).contains("profilerd_samples_total"));
