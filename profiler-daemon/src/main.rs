@@ -11,6 +11,7 @@ mod filter;
 mod pprof;
 mod query;
 mod recording;
+mod rollup;
 mod scrape;
 mod slice;
 mod store;

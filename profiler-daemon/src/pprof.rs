@@ -57,6 +57,10 @@ pub struct Sample {
     pub value: Vec<i64>,
     #[prost(message, repeated, tag = "3")]
     pub label: Vec<Label>,
+    /// profilerd's own field, in roll-ups only (pprof tools skip it): (member slice index,
+    /// count) pairs, flattened, packed.
+    #[prost(uint64, repeated, packed = "true", tag = "100")]
+    pub slice_counts: Vec<u64>,
 }
 
 /// A sample label: a string or a number.

@@ -55,6 +55,12 @@ pub fn add_slice(
 ) -> u64 {
     let mut samples = 0;
     let mut key = String::new();
+    // Each name sanitized once per slice, not once per frame.
+    let names: Vec<std::borrow::Cow<str>> = slice
+        .names
+        .iter()
+        .map(|n| profile::sanitize_frame(n))
+        .collect();
     for s in &slice.stacks {
         if !filter.admits(s, visibility) {
             continue;
@@ -67,13 +73,17 @@ pub fn add_slice(
         key.push_str(&comm_of(s));
         for &f in frames {
             key.push(';');
-            let name = slice.names.get(f as usize).map_or("[unknown]", |n| n);
-            key.push_str(&profile::sanitize_frame(name));
+            key.push_str(names.get(f as usize).map_or("[unknown]", |n| n));
         }
         if frames.is_empty() {
             key.push_str(";[unknown]");
         }
-        *lines.entry(key.clone()).or_default() += s.count;
+        match lines.get_mut(key.as_str()) {
+            Some(count) => *count += s.count,
+            None => {
+                lines.insert(key.clone(), s.count);
+            }
+        }
         samples += s.count;
     }
     samples
@@ -112,7 +122,7 @@ pub fn folded(
         if Instant::now() > deadline {
             return Err(QueryError::TooSlow(timeout));
         }
-        let slice = match store.read(meta) {
+        let slice = match store.read_in(meta, since_ns, until_ns) {
             Ok(Some(slice)) => slice,
             Ok(None) => continue,
             Err(_) => {
@@ -143,11 +153,13 @@ pub fn folded(
 }
 
 /// The stacks of `slices` that `filter` and `visibility` admit, as one slice (kernel frames
-/// removed unless `visibility` is [`Visibility::All`]), within `bounds`. The merged slice
+/// removed unless `visibility` is [`Visibility::All`]; of a roll-up, the samples in
+/// `[since_ns, until_ns)`), within `bounds`. The merged slice
 /// spans the first slice's start to the last one's end; `period_ns` is the first one's.
 pub fn merged(
     store: &Store,
     slices: &[SliceMeta],
+    (since_ns, until_ns): (u64, u64),
     filter: &Filter,
     visibility: Visibility,
     bounds: &Bounds,
@@ -160,7 +172,7 @@ pub fn merged(
         if Instant::now() > bounds.deadline {
             return Err(QueryError::TooSlow(bounds.timeout));
         }
-        let slice = match store.read(meta) {
+        let slice = match store.read_in(meta, since_ns, until_ns) {
             Ok(Some(slice)) => slice,
             Ok(None) => continue,
             Err(_) => {
@@ -245,8 +257,15 @@ mod tests {
             deadline: Instant::now() + std::time::Duration::from_secs(10),
             timeout: std::time::Duration::from_secs(10),
         };
-        let (all, counts) =
-            merged(&store, &metas, &Filter::default(), Visibility::All, &bounds).unwrap();
+        let (all, counts) = merged(
+            &store,
+            &metas,
+            (0, u64::MAX),
+            &Filter::default(),
+            Visibility::All,
+            &bounds,
+        )
+        .unwrap();
         assert_eq!((counts.slices, counts.samples), (2, 76));
         assert_eq!(all.stacks.len(), 6);
         assert_eq!(all.start_ns, 10_000_000_000);
@@ -258,7 +277,15 @@ mod tests {
             descendants: true,
             ..Filter::default()
         };
-        let (split, _) = merged(&store, &metas, &f, Visibility::OwnOnly(1000), &bounds).unwrap();
+        let (split, _) = merged(
+            &store,
+            &metas,
+            (0, u64::MAX),
+            &f,
+            Visibility::OwnOnly(1000),
+            &bounds,
+        )
+        .unwrap();
         assert_eq!(split.samples(), 60);
         assert!(split
             .stacks

@@ -306,7 +306,7 @@ async fn profile(
         // Slices that overlap the window, one slice's length around it.
         let selection = store.select(t0.saturating_sub(1), t1 + 1);
         let slices = covering(&selection.slices, t0, t1);
-        query::merged(&store, &slices, &filter, Visibility::All, &bounds)
+        query::merged(&store, &slices, (t0, t1), &filter, Visibility::All, &bounds)
             .map(|(slice, counts)| (encode_pprof(&slice), counts))
     })
     .await;
@@ -356,6 +356,7 @@ mod tests {
             start_ns: start,
             end_ns: end,
             bytes: 1,
+            rollup: false,
         }
     }
 

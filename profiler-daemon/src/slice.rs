@@ -165,6 +165,7 @@ impl Slice {
                     stack.count.saturating_mul(self.period_ns) as i64,
                 ],
                 label,
+                slice_counts: Vec::new(),
             });
         }
         pprof::Profile {
