@@ -286,13 +286,14 @@ fn daemon_record_pid_shares_access_and_descendants() {
         comm_summary(&tree),
         run.stderr
     );
-    // (The child between its fork and its exec is named forker, or by its pid.)
-    assert!(
-        tree.iter()
-            .all(|s| s.comm == "forker" || s.comm == "burner" || s.comm.starts_with("[pid ")),
-        "{}",
-        comm_summary(&tree)
-    );
+    // Besides forker and burner, only the moments between a fork and its exec (named after
+    // the parent's thread, or by pid): a few samples.
+    let others: u64 = tree
+        .iter()
+        .filter(|s| s.comm != "forker" && s.comm != "burner")
+        .map(|s| s.count)
+        .sum();
+    assert!(others <= 5, "{}", comm_summary(&tree));
     daemon.stop();
 }
 
