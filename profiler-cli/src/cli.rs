@@ -19,8 +19,9 @@ pub struct Cli {
     /// Only errors: no progress line and no summary.
     #[arg(short, long, global = true)]
     pub quiet: bool,
-    /// profilerd's socket, for the commands that ask the daemon (flamegraph, status).
-    /// Default: $PROFILERD_SOCKET, else /run/profilerd/profilerd.sock.
+    /// profilerd's socket, for the commands that ask the daemon (flamegraph, status, and
+    /// record --pid when it answers). Default: $PROFILERD_SOCKET, else
+    /// /run/profilerd/profilerd.sock.
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
     #[command(subcommand)]
@@ -61,6 +62,8 @@ const FLAMEGRAPH_EXAMPLES: &str = "Examples:
   profctl flamegraph --input cpu.pb.gz -o cpu.svg            a pprof or folded file, no daemon
   profctl flamegraph --since @1700000000 --until @1700000300 --comm nginx -o nginx.svg
   profctl flamegraph --since 1h --until 50m --pid 1234 --folded app.folded
+  profctl flamegraph --since 5m --pid 1234 --descendants   a process and what it started
+  profctl flamegraph --since 5m --cgroup /system.slice/nginx.service
 
 Times: a duration ago (90s, 10m, 2h, 1d) or @UNIX-SECONDS. The daemon's slices (10 s by
 default) are the finest grain: a slice overlapping the range is counted whole.";
@@ -87,6 +90,13 @@ pub struct FlamegraphArgs {
     /// Only processes of this user (uid).
     #[arg(long, value_name = "UID")]
     pub uid: Option<u32>,
+    /// With --pid: also the processes it (and they, in turn) created.
+    #[arg(long, requires = "pid")]
+    pub descendants: bool,
+    /// Only processes in this cgroup or under it (a cgroup v2 path, e.g.
+    /// /system.slice/nginx.service or a container's scope).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<String>,
     /// Write the SVG flamegraph here.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -182,6 +192,7 @@ pub struct SymbolizeArgs {
 const RECORD_EXAMPLES: &str = "Examples:
   profctl record --duration 5 -o system.svg            the whole system for 5 s (root or CAP_PERFMON)
   profctl record --pid 1234 --freq 999 -o app.svg      a running process until Ctrl-C
+                                                       (through profilerd when it answers)
   profctl record --folded out.folded -- ./my-program   a command, until it exits
   profctl record -d 10 -o cpu.pb.gz                    a pprof profile (go tool pprof, Parca, Pyroscope)
 
@@ -300,6 +311,12 @@ pub struct RecordArgs {
     /// (512 at 99 Hz).
     #[arg(long, value_name = "PAGES", value_parser = parse_ring_pages)]
     pub ring_pages: Option<usize>,
+    /// With --pid, record in this process even when profilerd answers on its socket
+    /// (otherwise a --pid recording is asked of profilerd when it answers, and recorded here
+    /// when it does not, or when an option only this process has is given: --window,
+    /// --lines, --debug-dir, --ring-pages, --event, --call-graph, --stack-size).
+    #[arg(long)]
+    pub embedded: bool,
     /// The command to run and profile (after --). Recording ends when it exits; if the
     /// recording ends first (--duration, Ctrl-C), the command is sent SIGTERM.
     #[arg(last = true, value_name = "COMMAND")]

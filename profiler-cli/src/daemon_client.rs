@@ -54,51 +54,70 @@ pub fn get(socket: &Path, path_and_query: &str) -> Result<Answer> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let request = async {
-        let stream = tokio::net::UnixStream::connect(socket)
-            .await
-            .with_context(|| {
-                format!(
-                "cannot reach profilerd at {} (is it running? `profctl record` records without it)",
-                printable(&socket.display().to_string())
-            )
-            })?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .context("talking to profilerd")?;
-        let connection = tokio::spawn(connection);
-        let request = hyper::Request::builder()
-            .uri(path_and_query)
-            .header(hyper::header::HOST, "profilerd")
-            .body(http_body_util::Empty::<hyper::body::Bytes>::new())
-            .context("building the request")?;
-        let response = sender
-            .send_request(request)
-            .await
-            .context("asking profilerd")?;
-        let (parts, body) = response.into_parts();
-        let body = http_body_util::Limited::new(body, MAX_BODY)
-            .collect()
-            .await
-            .map_err(|e| anyhow::anyhow!("reading profilerd's answer: {e}"))?
-            .to_bytes();
-        connection.abort();
-        Ok::<_, anyhow::Error>(Answer {
-            status: parts.status.as_u16(),
-            headers: parts.headers,
-            body: body.to_vec(),
-        })
-    };
     runtime.block_on(async {
-        tokio::time::timeout(TIMEOUT, request)
+        tokio::time::timeout(TIMEOUT, request(socket, "GET", path_and_query, None))
             .await
             .map_err(|_| anyhow::anyhow!("profilerd did not answer within {TIMEOUT:?}"))?
     })
 }
 
+/// `METHOD path_and_query` on the daemon at `socket`, with a JSON `body` if given.
+pub async fn request(
+    socket: &Path,
+    method: &str,
+    path_and_query: &str,
+    body: Option<Vec<u8>>,
+) -> Result<Answer> {
+    let stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot reach profilerd at {} (is it running? `profctl record` records without it)",
+                printable(&socket.display().to_string())
+            )
+        })?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .context("talking to profilerd")?;
+    let connection = tokio::spawn(connection);
+    let mut builder = hyper::Request::builder()
+        .method(method)
+        .uri(path_and_query)
+        .header(hyper::header::HOST, "profilerd");
+    if body.is_some() {
+        builder = builder.header(hyper::header::CONTENT_TYPE, "application/json");
+    }
+    let request = builder
+        .body(http_body_util::Full::new(hyper::body::Bytes::from(
+            body.unwrap_or_default(),
+        )))
+        .context("building the request")?;
+    let response = sender
+        .send_request(request)
+        .await
+        .context("asking profilerd")?;
+    let (parts, body) = response.into_parts();
+    let body = http_body_util::Limited::new(body, MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| anyhow::anyhow!("reading profilerd's answer: {e}"))?
+        .to_bytes();
+    connection.abort();
+    Ok(Answer {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body: body.to_vec(),
+    })
+}
+
+/// Whether something accepts connections on `socket` (the daemon, presumably).
+pub fn answers(socket: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(socket).is_ok()
+}
+
 /// The answer's body as an error, unless it is a success.
-fn check(answer: &Answer) -> Result<()> {
+pub fn check(answer: &Answer) -> Result<()> {
     if answer.status == 200 {
         return Ok(());
     }
@@ -111,7 +130,7 @@ fn check(answer: &Answer) -> Result<()> {
 }
 
 /// Percent-encode a query value.
-fn encode(value: &str) -> String {
+pub fn encode(value: &str) -> String {
     let mut out = String::new();
     for b in value.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
@@ -138,6 +157,10 @@ pub struct RangeFilter {
     pub comm: Option<String>,
     /// Only processes of this user.
     pub uid: Option<u32>,
+    /// With `pid`: its descendants too.
+    pub descendants: bool,
+    /// Only processes in this cgroup or under it.
+    pub cgroup: Option<String>,
 }
 
 /// The stacks of a time range of the daemon's history, and what the daemon said of them.
@@ -178,6 +201,12 @@ pub fn folded_range(
     }
     if let Some(uid) = filter.uid {
         query.push_str(&format!("&uid={uid}"));
+    }
+    if filter.descendants {
+        query.push_str("&descendants=true");
+    }
+    if let Some(cgroup) = &filter.cgroup {
+        query.push_str(&format!("&cgroup={}", encode(cgroup)));
     }
     let answer = get(socket, &query)?;
     check(&answer)?;
@@ -232,6 +261,8 @@ pub fn flamegraph(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> 
         pid: args.pid,
         comm: args.comm.clone(),
         uid: args.uid,
+        descendants: args.descendants,
+        cgroup: args.cgroup.clone(),
     };
     let RangeProfile {
         profile,
@@ -256,6 +287,9 @@ pub fn flamegraph(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> 
             );
         } else {
             let filter = match (&args.pid, &args.comm, &args.uid) {
+                (Some(pid), _, _) if args.descendants => {
+                    format!(", process {pid} and descendants")
+                }
                 (Some(pid), _, _) => format!(", process {pid}"),
                 (_, Some(comm), _) => format!(", command {comm}"),
                 (_, _, Some(uid)) => format!(", uid {uid}"),

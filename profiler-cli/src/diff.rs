@@ -190,6 +190,7 @@ pub fn run(args: &DiffArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCo
         pid: args.pid,
         comm: args.comm.clone(),
         uid: args.uid,
+        ..RangeFilter::default()
     };
     let before = load_side(before_file, args.before, &filter, socket)?;
     let after = load_side(after_file, args.after, &filter, socket)?;

@@ -7,6 +7,7 @@ mod input;
 mod output;
 mod pprof_out;
 mod record;
+mod record_daemon;
 mod symbolize_cmd;
 mod top;
 
@@ -18,7 +19,13 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     init_logging(cli.verbose, cli.quiet);
     let result = match cli.command {
-        cli::Command::Record(args) => record::run(args, cli.quiet, cli.verbose),
+        cli::Command::Record(args) => {
+            match record_daemon::run_if_daemon(&args, cli.socket.as_deref(), cli.quiet) {
+                Ok(Some(code)) => Ok(code),
+                Ok(None) => record::run(args, cli.quiet, cli.verbose),
+                Err(err) => Err(err),
+            }
+        }
         cli::Command::Symbolize(args) => symbolize_cmd::run(args),
         cli::Command::Flamegraph(args) => match &args.input {
             Some(input) => input::flamegraph(&args, input, cli.quiet),

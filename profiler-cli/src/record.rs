@@ -447,7 +447,7 @@ fn print_summary(
         }};
     }
     say!(
-        "profctl: {} samples in {:.1} s ({} at {} Hz{}), {} lost, {} throttled",
+        "profctl: {} samples in {:.1} s ({} at {} Hz{}), {} lost, {} throttled, embedded",
         r.stats.samples,
         r.duration.as_secs_f64(),
         r.event,

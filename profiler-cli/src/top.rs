@@ -147,6 +147,7 @@ pub fn run(args: &TopArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCod
                 pid: args.pid,
                 comm: args.comm.clone(),
                 uid: args.uid,
+                ..RangeFilter::default()
             };
             let range = daemon_client::folded_range(&socket, since, until, &filter)?;
             let what = format!(

@@ -68,6 +68,8 @@ pub struct ApiState {
     pub admin_gid: Option<u32>,
     /// Bounds concurrent queries.
     pub queries: Semaphore,
+    /// On-demand recordings.
+    pub recordings: crate::recording::Recordings,
 }
 
 impl ApiState {
@@ -79,7 +81,8 @@ impl ApiState {
                 .is_some_and(|g| peer.gid == g || peer.groups.contains(&g))
     }
 
-    fn visibility(&self, peer: &Peer) -> Visibility {
+    /// What `peer` may see.
+    pub fn visibility(&self, peer: &Peer) -> Visibility {
         if self.is_admin(peer) {
             Visibility::All
         } else {
@@ -142,6 +145,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/status", get(status))
         .route("/v1/folded", get(folded))
         .route("/metrics", get(metrics))
+        .merge(crate::recording::routes())
         .with_state(state)
 }
 
@@ -272,9 +276,14 @@ pub struct FoldedParams {
     pub comm: Option<String>,
     /// Only processes of this user.
     pub uid: Option<u32>,
+    /// With `pid`: also the processes it and its descendants created (`true`).
+    pub descendants: Option<bool>,
+    /// Only processes in this cgroup (v2 path) or under it.
+    pub cgroup: Option<String>,
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+/// An error answer: `profilerd: MESSAGE`.
+pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, format!("profilerd: {}\n", message.into())).into_response()
 }
 
@@ -297,7 +306,7 @@ async fn folded(
     let Ok(Query(params)) = params else {
         return error(
             StatusCode::BAD_REQUEST,
-            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, comm, uid",
+            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup",
         );
     };
     if peer.uid == u32::MAX {
@@ -325,16 +334,21 @@ async fn folded(
             format!("the time range is longer than {max_range:?} (api.max_range)"),
         );
     }
+    let filter = Filter {
+        pid: params.pid,
+        descendants: params.descendants.unwrap_or(false),
+        comm: params.comm,
+        uid: params.uid,
+        cgroup: params.cgroup,
+    };
+    if let Err(message) = filter.check() {
+        return error(StatusCode::BAD_REQUEST, message);
+    }
     let Ok(_permit) = state.queries.try_acquire() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             "too many queries at once; try again",
         );
-    };
-    let filter = Filter {
-        pid: params.pid,
-        comm: params.comm,
-        uid: params.uid,
     };
     let visibility = state.visibility(&peer);
     let bounds = query::Bounds {
@@ -397,7 +411,12 @@ async fn metrics(
     State(state): State<Arc<ApiState>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
 ) -> Response {
-    let s = status_of(&state, &peer);
+    metrics_response(&state, &peer)
+}
+
+/// `/metrics` (the Unix socket's and the scrape listener's).
+pub fn metrics_response(state: &ApiState, peer: &Peer) -> Response {
+    let s = status_of(state, peer);
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
         let _ = writeln!(

@@ -59,6 +59,10 @@ pub struct Config {
     pub api: Api,
     /// Who sees what.
     pub access: Access,
+    /// On-demand recordings (`POST /v1/recordings`).
+    pub recordings: Recordings,
+    /// The opt-in TCP listener for pprof scrapers.
+    pub scrape: Scrape,
 }
 
 /// `[sampling]`.
@@ -157,6 +161,53 @@ impl Default for Api {
 pub struct Access {
     /// Members of this group (name or number) see everything, as root does. Unset: root only.
     pub admin_group: Option<String>,
+}
+
+/// `[recordings]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Recordings {
+    /// Recordings running at once; more are refused (429) until one ends.
+    pub max_concurrent: QueueLen,
+    /// Longest recording.
+    pub max_duration: Seconds,
+    /// Highest frequency a recording may ask for.
+    pub max_frequency: Frequency,
+}
+
+impl Default for Recordings {
+    fn default() -> Recordings {
+        Recordings {
+            max_concurrent: QueueLen(2),
+            max_duration: Seconds(Duration::from_secs(600)),
+            max_frequency: Frequency(4999),
+        }
+    }
+}
+
+/// `[scrape]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Scrape {
+    /// `ADDR:PORT` to serve `/debug/pprof/*` and `/metrics` on over TCP. Unset: no listener.
+    pub listen: Option<String>,
+    /// A file holding the bearer token scrapers must send. Unset: none asked.
+    pub token_file: Option<PathBuf>,
+    /// Profiles being answered at once; more are refused (503).
+    pub max_concurrent: QueueLen,
+    /// Longest `seconds` a scrape may ask for.
+    pub max_seconds: Seconds,
+}
+
+impl Default for Scrape {
+    fn default() -> Scrape {
+        Scrape {
+            listen: None,
+            token_file: None,
+            max_concurrent: QueueLen(4),
+            max_seconds: Seconds(Duration::from_secs(300)),
+        }
+    }
 }
 
 /// A sampling frequency in Hz: 1 to 100000.
@@ -439,6 +490,21 @@ impl Config {
                 self.api.max_range.0
             )));
         }
+        if let Some(listen) = &self.scrape.listen {
+            if listen.parse::<std::net::SocketAddr>().is_err() {
+                return Err(invalid(format!(
+                    "scrape.listen is {listen:?}: expected ADDR:PORT such as \"127.0.0.1:6060\" or \"[::1]:6060\""
+                )));
+            }
+        }
+        if let Some(path) = &self.scrape.token_file {
+            if !path.is_absolute() {
+                return Err(invalid(format!(
+                    "scrape.token_file is {}: expected an absolute path",
+                    path.display()
+                )));
+            }
+        }
         for (key, path) in [
             ("storage.state_dir", &self.storage.state_dir),
             ("storage.cache_dir", &self.storage.cache_dir),
@@ -523,8 +589,28 @@ mod tests {
                 "[{section}] has keys the test does not know"
             );
         }
+        for (section, keys) in [
+            (
+                "recordings",
+                &["max_concurrent", "max_duration", "max_frequency"][..],
+            ),
+            ("scrape", &["max_concurrent", "max_seconds"][..]),
+        ] {
+            let t = table[section].as_table().expect("section");
+            for key in keys {
+                assert!(
+                    t.contains_key(*key),
+                    "{section}.{key} is not in the default file"
+                );
+            }
+            assert_eq!(
+                t.len(),
+                keys.len(),
+                "[{section}] has keys the test does not know"
+            );
+        }
         // Optional keys are documented, commented out.
-        for key in ["socket_group", "admin_group"] {
+        for key in ["socket_group", "admin_group", "listen", "token_file"] {
             assert!(DEFAULT_CONFIG_TEXT.contains(&format!("# {key} = ")));
         }
         assert_eq!(parse("").unwrap(), Config::default());
@@ -575,6 +661,8 @@ mod tests {
             ("[sampling]\nslice = \"2h\"\n", "sampling.slice"),
             ("[storage]\nmax_age = \"5s\"\n", "storage.max_age"),
             ("[storage]\nstate_dir = \"relative\"\n", "absolute path"),
+            ("[scrape]\nlisten = \"localhost\"\n", "ADDR:PORT"),
+            ("[scrape]\ntoken_file = \"token\"\n", "absolute path"),
         ] {
             let err = parse(text).expect_err(text).to_string();
             assert!(

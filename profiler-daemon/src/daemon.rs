@@ -259,6 +259,7 @@ fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, share
     let period_ns = 1_000_000_000 / shared.frequency.max(1);
     let mut unwritten: VecDeque<Slice> = VecDeque::new();
     let mut named: u64 = 0;
+    let mut cgroups = crate::filter::CgroupCache::new(sampler::now_ns());
     for closed in slices {
         shared.naming_backlog.fetch_sub(1, Ordering::Relaxed);
         let (profile, stacks, _stats) = symbolizer.symbolize_stacks(&closed.window);
@@ -273,7 +274,9 @@ fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, share
         }
         // Monotonic (the samples' clock) to UNIX time, as of now.
         let offset = unix_now_ns().saturating_sub(sampler::now_ns());
-        let slice = to_slice(&closed.window, &profile, &stacks, period_ns, offset);
+        let mut slice = to_slice(&closed.window, &profile, &stacks, period_ns, offset);
+        cgroups.label(&mut slice.stacks);
+        cgroups.forget(&closed.ended_processes);
         drop(closed);
         named += 1;
         shared.slices_named.fetch_add(1, Ordering::Relaxed);
@@ -362,6 +365,8 @@ pub fn to_slice(
             process_start: thread.process_start,
             comm: thread.comm.clone(),
             uid: thread.uid,
+            ancestors: thread.ancestors.clone(),
+            cgroup: None,
             count: stack.count,
         });
     }

@@ -7,9 +7,12 @@
 mod api;
 mod config;
 mod daemon;
+mod filter;
 mod pprof;
 mod query;
+mod recording;
 mod rollup;
+mod scrape;
 mod slice;
 mod store;
 mod sys;
@@ -44,6 +47,10 @@ struct Args {
     /// Samples per second per CPU (overrides sampling.frequency).
     #[arg(long, value_name = "HZ")]
     freq: Option<u64>,
+    /// Serve pprof scrapers (`/debug/pprof/profile`, `/metrics`) over TCP at ADDR:PORT
+    /// (overrides scrape.listen; loopback recommended).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pprof_listen: Option<String>,
     /// Check the configuration (file and flags), print it on success, and exit: 0 when valid,
     /// 1 when not.
     #[arg(long)]
@@ -112,6 +119,9 @@ fn load_config(args: &Args) -> Result<Config, ConfigError> {
         }
         config.sampling.frequency = config::Frequency(hz);
     }
+    if let Some(addr) = &args.pprof_listen {
+        config.scrape.listen = Some(addr.clone());
+    }
     config.check("the configuration with the command-line flags")?;
     Ok(config)
 }
@@ -164,6 +174,12 @@ fn run(config: Config) -> Result<()> {
             config.storage.cache_dir.display()
         )
     })?;
+    let scrape_token = config
+        .scrape
+        .token_file
+        .as_deref()
+        .map(scrape::read_token)
+        .transpose()?;
     let mut config = config;
     config.sampling.frequency = config::Frequency(frequency);
     let max_queries = config.api.max_concurrent_queries.0;
@@ -209,7 +225,23 @@ fn run(config: Config) -> Result<()> {
             shared: Arc::clone(&shared),
             admin_gid,
             queries: tokio::sync::Semaphore::new(max_queries),
+            recordings: Default::default(),
         });
+        let scrape_server = match shared.config.scrape.listen.as_deref() {
+            Some(addr) => {
+                let scrape_state = Arc::new(scrape::ScrapeState {
+                    api: Arc::clone(&state),
+                    token: scrape_token,
+                    profiles: tokio::sync::Semaphore::new(
+                        shared.config.scrape.max_concurrent.0,
+                    ),
+                });
+                let addr = addr.parse().context("scrape.listen")?;
+                Some(scrape::serve(addr, scrape_state, std::future::pending()).await?)
+            }
+            None => None,
+        };
+        let recordings_state = Arc::clone(&state);
         let (api_stop_tx, api_stop_rx) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(api::serve(listener, state, async {
             let _ = api_stop_rx.await;
@@ -249,6 +281,10 @@ fn run(config: Config) -> Result<()> {
             }
         };
         info!("{reason}: stopping (the open slice is named and written first)");
+        recordings_state.recordings.stop_all();
+        if let Some(server) = scrape_server {
+            server.abort();
+        }
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
         let stopped = tokio::task::spawn_blocking(move || pipeline.stop())
             .await

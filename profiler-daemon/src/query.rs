@@ -1,32 +1,15 @@
-//! Queries over the history: folded stacks for a time range, filtered by process, command
-//! name and user, and by what the asking user may see.
+//! Queries over the history: folded stacks (or one merged slice, for pprof) for a time range,
+//! filtered by process (and descendants), command name, user and cgroup, and by what the
+//! asking user may see.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Instant;
 
 use crate::slice::{Slice, SliceStack};
-use crate::store::Store;
+use crate::store::{SliceMeta, Store};
 
-/// What a query selects.
-#[derive(Clone, Debug, Default)]
-pub struct Filter {
-    /// Only this process.
-    pub pid: Option<u32>,
-    /// Only threads with this command name.
-    pub comm: Option<String>,
-    /// Only processes of this user.
-    pub uid: Option<u32>,
-}
-
-/// What the asking user may see.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Visibility {
-    /// Everything (root, the admin group).
-    All,
-    /// Only stacks of processes of this uid, without kernel frames.
-    OwnOnly(u32),
-}
+pub use crate::filter::{Filter, Visibility};
 
 /// Why a query was not answered.
 #[derive(Debug, thiserror::Error)]
@@ -52,22 +35,6 @@ pub struct Folded {
     pub slices: u64,
     /// Slices skipped as corrupt or truncated.
     pub skipped: u64,
-}
-
-impl Filter {
-    fn admits(&self, s: &SliceStack, visibility: Visibility) -> bool {
-        if let Visibility::OwnOnly(uid) = visibility {
-            if s.uid != Some(uid) {
-                return false;
-            }
-        }
-        self.pid.is_none_or(|pid| s.pid == pid)
-            && self.uid.is_none_or(|uid| s.uid == Some(uid))
-            && self
-                .comm
-                .as_deref()
-                .is_none_or(|comm| s.comm.as_deref() == Some(comm))
-    }
 }
 
 /// The root frame of a stack: its command name (as profctl record writes it).
@@ -185,10 +152,149 @@ pub fn folded(
     Ok(out)
 }
 
+/// The stacks of `slices` that `filter` and `visibility` admit, as one slice (kernel frames
+/// removed unless `visibility` is [`Visibility::All`]; of a roll-up, the samples in
+/// `[since_ns, until_ns)`), within `bounds`. The merged slice
+/// spans the first slice's start to the last one's end; `period_ns` is the first one's.
+pub fn merged(
+    store: &Store,
+    slices: &[SliceMeta],
+    (since_ns, until_ns): (u64, u64),
+    filter: &Filter,
+    visibility: Visibility,
+    bounds: &Bounds,
+) -> Result<(Slice, Folded), QueryError> {
+    let mut out = Slice::default();
+    let mut counts = Folded::default();
+    let mut ids: HashMap<String, u32> = HashMap::new();
+    let mut bytes: u64 = 0;
+    for meta in slices {
+        if Instant::now() > bounds.deadline {
+            return Err(QueryError::TooSlow(bounds.timeout));
+        }
+        let slice = match store.read_in(meta, since_ns, until_ns) {
+            Ok(Some(slice)) => slice,
+            Ok(None) => continue,
+            Err(_) => {
+                counts.skipped += 1;
+                continue;
+            }
+        };
+        counts.slices += 1;
+        if out.start_ns == 0 {
+            out.start_ns = slice.start_ns;
+            out.period_ns = slice.period_ns;
+        }
+        out.end_ns = out.end_ns.max(slice.end_ns);
+        let mut remap: Vec<Option<u32>> = vec![None; slice.names.len()];
+        for s in &slice.stacks {
+            if !filter.admits(s, visibility) {
+                continue;
+            }
+            let mut stack = s.clone();
+            if visibility != Visibility::All {
+                let keep =
+                    stack.frames.len() - (stack.kernel_frames as usize).min(stack.frames.len());
+                stack.frames.truncate(keep);
+                stack.kernel_frames = 0;
+            }
+            for f in stack.frames.iter_mut() {
+                let i = *f as usize;
+                let id = match remap.get(i).copied().flatten() {
+                    Some(id) => id,
+                    None => {
+                        let name = slice.names.get(i).map_or("[unknown]", String::as_str);
+                        let id = match ids.get(name) {
+                            Some(&id) => id,
+                            None => {
+                                let id = out.names.len() as u32;
+                                out.names.push(name.to_string());
+                                ids.insert(name.to_string(), id);
+                                bytes += 2 * name.len() as u64 + 16;
+                                id
+                            }
+                        };
+                        if let Some(r) = remap.get_mut(i) {
+                            *r = Some(id);
+                        }
+                        id
+                    }
+                };
+                *f = id;
+            }
+            bytes += 8 * stack.frames.len() as u64 + 64;
+            counts.samples += stack.count;
+            out.stacks.push(stack);
+        }
+        if bytes > bounds.max_bytes {
+            return Err(QueryError::TooLarge(bounds.max_bytes));
+        }
+    }
+    Ok((out, counts))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::slice::tests::example;
+
+    #[test]
+    fn merged_slices_keep_labels_and_drop_kernel_frames_for_users() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            dir.path(),
+            std::time::Duration::from_secs(1 << 30),
+            1 << 30,
+            0,
+        )
+        .unwrap();
+        for start in [10_000_000_000u64, 20_000_000_000] {
+            store.write(&example(start), 30_000_000_000).unwrap();
+        }
+        let metas = store.select(0, u64::MAX).slices;
+        let bounds = Bounds {
+            max_bytes: 1 << 20,
+            deadline: Instant::now() + std::time::Duration::from_secs(10),
+            timeout: std::time::Duration::from_secs(10),
+        };
+        let (all, counts) = merged(
+            &store,
+            &metas,
+            (0, u64::MAX),
+            &Filter::default(),
+            Visibility::All,
+            &bounds,
+        )
+        .unwrap();
+        assert_eq!((counts.slices, counts.samples), (2, 76));
+        assert_eq!(all.stacks.len(), 6);
+        assert_eq!(all.start_ns, 10_000_000_000);
+        assert_eq!(all.end_ns, 30_000_000_000);
+        // A round trip through the pprof encoding keeps it whole.
+        assert_eq!(Slice::decode(&all.encode()).unwrap(), all);
+        let f = Filter {
+            pid: Some(90),
+            descendants: true,
+            ..Filter::default()
+        };
+        let (split, _) = merged(
+            &store,
+            &metas,
+            (0, u64::MAX),
+            &f,
+            Visibility::OwnOnly(1000),
+            &bounds,
+        )
+        .unwrap();
+        assert_eq!(split.samples(), 60);
+        assert!(split
+            .stacks
+            .iter()
+            .all(|s| s.kernel_frames == 0 && s.pid == 100));
+        let mut lines = HashMap::new();
+        add_slice(&mut lines, &split, &Filter::default(), Visibility::All);
+        assert_eq!(lines["split;main;work;hot_a"], 60);
+    }
 
     #[test]
     fn visibility_and_filters() {

@@ -70,7 +70,17 @@ pub fn file_name(start_ns: u64, end_ns: u64) -> String {
 }
 
 /// Identity of a stack across slices: everything but its count.
-type StackKey = (Vec<u32>, u32, u32, u32, u64, Option<String>, Option<u32>);
+type StackKey = (
+    Vec<u32>,
+    u32,
+    u32,
+    u32,
+    u64,
+    Option<String>,
+    Option<u32>,
+    Vec<u32>,
+    Option<String>,
+);
 
 impl Rollup {
     /// Merge `slices` (oldest first, not overlapping, of one period).
@@ -103,6 +113,8 @@ impl Rollup {
                     s.process_start,
                     s.comm.clone(),
                     s.uid,
+                    s.ancestors.clone(),
+                    s.cgroup.clone(),
                 );
                 let next = stacks.len();
                 let i = *stack_ids.entry(key.clone()).or_insert(next);
@@ -115,6 +127,8 @@ impl Rollup {
                         process_start: s.process_start,
                         comm: s.comm.clone(),
                         uid: s.uid,
+                        ancestors: s.ancestors.clone(),
+                        cgroup: s.cgroup.clone(),
                         count: 0,
                     });
                     counts.push(Vec::new());

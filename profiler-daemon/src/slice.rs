@@ -48,6 +48,10 @@ pub struct SliceStack {
     pub comm: Option<String>,
     /// The process's effective uid, if known.
     pub uid: Option<u32>,
+    /// The pids of the processes that created this one, parent first, as far as known.
+    pub ancestors: Vec<u32>,
+    /// The process's cgroup (v2 path, e.g. `/system.slice/nginx.service`), if it was read.
+    pub cgroup: Option<String>,
     /// Samples.
     pub count: u64,
 }
@@ -74,6 +78,9 @@ impl Slice {
             process_start: strings.get("process_start"),
             comm: strings.get("comm"),
             uid: strings.get("uid"),
+            ppid: strings.get("ppid"),
+            ancestors: strings.get("ancestors"),
+            cgroup: strings.get("cgroup"),
             kernel_frames: strings.get("kernel_frames"),
         };
         let mut function = Vec::with_capacity(self.names.len());
@@ -132,6 +139,22 @@ impl Slice {
                 label.push(pprof::Label {
                     key: keys.comm,
                     str: strings.get(comm),
+                    ..Default::default()
+                });
+            }
+            if let Some(&ppid) = stack.ancestors.first() {
+                label.push(num(keys.ppid, ppid as i64));
+                let chain: Vec<String> = stack.ancestors.iter().map(u32::to_string).collect();
+                label.push(pprof::Label {
+                    key: keys.ancestors,
+                    str: strings.get(&chain.join(" ")),
+                    ..Default::default()
+                });
+            }
+            if let Some(cgroup) = &stack.cgroup {
+                label.push(pprof::Label {
+                    key: keys.cgroup,
+                    str: strings.get(cgroup),
                     ..Default::default()
                 });
             }
@@ -267,6 +290,13 @@ impl Slice {
                         stack.kernel_frames = num.unwrap_or(0).min(stack.frames.len() as u32)
                     }
                     "comm" => stack.comm = Some(string(label.str)?.to_string()),
+                    "cgroup" => stack.cgroup = Some(string(label.str)?.to_string()),
+                    "ancestors" => {
+                        stack.ancestors = string(label.str)?
+                            .split(' ')
+                            .filter_map(|p| p.parse().ok())
+                            .collect()
+                    }
                     _ => {}
                 }
             }
@@ -305,6 +335,9 @@ struct LabelKeys {
     process_start: i64,
     comm: i64,
     uid: i64,
+    ppid: i64,
+    ancestors: i64,
+    cgroup: i64,
     kernel_frames: i64,
 }
 
@@ -354,6 +387,8 @@ pub(crate) mod tests {
                     process_start: 5,
                     comm: Some("split".into()),
                     uid: Some(1000),
+                    ancestors: vec![90, 1],
+                    cgroup: Some("/user.slice/user-1000.slice/session-1.scope".into()),
                     count: 30,
                 },
                 SliceStack {
@@ -364,6 +399,8 @@ pub(crate) mod tests {
                     process_start: 0,
                     comm: None,
                     uid: None,
+                    ancestors: Vec::new(),
+                    cgroup: None,
                     count: 7,
                 },
                 SliceStack {
@@ -375,6 +412,8 @@ pub(crate) mod tests {
                     process_start: 0,
                     comm: Some("init".into()),
                     uid: Some(0),
+                    ancestors: Vec::new(),
+                    cgroup: None,
                     count: 1,
                 },
             ],

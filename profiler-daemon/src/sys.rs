@@ -29,3 +29,32 @@ pub fn peer_groups(socket: &impl AsRawFd) -> io::Result<Vec<u32>> {
     groups.truncate(len as usize / std::mem::size_of::<libc::gid_t>());
     Ok(groups)
 }
+
+/// A pidfd of process `pid` (pidfd_open, Linux 5.3): it names that process and no later one
+/// on the same pid.
+pub fn pidfd_open(pid: u32) -> io::Result<std::os::fd::OwnedFd> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1; no memory
+    // is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) })
+}
+
+/// Whether the process a pidfd names has not exited yet (signal 0 through the pidfd).
+pub fn pidfd_alive(pidfd: &impl AsRawFd) -> bool {
+    // SAFETY: pidfd_send_signal with signal 0 only checks; the info pointer may be null.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    rc == 0
+}

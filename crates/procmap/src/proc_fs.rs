@@ -58,15 +58,20 @@ pub(crate) struct Status<'a> {
     pub name: &'a str,
     /// The effective uid (second field of `Uid:`).
     pub euid: u32,
+    /// The parent's pid (`PPid:`), when given.
+    pub ppid: Option<u32>,
 }
 
 /// Parse the `Name:` and `Uid:` lines of /proc/PID/status.
 pub(crate) fn parse_status(status: &str) -> Option<Status<'_>> {
     let mut name = None;
     let mut euid = None;
+    let mut ppid = None;
     for line in status.lines() {
         if let Some(rest) = line.strip_prefix("Name:") {
             name = Some(rest.strip_prefix('\t').unwrap_or(rest));
+        } else if let Some(rest) = line.strip_prefix("PPid:") {
+            ppid = rest.trim().parse().ok();
         } else if let Some(rest) = line.strip_prefix("Uid:") {
             euid = rest.split_whitespace().nth(1).and_then(|u| u.parse().ok());
             break;
@@ -75,6 +80,7 @@ pub(crate) fn parse_status(status: &str) -> Option<Status<'_>> {
     Some(Status {
         name: name?,
         euid: euid?,
+        ppid,
     })
 }
 
@@ -116,12 +122,13 @@ mod tests {
 
     #[test]
     fn parses_status() {
-        let s = "Name:\tmy prog\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t1000\t0\t0\t0\nGid:\t1\t1\t1\t1\n";
+        let s = "Name:\tmy prog\nUmask:\t0022\nState:\tS (sleeping)\nPPid:\t77\nUid:\t1000\t0\t0\t0\nGid:\t1\t1\t1\t1\n";
         assert_eq!(
             parse_status(s),
             Some(Status {
                 name: "my prog",
-                euid: 0
+                euid: 0,
+                ppid: Some(77),
             })
         );
         assert_eq!(parse_status("Name:\tx\n"), None);

@@ -110,11 +110,16 @@ struct Process {
     /// the process is first sampled after it ([`ProcessTable::read_exec_uid`]); most
     /// short-lived processes never are.
     exec_uid_unread: Option<(u64, u32)>,
+    /// The pid of the process that created it (its FORK record's, or `PPid:` in /proc for a
+    /// process read there), when known. Not changed by reparenting: "descendants of N" are
+    /// the processes N and its descendants created.
+    parent: Option<u32>,
 }
 
 impl Process {
     fn new(start: u64) -> Process {
         Process {
+            parent: None,
             start,
             exits: Vec::new(),
             last_thread_record: 0,
@@ -634,6 +639,7 @@ impl ProcessTable {
             return; // The same FORK twice.
         }
         let mut new = Process::new(time);
+        new.parent = Some(ppid);
         match at.checked_sub(1).map(|i| &mut list[i]) {
             Some(prev) => {
                 // Records of the new process that arrived before its FORK went to the
@@ -710,7 +716,8 @@ impl ProcessTable {
             })
         };
         let maps = read(format!("/proc/{pid}/maps"))?;
-        let uid = read_uid(pid, None);
+        let status = read_status(pid);
+        let uid = status.map(|(uid, _)| uid);
         let mut tids = Vec::new();
         if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
             tids.extend(
@@ -741,6 +748,9 @@ impl ProcessTable {
         let process = self.process_for_record(pid, 0);
         if let Some(uid) = uid {
             set_at(&mut process.uids, 0, uid);
+        }
+        if process.parent.is_none() {
+            process.parent = status.and_then(|(_, ppid)| ppid).filter(|&p| p != 0);
         }
         self.stats.synthesized += 1;
         Ok(())
@@ -811,6 +821,32 @@ impl ProcessTable {
         let uids = &self.process_at(pid, time)?.uids;
         let at = uids.partition_point(|&(t, _)| t <= time);
         uids.get(at.saturating_sub(1)).map(|&(_, uid)| uid)
+    }
+
+    /// The pid of the process that created the process on `pid` at `time`, when known.
+    pub fn parent(&self, pid: u32, time: u64) -> Option<u32> {
+        self.process_at(pid, time)?.parent
+    }
+
+    /// The ancestors of the process on `pid` at `time`, parent first, at most `max`: each
+    /// one the creator of the one before, looked up as it was when that one started.
+    pub fn ancestors(&self, pid: u32, time: u64, max: usize) -> Vec<u32> {
+        let mut out = Vec::new();
+        let (mut pid, mut time) = (pid, time);
+        while out.len() < max {
+            let Some(process) = self.process_at(pid, time) else {
+                break;
+            };
+            let Some(parent) = process.parent.filter(|&p| p != pid && !out.contains(&p)) else {
+                break;
+            };
+            out.push(parent);
+            if process.start != 0 {
+                time = process.start;
+            }
+            pid = parent;
+        }
+        out
     }
 
     fn name_id_at(&self, tid: u32, time: u64) -> Option<u32> {
@@ -1033,6 +1069,13 @@ fn set_at(series: &mut Vec<(u64, u32)>, time: u64, value: u32) {
 }
 
 /// The effective uid in /proc/PID/status; with `name`, only when the process is called that.
+/// The effective uid and the parent's pid of `pid`, from /proc/PID/status.
+fn read_status(pid: u32) -> Option<(u32, Option<u32>)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = parse_status(&status)?;
+    Some((status.euid, status.ppid))
+}
+
 fn read_uid(pid: u32, name: Option<&str>) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let status = parse_status(&status)?;
@@ -1165,6 +1208,24 @@ mod tests {
     }
 
     /// The parent: pid 1, named "init", mapping /bin/init at 0x1000 from the start.
+    #[test]
+    fn ancestors_follow_the_forks_not_the_pid_reuse() {
+        let mut t = with_parent();
+        // 1 -> 10 -> 20 -> 30; then 10 exits and a new process takes pid 10 (from 1).
+        t.fork(10, 1, 10, 1, 5);
+        t.fork(20, 10, 20, 10, 6);
+        t.fork(30, 20, 30, 20, 7);
+        assert_eq!(t.parent(30, 8), Some(20));
+        assert_eq!(t.ancestors(30, 8, 16), vec![20, 10, 1]);
+        assert_eq!(t.ancestors(30, 8, 2), vec![20, 10]);
+        t.exit(10, 10, 9);
+        t.fork(10, 30, 10, 30, 50);
+        // 20 was created by the first process on pid 10, itself created by 1.
+        assert_eq!(t.ancestors(20, 60, 16), vec![10, 1]);
+        assert_eq!(t.ancestors(10, 60, 16), vec![30, 20, 10, 1]);
+        assert!(t.ancestors(1, 60, 16).is_empty());
+    }
+
     fn with_parent() -> ProcessTable {
         let mut t = table_without_proc();
         t.set_comm(1, 1, 0, "init", false);

@@ -70,6 +70,9 @@ pub struct ThreadLabels {
     pub comm: Option<String>,
     /// The process's effective uid, when known.
     pub uid: Option<u32>,
+    /// The pids of the processes that created this one, parent first, as far as known
+    /// (bounded by the recorder): selects a process's descendants.
+    pub ancestors: Vec<u32>,
 }
 
 /// One distinct stack of a window and its counts.

@@ -12,6 +12,10 @@ use rustc_hash::FxBuildHasher;
 use procmap::live_path;
 use procmap::PinnedFiles;
 
+/// Most ancestors a stack's labels carry (a deeper chain is cut: its oldest ancestors are not
+/// named, and selecting their descendants misses it).
+const MAX_ANCESTORS: usize = 32;
+
 /// Normalize the stacks of the window `start..end`.
 pub(crate) fn normalize(
     stacks: &RawStacks,
@@ -38,6 +42,7 @@ pub(crate) fn normalize(
                 .thread_name(pid, raw.tid, time)
                 .map(str::to_string),
             uid: processes.uid(pid, time),
+            ancestors: processes.ancestors(pid, time, MAX_ANCESTORS),
         };
         let next = threads.len() as u32;
         let thread = *threads.entry(labels).or_insert(next);

@@ -1,0 +1,391 @@
+//! The opt-in TCP listener for pprof scrapers (`--pprof-listen ADDR:PORT`, `[scrape]`):
+//! `GET /debug/pprof/profile?seconds=N` with the semantics of Go's `net/http/pprof` (seconds
+//! default 30, gzipped pprof as `application/octet-stream`), and `/metrics`. Nothing else is
+//! served there: never the control API.
+//!
+//! A profile is answered from the daemon's stream: the request waits `seconds`, then for the
+//! slices covering that time to be named, and merges them (a slice counts when at least half
+//! of it lies in the window). Any number of scrapers (up to `scrape.max_concurrent`) share the
+//! one stream: a scrape opens no perf event. `past=1` answers at once with the latest
+//! `seconds` of kept history (ending at the newest slice named). `pid` (with `descendants=true`), `comm`, `uid` and `cgroup` narrow it.
+//! Whoever reaches the listener sees the whole machine, kernel frames included: listen on
+//! loopback, and set `scrape.token_file` (requests without `Authorization: Bearer TOKEN` get
+//! 401).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::api::{error, ApiState, Peer};
+use crate::daemon::unix_now_ns;
+use crate::filter::{Filter, Visibility};
+use crate::query;
+use crate::slice::Slice;
+use crate::store::SliceMeta;
+
+/// Go's default `seconds`.
+const DEFAULT_SECONDS: u64 = 30;
+
+/// A slice's bytes as a pprof file: gzipped `profile.proto`. The one place profiles are
+/// encoded for scrapers and recordings.
+pub fn encode_pprof(slice: &Slice) -> Vec<u8> {
+    slice.encode()
+}
+
+/// What the scrape handlers share.
+pub struct ScrapeState {
+    /// The API's state (status, store, limits).
+    pub api: Arc<ApiState>,
+    /// The bearer token asked of every request, if one is configured.
+    pub token: Option<String>,
+    /// Bounds profiles answered at once.
+    pub profiles: Semaphore,
+}
+
+/// The token in `path` (surrounding whitespace removed); an empty file is an error.
+pub fn read_token(path: &std::path::Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading scrape.token_file {}", path.display()))?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        anyhow::bail!("scrape.token_file {} is empty", path.display());
+    }
+    Ok(token)
+}
+
+/// Bind the listener at `addr` and serve until `shutdown` resolves.
+pub async fn serve(
+    addr: SocketAddr,
+    state: Arc<ScrapeState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<tokio::task::JoinHandle<std::io::Result<()>>> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the scrape listener on {addr}"))?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            %addr,
+            token = state.token.is_some(),
+            "the scrape listener is not on loopback: whoever reaches it sees every process's profile"
+        );
+    }
+    tracing::info!(%addr, token = state.token.is_some(), "scrape listener started");
+    let app = router(state);
+    Ok(tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+    }))
+}
+
+/// The listener's routes: `/debug/pprof/`, `/debug/pprof/profile`, `/metrics`.
+pub fn router(state: Arc<ScrapeState>) -> Router {
+    Router::new()
+        .route("/debug/pprof/", get(index))
+        .route("/debug/pprof/profile", get(profile))
+        .route("/metrics", get(metrics))
+        .fallback(|| async {
+            error(
+                StatusCode::NOT_FOUND,
+                "not served here: /debug/pprof/profile and /metrics only",
+            )
+        })
+        .with_state(state)
+}
+
+/// 401 unless the request carries the configured token.
+fn authorize(state: &ScrapeState, headers: &HeaderMap) -> Result<(), Box<Response>> {
+    let Some(token) = &state.token else {
+        return Ok(());
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Compared in time independent of where they differ.
+    let same = given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if same {
+        Ok(())
+    } else {
+        Err(Box::new(
+            (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "profilerd: a bearer token is required (Authorization: Bearer TOKEN)\n",
+            )
+                .into_response(),
+        ))
+    }
+}
+
+async fn index(State(state): State<Arc<ScrapeState>>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorize(&state, &headers) {
+        return *r;
+    }
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "profilerd: /debug/pprof/profile?seconds=N (CPU, whole machine; past=1: from kept history; pid, descendants, comm, uid, cgroup narrow it)\n",
+    )
+        .into_response()
+}
+
+async fn metrics(State(state): State<Arc<ScrapeState>>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorize(&state, &headers) {
+        return *r;
+    }
+    let peer = Peer {
+        uid: 0,
+        gid: 0,
+        groups: Vec::new(),
+        pid: None,
+    };
+    crate::api::metrics_response(&state.api, &peer)
+}
+
+/// The profile's parameters, parsed leniently for `seconds` as Go does.
+struct ProfileParams {
+    seconds: u64,
+    past: bool,
+    filter: Filter,
+}
+
+fn params(raw: &HashMap<String, String>) -> Result<ProfileParams, String> {
+    let known = [
+        "seconds",
+        "past",
+        "pid",
+        "descendants",
+        "comm",
+        "uid",
+        "cgroup",
+    ];
+    if let Some(k) = raw.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown parameter {k:?}: expected {}",
+            known.join(", ")
+        ));
+    }
+    // Go: a missing, unparsable or non-positive value means 30.
+    let seconds = raw
+        .get("seconds")
+        .and_then(|s| s.parse::<i64>().ok())
+        .filter(|&s| s > 0)
+        .map_or(DEFAULT_SECONDS, |s| s as u64);
+    let flag = |key: &str| -> Result<bool, String> {
+        match raw.get(key).map(String::as_str) {
+            None | Some("0") | Some("false") => Ok(false),
+            Some("1") | Some("true") | Some("") => Ok(true),
+            Some(other) => Err(format!("{key}={other:?}: expected 1 or 0")),
+        }
+    };
+    let number = |key: &str| -> Result<Option<u32>, String> {
+        raw.get(key)
+            .map(|v| {
+                v.parse()
+                    .map_err(|_| format!("{key}={v:?}: expected a number"))
+            })
+            .transpose()
+    };
+    let filter = Filter {
+        pid: number("pid")?,
+        descendants: flag("descendants")?,
+        comm: raw.get("comm").cloned(),
+        uid: number("uid")?,
+        cgroup: raw.get("cgroup").cloned(),
+    };
+    filter.check()?;
+    Ok(ProfileParams {
+        seconds,
+        past: flag("past")?,
+        filter,
+    })
+}
+
+/// The slices that stand for `[t0, t1)`: those with at least half their length in it; when
+/// none has, the one with the most.
+pub fn covering(slices: &[SliceMeta], t0: u64, t1: u64) -> Vec<SliceMeta> {
+    let overlap = |m: &SliceMeta| m.end_ns.min(t1).saturating_sub(m.start_ns.max(t0));
+    let kept: Vec<SliceMeta> = slices
+        .iter()
+        .filter(|m| 2 * overlap(m) >= m.end_ns.saturating_sub(m.start_ns).max(1))
+        .cloned()
+        .collect();
+    if !kept.is_empty() {
+        return kept;
+    }
+    slices
+        .iter()
+        .filter(|m| overlap(m) > 0)
+        .max_by_key(|m| overlap(m))
+        .cloned()
+        .into_iter()
+        .collect()
+}
+
+async fn profile(
+    State(state): State<Arc<ScrapeState>>,
+    headers: HeaderMap,
+    Query(raw): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = authorize(&state, &headers) {
+        return *r;
+    }
+    let p = match params(&raw) {
+        Ok(p) => p,
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    };
+    let shared = Arc::clone(&state.api.shared);
+    let max = shared.config.scrape.max_seconds.0;
+    if p.seconds > max.as_secs() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "profile duration exceeds the server's limit of {} s (scrape.max_seconds)",
+                max.as_secs()
+            ),
+        );
+    }
+    let Ok(_permit) = state.profiles.try_acquire() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many profiles at once (scrape.max_concurrent); try again",
+        );
+    };
+    let window = Duration::from_secs(p.seconds);
+    let (t0, t1) = if p.past {
+        // The latest `seconds` of kept history: up to the newest slice named (a slice and its
+        // close grace behind now), so that the answer is never cut by what is being named.
+        let newest = match shared.store.newest_end() {
+            0 => unix_now_ns(),
+            t => t,
+        };
+        (newest.saturating_sub(window.as_nanos() as u64), newest)
+    } else {
+        // Live: wait out the window, then for its last slice to be named. Dropped (and so
+        // stopped) when the client goes away.
+        let t0 = unix_now_ns();
+        tokio::time::sleep(window).await;
+        let t1 = t0 + window.as_nanos() as u64;
+        let slice = shared.config.sampling.slice.0;
+        let deadline = Instant::now() + slice + Duration::from_secs(10);
+        while shared.store.newest_end() < t1
+            && Instant::now() < deadline
+            && !shared
+                .sampling_ended
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        (t0, t1)
+    };
+    let api = &shared.config.api;
+    let bounds = query::Bounds {
+        max_bytes: api.max_response_bytes.0,
+        timeout: api.request_timeout.0,
+        deadline: Instant::now() + api.request_timeout.0,
+    };
+    let store = Arc::clone(&shared.store);
+    let filter = p.filter;
+    let answer = tokio::task::spawn_blocking(move || {
+        // Slices that overlap the window, one slice's length around it.
+        let selection = store.select(t0.saturating_sub(1), t1 + 1);
+        let slices = covering(&selection.slices, t0, t1);
+        query::merged(&store, &slices, (t0, t1), &filter, Visibility::All, &bounds)
+            .map(|(slice, counts)| (encode_pprof(&slice), counts))
+    })
+    .await;
+    let (bytes, counts) = match answer {
+        Ok(Ok(a)) => a,
+        Ok(Err(e @ query::QueryError::TooLarge(_))) => {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
+        }
+        Ok(Err(e)) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the profile failed"),
+    };
+    tracing::debug!(
+        seconds = p.seconds,
+        past = p.past,
+        slices = counts.slices,
+        samples = counts.samples,
+        "scrape answered"
+    );
+    (
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"profile\"".to_string(),
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
+            (
+                header::HeaderName::from_static("x-profilerd-slices"),
+                counts.slices.to_string(),
+            ),
+            (
+                header::HeaderName::from_static("x-profilerd-samples"),
+                counts.samples.to_string(),
+            ),
+        ],
+        bytes,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(start: u64, end: u64) -> SliceMeta {
+        SliceMeta {
+            start_ns: start,
+            end_ns: end,
+            bytes: 1,
+            rollup: false,
+        }
+    }
+
+    #[test]
+    fn slices_with_half_their_length_in_the_window_stand_for_it() {
+        let slices = [meta(0, 10), meta(10, 20), meta(20, 30), meta(30, 40)];
+        assert_eq!(covering(&slices, 12, 31), vec![meta(10, 20), meta(20, 30)]);
+        assert_eq!(covering(&slices, 15, 35), slices[1..4].to_vec());
+        // A window shorter than half a slice: the slice holding most of it.
+        assert_eq!(covering(&slices, 21, 23), vec![meta(20, 30)]);
+        assert!(covering(&slices, 50, 60).is_empty());
+    }
+
+    #[test]
+    fn parameters_follow_go_and_refuse_unknown_ones() {
+        let raw = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(params(&raw(&[])).unwrap().seconds, 30);
+        assert_eq!(params(&raw(&[("seconds", "-4")])).unwrap().seconds, 30);
+        assert_eq!(params(&raw(&[("seconds", "x")])).unwrap().seconds, 30);
+        assert_eq!(params(&raw(&[("seconds", "2")])).unwrap().seconds, 2);
+        let p = params(&raw(&[("pid", "7"), ("descendants", "1"), ("past", "1")])).unwrap();
+        assert!(p.past && p.filter.descendants && p.filter.pid == Some(7));
+        assert!(params(&raw(&[("debug", "1")])).is_err());
+        assert!(params(&raw(&[("descendants", "1")])).is_err());
+        assert!(params(&raw(&[("cgroup", "x")])).is_err());
+    }
+}
