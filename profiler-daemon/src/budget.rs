@@ -59,7 +59,7 @@ pub struct BudgetState {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BudgetStatus {
     /// `within`; else what is over: `cpu` (the frequency is lowered), `memory`, or
-    /// `cpu,memory`.
+    /// `cpu+memory`.
     pub budget: String,
     /// The frequency the configuration asks for (`frequency` is the one in effect).
     pub configured_frequency: u64,
@@ -116,7 +116,7 @@ impl BudgetState {
                 (false, false) => "within",
                 (true, false) => "cpu",
                 (false, true) => "memory",
-                (true, true) => "cpu,memory",
+                (true, true) => "cpu+memory",
             }
             .to_string(),
             configured_frequency: self.target_frequency(),

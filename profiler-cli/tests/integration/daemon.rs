@@ -16,7 +16,7 @@ use crate::common::*;
 
 /// The daemon binary: `PROFILERD_TEST_BIN`, else beside profctl (built by
 /// `cargo test --workspace`, or `cargo build -p profiler-daemon`).
-fn profilerd() -> PathBuf {
+pub(crate) fn profilerd() -> PathBuf {
     if let Some(p) = std::env::var_os("PROFILERD_TEST_BIN").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
@@ -29,7 +29,7 @@ fn profilerd() -> PathBuf {
     path
 }
 
-fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -37,10 +37,10 @@ fn unix_now() -> f64 {
 }
 
 /// A running profilerd with its own socket, state and cache directories under `dir`.
-struct Daemon {
-    process: Spawned,
-    socket: PathBuf,
-    config: PathBuf,
+pub(crate) struct Daemon {
+    pub(crate) process: Spawned,
+    pub(crate) socket: PathBuf,
+    pub(crate) config: PathBuf,
 }
 
 impl Daemon {
@@ -59,11 +59,11 @@ impl Daemon {
         config
     }
 
-    fn start(config: &Path) -> Daemon {
+    pub(crate) fn start(config: &Path) -> Daemon {
         Daemon::start_with(config, &[])
     }
 
-    fn start_with(config: &Path, env: &[(&str, &Path)]) -> Daemon {
+    pub(crate) fn start_with(config: &Path, env: &[(&str, &Path)]) -> Daemon {
         let mut cmd = Command::new(profilerd());
         cmd.arg("--config").arg(config);
         for (k, v) in env {
@@ -86,7 +86,7 @@ impl Daemon {
     }
 
     /// Waits until the daemon answers and its drain loop runs.
-    fn wait_sampling(&mut self) {
+    pub(crate) fn wait_sampling(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(run) = self.process.wait_timeout(Duration::ZERO) {
@@ -109,7 +109,7 @@ impl Daemon {
     }
 
     /// `GET /v1/status` as this process's user, as flat `key → value` strings.
-    fn status(&self) -> Option<BTreeMap<String, String>> {
+    pub(crate) fn status(&self) -> Option<BTreeMap<String, String>> {
         let body = http_get(&self.socket, "/v1/status")?;
         let mut out = BTreeMap::new();
         for field in body.trim().trim_matches(['{', '}']).split(',') {
@@ -122,7 +122,7 @@ impl Daemon {
         Some(out)
     }
 
-    fn number(&self, key: &str) -> u64 {
+    pub(crate) fn number(&self, key: &str) -> u64 {
         let s = self.status().expect("status");
         s[key]
             .parse::<f64>()
@@ -130,7 +130,7 @@ impl Daemon {
     }
 
     /// Waits until a slice ending at or after `t` (UNIX seconds) is on disk.
-    fn wait_slices_through(&self, t: f64) {
+    pub(crate) fn wait_slices_through(&self, t: f64) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while (self.number("newest_slice_end_ns") as f64) < t * 1e9 {
             assert!(
@@ -143,7 +143,7 @@ impl Daemon {
     }
 
     /// SIGTERM; the daemon must exit 0 within 30 s. Returns its stderr.
-    fn stop(mut self) -> String {
+    pub(crate) fn stop(mut self) -> String {
         assert!(send_signal(self.process.pid(), "TERM"));
         let run = self.process.wait_or_panic(Duration::from_secs(30));
         assert!(
@@ -157,7 +157,7 @@ impl Daemon {
 }
 
 /// A minimal HTTP/1.0 GET over the Unix socket (the test's own client, not profctl's).
-fn http_get(socket: &Path, path: &str) -> Option<String> {
+pub(crate) fn http_get(socket: &Path, path: &str) -> Option<String> {
     let mut s = std::os::unix::net::UnixStream::connect(socket).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: profilerd\r\n\r\n").ok()?;
@@ -169,7 +169,7 @@ fn http_get(socket: &Path, path: &str) -> Option<String> {
 
 /// `profctl --socket S flamegraph --since @A --until @B ARGS --folded OUT`, returning the
 /// run and the stacks.
-fn flamegraph(socket: &Path, range: (f64, f64), args: &[&str], out: &Path) -> (Run, Vec<Stack>) {
+pub(crate) fn flamegraph(socket: &Path, range: (f64, f64), args: &[&str], out: &Path) -> (Run, Vec<Stack>) {
     let since = format!("@{:.3}", range.0);
     let until = format!("@{:.3}", range.1);
     let mut all: Vec<&str> = vec![
@@ -190,7 +190,7 @@ fn flamegraph(socket: &Path, range: (f64, f64), args: &[&str], out: &Path) -> (R
     (run, stacks)
 }
 
-fn folded_map(stacks: &[Stack]) -> BTreeMap<String, u64> {
+pub(crate) fn folded_map(stacks: &[Stack]) -> BTreeMap<String, u64> {
     stacks.iter().map(|s| (s.line(), s.count)).collect()
 }
 

@@ -7,6 +7,7 @@
 
 mod common;
 mod daemon;
+mod daemon_ops;
 mod errors;
 mod fork_exec;
 mod go;
