@@ -9,9 +9,10 @@
 //! - over `max_cpu_percent`: the sampling frequency is lowered in proportion to the excess,
 //!   with a margin, down to `min_frequency`, without reopening the events
 //!   ([`recorder::FrequencyControl`]: `PERF_EVENT_IOC_PERIOD`);
-//! - while the frequency is below `sampling.frequency`: raised step by step, one step per
-//!   window, at most doubled, and only as far as the measured cost, taken as proportional to
-//!   the frequency, predicts stays under 70% of the cap;
+//! - while the frequency is below `sampling.frequency`, three windows after the last lowering:
+//!   raised step by step, one step per window, by half at most, and only as far as the
+//!   measured cost, taken as proportional to the frequency, predicts stays under 70% of the
+//!   cap;
 //! - over `max_resident`: the naming thread sheds the symbol caches (symbolizers, names, JIT
 //!   maps; read again when needed), at most once per window.
 //!
@@ -248,12 +249,19 @@ pub struct Controller {
     last_shed: Option<f64>,
     /// Whether the frequency is held below the target by the CPU cap.
     limited: bool,
+    /// When the frequency was last lowered for CPU.
+    last_lowered: Option<f64>,
 }
 
 /// Fraction of the cap aimed at when lowering (room for noise and fixed costs).
 const LOWER_MARGIN: f64 = 0.8;
 /// Fraction of the cap a raise may be predicted to reach (proportionally to the frequency).
 const RAISE_TO: f64 = 0.7;
+/// Most a raise multiplies the frequency by.
+const RAISE_STEP: f64 = 1.5;
+/// Windows after a lowering before the frequency is raised again (costs are noisy: a raise
+/// right after a lowering would go back and forth).
+const RAISE_HOLDOFF_WINDOWS: f64 = 3.0;
 
 impl Controller {
     /// Take a reading; say what to do with the frequency `current` now in effect.
@@ -300,9 +308,15 @@ impl Controller {
                 let aimed = current as f64 * cap / percent * LOWER_MARGIN;
                 let next = (aimed as u64).clamp(floor, current - 1);
                 self.limited = true;
+                self.last_lowered = Some(r.time);
                 self.restart(r);
                 d.frequency = Some(next);
-            } else if current < target && percent < cap * RAISE_TO {
+            } else if current < target
+                && percent < cap * RAISE_TO
+                && self
+                    .last_lowered
+                    .is_none_or(|t| r.time - t >= RAISE_HOLDOFF_WINDOWS * caps.window)
+            {
                 // Cost taken as proportional to the frequency (it is less: part of it is
                 // fixed), so the prediction errs on the side of the cap.
                 let predicted = if percent > 0.0 {
@@ -310,7 +324,7 @@ impl Controller {
                 } else {
                     f64::MAX
                 };
-                let next = (predicted.min(current as f64 * 2.0) as u64).min(target);
+                let next = (predicted.min(current as f64 * RAISE_STEP) as u64).min(target);
                 if next > current {
                     self.limited = next < target;
                     self.restart(r);
@@ -518,10 +532,10 @@ mod tests {
         let low = *heavy.last().unwrap();
         assert!(low < 999);
         // Load drops: each sample costs a twentieth of what it did (999 Hz: half the cap).
-        let seen = simulate(&mut c, &CAPS, low, 200, |f| 0.001 * f as f64);
+        let seen = simulate(&mut c, &CAPS, low, 300, |f| 0.001 * f as f64);
         assert_eq!(*seen.last().unwrap(), 999, "{seen:?}");
         for pair in seen.windows(2) {
-            assert!(pair[1] <= pair[0] * 2, "steps at most double: {seen:?}");
+            assert!(pair[1] * 2 <= pair[0] * 3, "steps of half at most: {seen:?}");
         }
         assert!(seen.len() >= 3, "more than one step: {seen:?}");
         // Where the target would cost 90% of the cap, raised until 70% of it at least.
@@ -530,7 +544,7 @@ mod tests {
             .last()
             .unwrap();
         let cost = |f: u64| 0.0018 * f as f64;
-        let last = *simulate(&mut c, &CAPS, low, 300, cost).last().unwrap();
+        let last = *simulate(&mut c, &CAPS, low, 600, cost).last().unwrap();
         assert!(
             cost(last) >= 0.7 * CAPS.max_cpu_percent - 0.01 && cost(last) <= CAPS.max_cpu_percent,
             "{last} Hz"
