@@ -383,7 +383,10 @@ async fn folded(
         ("x-profilerd-samples", folded.samples),
         ("x-profilerd-since-ns", since),
         ("x-profilerd-until-ns", until),
-        ("x-profilerd-frequency", folded.frequency.unwrap_or(state.shared.frequency())),
+        (
+            "x-profilerd-frequency",
+            folded.frequency.unwrap_or(state.shared.frequency()),
+        ),
         (
             "x-profilerd-kernel-frames",
             (visibility == Visibility::All && state.shared.config.sampling.kernel) as u64,

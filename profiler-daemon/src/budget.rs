@@ -290,7 +290,10 @@ impl Controller {
         }
         self.history.push_back(r);
         while self.history.len() > 2
-            && self.history.get(1).is_some_and(|h| r.time - h.time >= caps.window)
+            && self
+                .history
+                .get(1)
+                .is_some_and(|h| r.time - h.time >= caps.window)
         {
             self.history.pop_front();
         }
@@ -535,7 +538,10 @@ mod tests {
         let seen = simulate(&mut c, &CAPS, low, 300, |f| 0.001 * f as f64);
         assert_eq!(*seen.last().unwrap(), 999, "{seen:?}");
         for pair in seen.windows(2) {
-            assert!(pair[1] * 2 <= pair[0] * 3, "steps of half at most: {seen:?}");
+            assert!(
+                pair[1] * 2 <= pair[0] * 3,
+                "steps of half at most: {seen:?}"
+            );
         }
         assert!(seen.len() >= 3, "more than one step: {seen:?}");
         // Where the target would cost 90% of the cap, raised until 70% of it at least.
@@ -565,7 +571,10 @@ mod tests {
         assert!(!d.shed && !d.memory_over);
         let d = c.step(r(1.0, 500), 99, &caps);
         assert!(d.shed && d.memory_over);
-        assert!(!c.step(r(5.0, 500), 99, &caps).shed, "not twice in a window");
+        assert!(
+            !c.step(r(5.0, 500), 99, &caps).shed,
+            "not twice in a window"
+        );
         assert!(c.step(r(11.0, 500), 99, &caps).shed);
         assert!(!c.step(r(12.0, 50), 99, &caps).memory_over);
     }

@@ -83,8 +83,7 @@ pub fn init_logging(level: &str) -> SetLogFilter {
     let handle = builder.reload_handle();
     builder.init();
     Box::new(move |level: &str| {
-        let filter =
-            tracing_subscriber::EnvFilter::try_new(level).map_err(|e| e.to_string())?;
+        let filter = tracing_subscriber::EnvFilter::try_new(level).map_err(|e| e.to_string())?;
         handle.reload(filter).map_err(|e| e.to_string())
     })
 }
@@ -269,8 +268,7 @@ pub fn reload(reloader: &Reloader, shared: &Shared) {
 }
 
 fn monotonic_usec() -> sd_notify::NotifyState<'static> {
-    sd_notify::NotifyState::monotonic_usec_now()
-        .unwrap_or(sd_notify::NotifyState::MonotonicUsec(0))
+    sd_notify::NotifyState::monotonic_usec_now().unwrap_or(sd_notify::NotifyState::MonotonicUsec(0))
 }
 
 /// Read, check and apply the new configuration.
@@ -456,7 +454,9 @@ level = "warn"
             recorder::defaults::ring_pages_streaming(limit, 16 * 1024),
             options.ring_pages
         );
-        assert!(recorder::defaults::ring_pages_streaming(limit + 1, 16 * 1024) > options.ring_pages);
+        assert!(
+            recorder::defaults::ring_pages_streaming(limit + 1, 16 * 1024) > options.ring_pages
+        );
         // Rings at their largest: any frequency.
         options.frequency = 999;
         options.ring_pages = recorder::defaults::ring_pages_streaming(999, 16 * 1024);

@@ -57,10 +57,18 @@ fn the_unit_keeps_its_hardening() {
     let text = String::from_utf8_lossy(&out.stdout);
     let exposure: f64 = text
         .lines()
-        .find_map(|l| l.split("Overall exposure level for profilerd.service:").nth(1))
+        .find_map(|l| {
+            l.split("Overall exposure level for profilerd.service:")
+                .nth(1)
+        })
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no exposure level in:\n{text}{}", String::from_utf8_lossy(&out.stderr)));
+        .unwrap_or_else(|| {
+            panic!(
+                "no exposure level in:\n{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     eprintln!("systemd-analyze security: exposure {exposure}");
     assert!(
         exposure <= MAX_EXPOSURE && out.status.success(),
@@ -69,8 +77,16 @@ fn the_unit_keeps_its_hardening() {
     );
     // What must stay off for sampling and naming to work (see docs/install.md).
     let unit_text = std::fs::read_to_string(&unit).unwrap();
-    for forbidden in ["ProtectKernelLogs=yes", "ProtectProc=", "ProcSubset=", "PrivateTmp=yes"] {
-        assert!(!unit_text.contains(forbidden), "{forbidden} breaks profiling");
+    for forbidden in [
+        "ProtectKernelLogs=yes",
+        "ProtectProc=",
+        "ProcSubset=",
+        "PrivateTmp=yes",
+    ] {
+        assert!(
+            !unit_text.contains(forbidden),
+            "{forbidden} breaks profiling"
+        );
     }
     assert!(unit_text.contains("SystemCallFilter=@system-service @debug"));
 }

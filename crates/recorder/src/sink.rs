@@ -228,11 +228,7 @@ impl Collector<'_> {
 
 impl RecordSink for Collector<'_> {
     fn pause_draining(&mut self) -> bool {
-        self.cpus_changed
-            || self
-                .frequency_control
-                .as_ref()
-                .is_some_and(|c| c.pending())
+        self.cpus_changed || self.frequency_control.as_ref().is_some_and(|c| c.pending())
     }
 
     fn on_record(&mut self, raw: RawRecord<'_>) {

@@ -169,7 +169,12 @@ pub(crate) fn http_get(socket: &Path, path: &str) -> Option<String> {
 
 /// `profctl --socket S flamegraph --since @A --until @B ARGS --folded OUT`, returning the
 /// run and the stacks.
-pub(crate) fn flamegraph(socket: &Path, range: (f64, f64), args: &[&str], out: &Path) -> (Run, Vec<Stack>) {
+pub(crate) fn flamegraph(
+    socket: &Path,
+    range: (f64, f64),
+    args: &[&str],
+    out: &Path,
+) -> (Run, Vec<Stack>) {
     let since = format!("@{:.3}", range.0);
     let until = format!("@{:.3}", range.1);
     let mut all: Vec<&str> = vec![

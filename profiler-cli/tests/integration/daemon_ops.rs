@@ -201,7 +201,12 @@ fn daemon_budget_sheds_symbol_caches_over_a_memory_cap_and_names_on() {
         let t1 = unix_now();
         daemon.wait_slices_through(t1);
         let out = dir.path().join(format!("{name}.folded"));
-        let (_, stacks) = flamegraph(&daemon.socket, (t0 - 0.5, t1 + 0.5), &["--comm", "split"], &out);
+        let (_, stacks) = flamegraph(
+            &daemon.socket,
+            (t0 - 0.5, t1 + 0.5),
+            &["--comm", "split"],
+            &out,
+        );
         (stacks, read_measured(&measured))
     };
     let (stacks, _) = run_split("before");
@@ -329,7 +334,10 @@ fn daemon_reload_changes_the_frequency_live_and_refuses_a_bad_file() {
     // which burned the same CPU time, weigh the same.
     let out = dir.path().join("both.folded");
     let (run, stacks) = flamegraph(&daemon.socket, (t0 - 0.5, t1 + 0.5), &[], &out);
-    let (a, b) = (comm_total(&stacks, "burner"), comm_total(&stacks, "burner2"));
+    let (a, b) = (
+        comm_total(&stacks, "burner"),
+        comm_total(&stacks, "burner2"),
+    );
     let ratio = b as f64 / a.max(1) as f64;
     assert!(
         (0.7..=1.4).contains(&ratio),
@@ -398,7 +406,10 @@ fn daemon_fork_storm_leaves_memory_bounded_and_back_near_baseline() {
         })
         .collect();
     let (mut peak_rss, mut peak_anon, mut peak_tracked) = (0, 0, 0);
-    while storms.iter_mut().any(|s| s.wait_timeout(Duration::ZERO).is_none()) {
+    while storms
+        .iter_mut()
+        .any(|s| s.wait_timeout(Duration::ZERO).is_none())
+    {
         assert!(
             t0.elapsed() < Duration::from_secs(180),
             "the fork storm did not end"
