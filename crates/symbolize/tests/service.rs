@@ -429,10 +429,19 @@ fn files_are_opened_ahead_through_the_feed() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+    // The file is gone before the window is named: only what was opened ahead can name it
+    // (a window that ignored it would open the file again, and fail).
+    std::fs::remove_file(&path).unwrap();
     let files = vec![(3u32, path.clone(), None)];
     let w = window(&files, &[(0, alpha)]);
-    let (_, stats) = service.symbolize(&w);
+    let (profile, stats) = service.symbolize(&w);
     assert_eq!(stats.user.files, 1);
+    assert_eq!(stats.unnamed, 0, "named from the file opened ahead");
+    let lines = profile.folded_lines();
+    assert!(
+        lines.iter().all(|l| l.contains("compute_alpha")),
+        "named from the file opened ahead: {lines:?}"
+    );
     assert_eq!(service.sizes().preloaded, 0);
     assert_eq!(service.sizes().symbolizers, 1);
     // The service holds it now: asking again is a no-op.

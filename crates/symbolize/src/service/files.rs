@@ -155,7 +155,14 @@ impl OpenFiles {
         now: Instant,
         stats: &mut UserSymbolStats,
     ) {
-        for (key, preloaded) in self.preloader.take_all() {
+        // Results for files no window has named yet stay with the preloader: the window
+        // that needs them takes them by key (taking them here would drop them unused and open
+        // the file a second time).
+        let sources = &self.sources;
+        let taken = self
+            .preloader
+            .take_where(|origin| sources.source_of_file(origin).is_some());
+        for (key, preloaded) in taken {
             let Some(ready) = preloaded.opened else {
                 continue;
             };
@@ -220,6 +227,7 @@ impl OpenFiles {
     /// address its cached names miss), and forget sources idle too long. True if a
     /// symbolizer was closed.
     pub(crate) fn evict(&mut self, file: u32) -> bool {
+        self.preloader.forget_origin(file);
         let Some(released) = self.sources.release(file) else {
             return false;
         };

@@ -255,11 +255,40 @@ impl Preloader {
         taken
     }
 
-    /// Every result not yet taken.
-    pub(crate) fn take_all(&self) -> Vec<(SourceKey, Preloaded)> {
-        let taken: Vec<_> = self.shared.lock().done.drain().collect();
-        self.shared.changed.notify_all();
+    /// The results not yet taken that were opened from a file `wanted` accepts; the others
+    /// stay for [`Preloader::take`].
+    pub(crate) fn take_where(
+        &self,
+        mut wanted: impl FnMut(u32) -> bool,
+    ) -> Vec<(SourceKey, Preloaded)> {
+        let mut state = self.shared.lock();
+        let keys: Vec<SourceKey> = state
+            .done
+            .iter()
+            .filter(|(_, preloaded)| wanted(preloaded.origin))
+            .map(|(key, _)| key.clone())
+            .collect();
+        let taken: Vec<_> = keys
+            .into_iter()
+            .filter_map(|key| state.done.remove_entry(&key))
+            .collect();
+        drop(state);
+        if !taken.is_empty() {
+            self.shared.changed.notify_all();
+        }
         taken
+    }
+
+    /// Drop the results opened from file `origin` (no process maps it any more).
+    pub(crate) fn forget_origin(&self, origin: u32) {
+        let mut state = self.shared.lock();
+        let before = state.done.len();
+        state.done.retain(|_, preloaded| preloaded.origin != origin);
+        let changed = state.done.len() != before;
+        drop(state);
+        if changed {
+            self.shared.changed.notify_all();
+        }
     }
 
     /// Note that the service holds source `key` (`open`) or no longer does.
