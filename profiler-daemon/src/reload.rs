@@ -335,11 +335,13 @@ fn apply(reloader: &Reloader, shared: &Shared) -> Result<(), ConfigError> {
             }
         }
     }
-    let target = target_frequency(&new, reloader.ring_limit);
-    shared.budget.set_target_frequency(target);
-    // The budget raises the frequency back step by step, but a new target applies at once;
-    // the budget lowers it again if it costs too much.
-    shared.rate.request(target);
+    if old.sampling.frequency != new.sampling.frequency {
+        let target = target_frequency(&new, reloader.ring_limit);
+        shared.budget.set_target_frequency(target);
+        // A new frequency applies at once (the budget lowers it again if it costs too much);
+        // other reloads leave what the budget set.
+        shared.rate.request(target);
+    }
     shared.set_live(effective);
     for c in &live {
         info!("SIGHUP: {} changed from {} to {}", c.key, c.from, c.to);
