@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::daemon::{flamegraph, http_get, unix_now, Daemon};
+use crate::daemon::{flamegraph, http_get, unix_now, Daemon, BUDGET_OFF};
 
 /// A configuration under `dir` with `sampling` lines in `[sampling]` and `extra` sections.
 fn ops_config(dir: &Path, sampling: &str, extra: &str) -> PathBuf {
@@ -188,7 +188,11 @@ fn daemon_budget_sheds_symbol_caches_over_a_memory_cap_and_names_on() {
     let w = workloads();
     let dir = scratch();
     let sampling = format!("frequency = {FREQ}\nslice = \"1s\"\n");
-    let budget = |cap: &str| format!("[budget]\nmax_resident = \"{cap}\"\nwindow = \"2s\"\n");
+    // The CPU cap out of the way (a debug build costs more than its default): shares are
+    // judged at 999 Hz.
+    let budget = |cap: &str| {
+        format!("[budget]\nmax_resident = \"{cap}\"\nmax_cpu_percent = 10000\nwindow = \"2s\"\n")
+    };
     let config = ops_config(dir.path(), &sampling, &budget("8GiB"));
     let daemon = Daemon::start(&config);
 
@@ -260,7 +264,7 @@ fn daemon_reload_changes_the_frequency_live_and_refuses_a_bad_file() {
     let config = ops_config(
         dir.path(),
         &format!("frequency = {FREQ}\nslice = \"1s\"\n"),
-        "",
+        BUDGET_OFF,
     );
     let daemon = Daemon::start_with(&config, &[("NOTIFY_SOCKET", notify_path.as_path())]);
     let mut seen: Vec<String> = Vec::new();
@@ -298,7 +302,7 @@ fn daemon_reload_changes_the_frequency_live_and_refuses_a_bad_file() {
         &config,
         dir.path(),
         "frequency = 99\nslice = \"2s\"\n",
-        "[log]\nlevel = \"debug\"\n",
+        &format!("{BUDGET_OFF}[log]\nlevel = \"debug\"\n"),
     );
     daemon.hangup();
     read_until("READY=1", &mut seen);
@@ -381,7 +385,7 @@ fn daemon_fork_storm_leaves_memory_bounded_and_back_near_baseline() {
     let config = ops_config(
         dir.path(),
         &format!("frequency = {FREQ}\nslice = \"1s\"\n"),
-        "",
+        BUDGET_OFF,
     );
     let daemon = Daemon::start(&config);
     let pid = daemon.process.pid();
@@ -480,7 +484,7 @@ fn daemon_full_disk_is_logged_sampling_goes_on_and_writing_resumes() {
     let config = ops_config(
         dir.path(),
         &format!("frequency = {FREQ}\nslice = \"1s\"\n"),
-        "",
+        BUDGET_OFF,
     );
     let daemon = Daemon::start(&config);
     let mut burner = Command::new(&w.burner);
