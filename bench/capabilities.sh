@@ -85,7 +85,11 @@ n=0
 run() {
     local label=$1 caps=$2
     n=$((n + 1))
-    local out="$T/cache/run$n.folded" err="$T/run$n.err"
+    # A cache of its own: kernel symbols and frames cached by an earlier run would hide what
+    # this one cannot read.
+    local cache="$T/cache$n"
+    install -d -m 0700 -o "$PROFILER_UID" -g "$PROFILER_UID" "$cache"
+    local out="$cache/run.folded" err="$T/run$n.err"
     local set="-all"
     local c
     for c in ${caps//,/ }; do set="$set,+$c"; done
@@ -93,7 +97,7 @@ run() {
     local started=no kernel=no other=no deleted=no
     if (setpriv --reuid="$PROFILER_UID" --regid="$PROFILER_UID" --clear-groups \
         --inh-caps="$set" --ambient-caps="$set" --bounding-set="$set" -- \
-        env XDG_CACHE_HOME="$T/cache" HOME="$T/cache" \
+        env XDG_CACHE_HOME="$cache" HOME="$cache" \
         "$PROFCTL" record -q -F 499 -d "$SECONDS_EACH" --folded "$out") 2>"$err" && [ -s "$out" ]; then
         started=yes
         grep -Eq "$KERNEL_RE" "$out" && kernel=yes
