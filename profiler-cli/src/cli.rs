@@ -45,10 +45,20 @@ pub enum Command {
     /// What profilerd is doing: event, frequency, samples, lost samples, history kept,
     /// processes tracked, memory.
     Status,
+    /// The hottest functions, self and total, as a table: from a file (--input: pprof or
+    /// folded) or from profilerd's history (--since, as `flamegraph`).
+    #[command(after_help = crate::top::EXAMPLES)]
+    Top(crate::top::TopArgs),
+    /// A differential flamegraph: what grew (red) and shrank (blue) from BEFORE to AFTER, each
+    /// a pprof or folded file or a time range of profilerd's history; with a short summary of
+    /// the largest changes.
+    #[command(after_help = crate::diff::EXAMPLES)]
+    Diff(crate::diff::DiffArgs),
 }
 
 const FLAMEGRAPH_EXAMPLES: &str = "Examples:
   profctl flamegraph --since 10m -o last10.svg               the last 10 minutes
+  profctl flamegraph --input cpu.pb.gz -o cpu.svg            a pprof or folded file, no daemon
   profctl flamegraph --since @1700000000 --until @1700000300 --comm nginx -o nginx.svg
   profctl flamegraph --since 1h --until 50m --pid 1234 --folded app.folded
 
@@ -58,9 +68,13 @@ default) are the finest grain: a slice overlapping the range is counted whole.";
 /// Arguments of `profctl flamegraph`.
 #[derive(Debug, Args)]
 pub struct FlamegraphArgs {
+    /// Render this file instead of asking the daemon: a pprof profile (gzipped or not, as
+    /// `go tool pprof` and profctl write) or folded stacks.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["since", "until", "pid", "comm", "uid"])]
+    pub input: Option<PathBuf>,
     /// Start of the range: a duration ago (`10m`, `2h`, `90s`, `1d`) or `@UNIX-SECONDS`.
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
-    pub since: TimeArg,
+    #[arg(long, value_name = "TIME", value_parser = parse_time, required_unless_present = "input")]
+    pub since: Option<TimeArg>,
     /// End of the range, as --since. Default: now.
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub until: Option<TimeArg>,
@@ -169,8 +183,37 @@ const RECORD_EXAMPLES: &str = "Examples:
   profctl record --duration 5 -o system.svg            the whole system for 5 s (root or CAP_PERFMON)
   profctl record --pid 1234 --freq 999 -o app.svg      a running process until Ctrl-C
   profctl record --folded out.folded -- ./my-program   a command, until it exits
+  profctl record -d 10 -o cpu.pb.gz                    a pprof profile (go tool pprof, Parca, Pyroscope)
 
-Without -o and --folded, the flamegraph is written to profile.svg.";
+Without -o and --folded, the flamegraph is written to profile.svg. -o writes pprof when its name
+ends in .pb.gz, .pb or .pprof (or with --format pprof), else SVG.";
+
+/// What `-o` holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// An SVG flamegraph.
+    Svg,
+    /// A pprof profile (gzipped protobuf; inline frames, files, build-ids, pid/tid/comm labels).
+    Pprof,
+}
+
+impl OutputFormat {
+    /// The format `--format` names, else the one `path`'s extension implies.
+    pub fn of(path: &std::path::Path, format: Option<OutputFormat>) -> OutputFormat {
+        if let Some(f) = format {
+            return f;
+        }
+        let name = path.to_string_lossy();
+        if [".pb.gz", ".pb", ".pprof"]
+            .iter()
+            .any(|e| name.ends_with(e))
+        {
+            OutputFormat::Pprof
+        } else {
+            OutputFormat::Svg
+        }
+    }
+}
 
 /// Which event drives sampling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -216,9 +259,13 @@ pub struct RecordArgs {
     /// whole recording is one window, named when it ends.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     pub window: Option<std::time::Duration>,
-    /// Write the SVG flamegraph here.
+    /// Write the SVG flamegraph here, or a pprof profile when FILE ends in .pb.gz, .pb or
+    /// .pprof (or with --format pprof).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// What -o holds (default: by its extension).
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "output")]
+    pub format: Option<OutputFormat>,
     /// Write folded stacks here (`comm;outer;…;leaf count`, as FlameGraph and inferno read).
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,

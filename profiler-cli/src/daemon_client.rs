@@ -129,36 +129,57 @@ fn now_seconds() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// `profctl flamegraph`.
-pub fn flamegraph(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCode> {
-    let socket = socket_path(socket);
-    let svg_path = match (&args.output, &args.folded) {
-        (None, None) => Some(PathBuf::from("profile.svg")),
-        (svg, _) => svg.clone(),
-    };
-    for path in svg_path.iter().chain(args.folded.iter()) {
-        check_writable(path)?;
-    }
-    let now = now_seconds();
-    let since = args.since.unix_seconds(now);
-    let until = args.until.map_or(now, |u| u.unix_seconds(now));
+/// Which processes a range query keeps.
+#[derive(Clone, Debug, Default)]
+pub struct RangeFilter {
+    /// Only this process.
+    pub pid: Option<u32>,
+    /// Only threads with this command name.
+    pub comm: Option<String>,
+    /// Only processes of this user.
+    pub uid: Option<u32>,
+}
+
+/// The stacks of a time range of the daemon's history, and what the daemon said of them.
+pub struct RangeProfile {
+    /// The stacks (comm root first).
+    pub profile: profile::Profile,
+    /// Slices read.
+    pub slices: u64,
+    /// Slices skipped as corrupt.
+    pub skipped: u64,
+    /// Sampling frequency, Hz.
+    pub frequency: u64,
+    /// The event sampled on.
+    pub event: String,
+    /// Whether kernel frames are included.
+    pub kernel: bool,
+}
+
+/// The folded stacks of `since..until` (UNIX seconds) from the daemon at `socket`.
+pub fn folded_range(
+    socket: &Path,
+    since: f64,
+    until: f64,
+    filter: &RangeFilter,
+) -> Result<RangeProfile> {
     if since >= until {
         return Err(crate::cli::UsageError(format!(
-            "--since ({since:.0}) must be before --until ({until:.0})"
+            "the start of a range ({since:.0}) must be before its end ({until:.0})"
         ))
         .into());
     }
     let mut query = format!("/v1/folded?since={since:.3}&until={until:.3}");
-    if let Some(pid) = args.pid {
+    if let Some(pid) = filter.pid {
         query.push_str(&format!("&pid={pid}"));
     }
-    if let Some(comm) = &args.comm {
+    if let Some(comm) = &filter.comm {
         query.push_str(&format!("&comm={}", encode(comm)));
     }
-    if let Some(uid) = args.uid {
+    if let Some(uid) = filter.uid {
         query.push_str(&format!("&uid={uid}"));
     }
-    let answer = get(&socket, &query)?;
+    let answer = get(socket, &query)?;
     check(&answer)?;
     let text = String::from_utf8_lossy(&answer.body);
     let mut profile = profile::Profile::new();
@@ -171,17 +192,56 @@ pub fn flamegraph(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> 
         frames.extend(names.into_iter().map(|n| profile.intern(n)));
         profile.add(&frames, count);
     }
+    Ok(RangeProfile {
+        profile,
+        slices: answer.number("x-profilerd-slices").unwrap_or(0),
+        skipped: answer.number("x-profilerd-skipped-slices").unwrap_or(0),
+        frequency: answer.number("x-profilerd-frequency").unwrap_or(0),
+        event: answer
+            .headers
+            .get("x-profilerd-event")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("unknown")
+            .to_string(),
+        kernel: answer.number("x-profilerd-kernel-frames") == Some(1),
+    })
+}
+
+/// Now, in UNIX seconds.
+pub fn now_unix() -> f64 {
+    now_seconds()
+}
+
+/// `profctl flamegraph`.
+pub fn flamegraph(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCode> {
+    let socket = socket_path(socket);
+    let svg_path = match (&args.output, &args.folded) {
+        (None, None) => Some(PathBuf::from("profile.svg")),
+        (svg, _) => svg.clone(),
+    };
+    for path in svg_path.iter().chain(args.folded.iter()) {
+        check_writable(path)?;
+    }
+    let now = now_seconds();
+    let since = args
+        .since
+        .expect("clap requires --since without --input")
+        .unix_seconds(now);
+    let until = args.until.map_or(now, |u| u.unix_seconds(now));
+    let filter = RangeFilter {
+        pid: args.pid,
+        comm: args.comm.clone(),
+        uid: args.uid,
+    };
+    let RangeProfile {
+        profile,
+        slices,
+        skipped,
+        frequency,
+        event,
+        kernel,
+    } = folded_range(&socket, since, until, &filter)?;
     let samples = profile.total();
-    let slices = answer.number("x-profilerd-slices").unwrap_or(0);
-    let skipped = answer.number("x-profilerd-skipped-slices").unwrap_or(0);
-    let frequency = answer.number("x-profilerd-frequency").unwrap_or(0);
-    let event = answer
-        .headers
-        .get("x-profilerd-event")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("unknown")
-        .to_string();
-    let kernel = answer.number("x-profilerd-kernel-frames") == Some(1);
     let mut written = Vec::new();
     if let Some(path) = &args.folded {
         write_atomically(path, |out| profile.write_folded(out).map_err(Into::into))

@@ -2,9 +2,13 @@
 
 mod cli;
 mod daemon_client;
+mod diff;
+mod input;
 mod output;
+mod pprof_out;
 mod record;
 mod symbolize_cmd;
+mod top;
 
 use std::process::ExitCode;
 
@@ -16,9 +20,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         cli::Command::Record(args) => record::run(args, cli.quiet, cli.verbose),
         cli::Command::Symbolize(args) => symbolize_cmd::run(args),
-        cli::Command::Flamegraph(args) => {
-            daemon_client::flamegraph(&args, cli.socket.as_deref(), cli.quiet)
-        }
+        cli::Command::Flamegraph(args) => match &args.input {
+            Some(input) => input::flamegraph(&args, input, cli.quiet),
+            None => daemon_client::flamegraph(&args, cli.socket.as_deref(), cli.quiet),
+        },
+        cli::Command::Top(args) => top::run(&args, cli.socket.as_deref(), cli.quiet),
+        cli::Command::Diff(args) => diff::run(&args, cli.socket.as_deref(), cli.quiet),
         cli::Command::Status => daemon_client::status(cli.socket.as_deref()),
     };
     match result {

@@ -18,14 +18,23 @@ const DEFAULT_SVG: &str = "profile.svg";
 /// Run `profctl record`.
 pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
     let cpu_at_start = recorder::ProcessUsage::now().cpu();
+    let started_unix = std::time::SystemTime::now();
     let mut options = args.to_options();
+    // -o is pprof by its extension or --format, else SVG.
+    let pprof_path = args.output.clone().filter(|p| {
+        crate::cli::OutputFormat::of(p, args.format) == crate::cli::OutputFormat::Pprof
+    });
     let svg_path = match (&args.output, &args.folded) {
         (None, None) => Some(DEFAULT_SVG.into()),
-        (svg, _) => svg.clone(),
+        (svg, _) => svg.clone().filter(|_| pprof_path.is_none()),
     };
     args.validate()?;
     // Find unwritable outputs before recording, not after.
-    for path in svg_path.iter().chain(args.folded.iter()) {
+    for path in svg_path
+        .iter()
+        .chain(args.folded.iter())
+        .chain(pprof_path.iter())
+    {
         check_writable(path)?;
     }
     let mut signals = Signals::watch()?;
@@ -61,14 +70,21 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
     };
     // Windows are named on a thread of their own as they close, so that draining never waits
     // for symbolization.
-    let symbolizer =
-        recorder::Symbolizer::new(args.resolve_options(), options.frame_cache_dir.clone());
+    let resolve_options = recorder::ResolveOptions {
+        // pprof keeps each frame's source file and line.
+        source_locations: pprof_path.is_some(),
+        ..args.resolve_options()
+    };
+    let symbolizer = recorder::Symbolizer::new(resolve_options, options.frame_cache_dir.clone());
+    let pprof_out = pprof_path
+        .is_some()
+        .then(|| crate::pprof_out::PprofOut::new(1_000_000_000 / options.frequency.max(1)));
     let feed = symbolizer.feed();
     let (windows, closed) = std::sync::mpsc::channel::<recorder::ClosedWindow>();
     let streaming = options.window.is_some() && !quiet;
     let naming = std::thread::Builder::new()
         .name("symbolize".into())
-        .spawn(move || name_windows(symbolizer, closed, streaming))
+        .spawn(move || name_windows(symbolizer, closed, streaming, pprof_out))
         .context("starting the symbolizer thread")?;
     let recording = runtime.block_on(async {
         let stop = signals.first();
@@ -84,7 +100,7 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
     let post_started = std::time::Instant::now();
     let named = naming.join();
     let recording = recording.context("recording failed")?;
-    let (profile, resolve_stats) =
+    let (profile, resolve_stats, pprof_out) =
         named.map_err(|_| anyhow::anyhow!("the symbolizer thread panicked"))?;
     for note in &recording.notes {
         if !quiet {
@@ -102,6 +118,23 @@ pub fn run(args: RecordArgs, quiet: bool, verbose: u8) -> Result<ExitCode> {
     if let Some(path) = &args.folded {
         match write_atomically(path, |out| profile.write_folded(out).map_err(Into::into))
             .with_context(|| format!("writing folded stacks to {}", printable_path(path)))
+        {
+            Ok(()) => written.push(printable_path(path)),
+            Err(e) => failures.push(e),
+        }
+    }
+    if let (Some(path), Some(out)) = (&pprof_path, pprof_out) {
+        let start_ns = started_unix
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let pprof = out.finish(
+            start_ns,
+            recording.duration.as_nanos() as u64,
+            recording.frequency,
+            &recording.event.to_string(),
+        );
+        match write_atomically(path, |out| Ok(out.write_all(&pprof::encode_gz(&pprof))?))
+            .with_context(|| format!("writing the pprof profile to {}", printable_path(path)))
         {
             Ok(()) => written.push(printable_path(path)),
             Err(e) => failures.push(e),
@@ -254,13 +287,25 @@ fn name_windows(
     mut symbolizer: recorder::Symbolizer,
     windows: std::sync::mpsc::Receiver<recorder::ClosedWindow>,
     report: bool,
-) -> (profile::Profile, ResolveStats) {
+    mut pprof: Option<crate::pprof_out::PprofOut>,
+) -> (
+    profile::Profile,
+    ResolveStats,
+    Option<crate::pprof_out::PprofOut>,
+) {
     let mut total = profile::Profile::new();
     let mut stats = ResolveStats::default();
     let mut first_start = None;
     let mut last_trim = None;
     for closed in windows {
-        let (profile, window_stats) = symbolizer.symbolize(&closed.window);
+        let (profile, window_stats) = match pprof.as_mut() {
+            Some(out) => {
+                let (profile, located, stats) = symbolizer.symbolize_located(&closed.window);
+                out.add_window(&closed.window, &located);
+                (profile, stats)
+            }
+            None => symbolizer.symbolize(&closed.window),
+        };
         // Files no process maps any more: what the symbolizer holds for them can go.
         for &file in &closed.released_files {
             symbolizer.evict_file(file);
@@ -291,7 +336,7 @@ fn name_windows(
         stats.merge(&window_stats);
     }
     symbolizer.save_caches();
-    (total, stats)
+    (total, stats, pprof)
 }
 
 /// One line about a closed window: its time, samples, hottest functions, and the recording's

@@ -11,6 +11,7 @@ mod daemon;
 mod pprof;
 mod query;
 mod reload;
+mod rollup;
 mod slice;
 mod store;
 mod sys;

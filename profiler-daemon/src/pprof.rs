@@ -1,6 +1,7 @@
-//! The pprof profile format (`google/pprof` `proto/profile.proto`, Apache-2.0): its messages
-//! written by hand as prost types with the proto's field numbers (no protoc, no build script).
-//! Every field of the proto is here, so any pprof file decodes.
+//! The hourly roll-ups' own variant of the pprof messages: Google's `profile.proto` (its
+//! messages written by hand as prost types with the proto's field numbers) plus profilerd's
+//! field 100 on `Sample` (pprof tools skip it). Slices use the `pprof` crate's generated types;
+//! moving roll-ups onto that crate (with the extension field) is left to do.
 
 #![allow(missing_docs)] // The proto's own field comments are the documentation.
 
@@ -57,6 +58,10 @@ pub struct Sample {
     pub value: Vec<i64>,
     #[prost(message, repeated, tag = "3")]
     pub label: Vec<Label>,
+    /// profilerd's own field, in roll-ups only (pprof tools skip it): (member slice index,
+    /// count) pairs, flattened, packed.
+    #[prost(uint64, repeated, packed = "true", tag = "100")]
+    pub slice_counts: Vec<u64>,
 }
 
 /// A sample label: a string or a number.

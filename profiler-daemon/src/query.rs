@@ -93,6 +93,12 @@ pub fn add_slice(
 ) -> u64 {
     let mut samples = 0;
     let mut key = String::new();
+    // Each name sanitized once per slice, not once per frame.
+    let names: Vec<std::borrow::Cow<str>> = slice
+        .names
+        .iter()
+        .map(|n| profile::sanitize_frame(n))
+        .collect();
     for s in &slice.stacks {
         if !filter.admits(s, visibility) {
             continue;
@@ -105,13 +111,17 @@ pub fn add_slice(
         key.push_str(&comm_of(s));
         for &f in frames {
             key.push(';');
-            let name = slice.names.get(f as usize).map_or("[unknown]", |n| n);
-            key.push_str(&profile::sanitize_frame(name));
+            key.push_str(names.get(f as usize).map_or("[unknown]", |n| n));
         }
         if frames.is_empty() {
             key.push_str(";[unknown]");
         }
-        *lines.entry(key.clone()).or_default() += s.cpu_ns;
+        match lines.get_mut(key.as_str()) {
+            Some(count) => *count += s.cpu_ns,
+            None => {
+                lines.insert(key.clone(), s.cpu_ns);
+            }
+        }
         samples += s.count;
     }
     samples
@@ -152,7 +162,7 @@ pub fn folded(
         if Instant::now() > deadline {
             return Err(QueryError::TooSlow(timeout));
         }
-        let slice = match store.read(meta) {
+        let slice = match store.read_in(meta, since_ns, until_ns) {
             Ok(Some(slice)) => slice,
             Ok(None) => continue,
             Err(_) => {

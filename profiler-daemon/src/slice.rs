@@ -147,6 +147,7 @@ impl Slice {
                 location_id: ids,
                 value: vec![stack.count as i64, stack.cpu_ns as i64],
                 label,
+                slice_counts: Vec::new(),
             });
         }
         pprof::Profile {
@@ -400,6 +401,26 @@ pub(crate) mod tests {
         let bytes = slice.encode();
         assert_eq!(Slice::decode(&bytes).unwrap(), slice);
         assert_eq!(slice.samples(), 38);
+    }
+
+    /// A slice file written by an earlier build (tests/fixtures/slice-v1.pb.gz): it must still
+    /// load, whole, and read as a pprof profile through the `pprof` crate too.
+    #[test]
+    fn slices_written_by_the_old_code_still_load() {
+        let old = include_bytes!("../tests/fixtures/slice-v1.pb.gz");
+        let slice = Slice::decode(old).unwrap();
+        assert_eq!(slice, example(1_700_000_000_000_000_000));
+        assert_eq!(Slice::decode(&slice.encode()).unwrap(), slice);
+        let p = ::pprof::decode(old).unwrap();
+        let folded = ::pprof::fold(
+            &p,
+            &::pprof::FoldOptions {
+                comm_root: true,
+                lines: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(folded.iter().map(|s| s.count).sum::<u64>(), slice.samples());
     }
 
     #[test]

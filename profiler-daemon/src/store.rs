@@ -5,7 +5,7 @@
 //! start. A file that cannot be read back is skipped, reported, counted, and renamed aside
 //! (`.corrupt`, the newest 16 kept).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -30,6 +30,8 @@ pub struct SliceMeta {
     pub end_ns: u64,
     /// File size.
     pub bytes: u64,
+    /// An hourly roll-up of slices (`rollup.rs`), not one slice.
+    pub rollup: bool,
 }
 
 /// The slices on disk, by start time; shared between the writer and the API.
@@ -37,6 +39,8 @@ pub struct SliceMeta {
 struct Index {
     slices: BTreeMap<(u64, u64), u64>,
     bytes: u64,
+    /// Which entries of `slices` are roll-ups.
+    rollups: BTreeSet<(u64, u64)>,
 }
 
 /// Counters of the store.
@@ -59,6 +63,8 @@ pub struct Store {
     /// Retention: ns of age, bytes (changed on reload).
     max_age_ns: AtomicU64,
     max_bytes: AtomicU64,
+    /// Roll-up state: member files waiting for deletion (`rollup.rs`).
+    rolled: Mutex<crate::rollup::Pending>,
     /// Counters, for status and metrics.
     pub counters: StoreCounters,
 }
@@ -97,14 +103,21 @@ impl Store {
                 ));
                 continue;
             }
-            let (Some(key), Ok(meta)) = (parse_name(name), entry.metadata()) else {
+            let rollup = crate::rollup::parse_name(name);
+            let (Some(key), Ok(meta)) = (rollup.or_else(|| parse_name(name)), entry.metadata())
+            else {
                 continue;
             };
             if meta.is_file() {
+                if rollup.is_some() {
+                    index.rollups.insert(key);
+                }
                 index.bytes += meta.len();
                 index.slices.insert(key, meta.len());
             }
         }
+        crate::rollup::remove_members_at_start(&dir, &mut index.slices, &index.rollups);
+        index.bytes = index.slices.values().sum();
         corrupt.sort();
         let excess = corrupt.len().saturating_sub(CORRUPT_KEPT);
         for (_, path) in corrupt.drain(..excess) {
@@ -121,6 +134,7 @@ impl Store {
             index: Mutex::new(index),
             max_age_ns: AtomicU64::new(max_age.as_nanos().min(u64::MAX as u128) as u64),
             max_bytes: AtomicU64::new(max_bytes),
+            rolled: Mutex::default(),
             counters: StoreCounters::default(),
         });
         store.apply_retention(now_ns);
@@ -148,31 +162,19 @@ impl Store {
         index.slices.keys().map(|&(_, end)| end).max().unwrap_or(0)
     }
 
-    fn path_of(&self, start_ns: u64, end_ns: u64) -> PathBuf {
-        self.dir.join(format!("{start_ns}-{end_ns}.pb.gz"))
+    fn path_of(&self, start_ns: u64, end_ns: u64, rollup: bool) -> PathBuf {
+        if rollup {
+            self.dir.join(crate::rollup::file_name(start_ns, end_ns))
+        } else {
+            self.dir.join(format!("{start_ns}-{end_ns}.pb.gz"))
+        }
     }
 
     /// Write `slice` atomically and index it; then apply retention as of `now_ns`.
     pub fn write(&self, slice: &Slice, now_ns: u64) -> std::io::Result<SliceMeta> {
         let bytes = slice.encode();
-        let path = self.path_of(slice.start_ns, slice.end_ns);
-        let tmp = self
-            .dir
-            .join(format!(".tmp-{}-{}", slice.start_ns, std::process::id()));
-        let result = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o640)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&tmp)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
-            fs::rename(&tmp, &path)?;
-            File::open(&self.dir)?.sync_all()
-        })();
-        if let Err(err) = result {
-            let _ = fs::remove_file(&tmp);
+        let path = self.path_of(slice.start_ns, slice.end_ns, false);
+        if let Err(err) = self.write_file(&bytes, &path, slice.start_ns) {
             self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
             return Err(err);
         }
@@ -186,11 +188,105 @@ impl Store {
         }
         self.counters.written.fetch_add(1, Ordering::Relaxed);
         self.apply_retention(now_ns);
+        crate::rollup::roll_past_hours(self, slice.start_ns);
         Ok(SliceMeta {
             start_ns: slice.start_ns,
             end_ns: slice.end_ns,
             bytes: bytes.len() as u64,
+            rollup: false,
         })
+    }
+
+    /// Write `bytes` to `path` durably: a temporary file, fsync, rename, fsync of the
+    /// directory. The temporary file is removed on failure.
+    fn write_file(&self, bytes: &[u8], path: &Path, start_ns: u64) -> std::io::Result<()> {
+        let tmp = self
+            .dir
+            .join(format!(".tmp-{}-{}", start_ns, std::process::id()));
+        let result = (|| {
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o640)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&tmp)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            fs::rename(&tmp, path)?;
+            File::open(&self.dir)?.sync_all()
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    /// Write a roll-up durably and put it in the index in place of its members, in one step
+    /// (a query selects either the members or the roll-up, never both). The members' files
+    /// are the caller's to delete.
+    pub(crate) fn write_rollup(
+        &self,
+        bytes: &[u8],
+        key: (u64, u64),
+        members: &[(u64, u64)],
+    ) -> std::io::Result<()> {
+        self.write_file(bytes, &self.path_of(key.0, key.1, true), key.0)?;
+        let mut index = self.index.lock().expect("store index");
+        for m in members {
+            if let Some(b) = index.slices.remove(m) {
+                index.bytes -= b;
+            }
+        }
+        if let Some(old) = index.slices.insert(key, bytes.len() as u64) {
+            index.bytes -= old;
+        }
+        index.rollups.insert(key);
+        index.bytes += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// The plain slices (not roll-ups) that start before `before_ns`, oldest first.
+    pub(crate) fn plain_slices_before(&self, before_ns: u64) -> Vec<(u64, u64)> {
+        let index = self.index.lock().expect("store index");
+        index
+            .slices
+            .range(..(before_ns, 0))
+            .map(|(&k, _)| k)
+            .filter(|k| !index.rollups.contains(k))
+            .collect()
+    }
+
+    /// Is there a roll-up for the hour starting at `hour_ns`?
+    pub(crate) fn has_rollup_in(&self, hour_ns: u64, end_ns: u64) -> bool {
+        let index = self.index.lock().expect("store index");
+        index
+            .rollups
+            .range((hour_ns, 0)..(end_ns, 0))
+            .next()
+            .is_some()
+    }
+
+    /// Read one plain slice file (no index change on failure).
+    pub(crate) fn read_plain(&self, key: (u64, u64)) -> Result<Slice, SliceError> {
+        let bytes = read_bounded(&self.path_of(key.0, key.1, false))
+            .map_err(|e| SliceError::Gzip(e.to_string()))?;
+        Slice::decode(&bytes)
+    }
+
+    /// Delete plain slice files (members of a roll-up after their grace).
+    pub(crate) fn remove_plain(&self, keys: &[(u64, u64)]) {
+        for &(start, end) in keys {
+            match fs::remove_file(self.path_of(start, end, false)) {
+                Ok(()) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                Err(err) => warn!(%err, "cannot delete a rolled-up slice"),
+            }
+        }
+    }
+
+    /// The roll-up state (members waiting for deletion).
+    pub(crate) fn rolled(&self) -> std::sync::MutexGuard<'_, crate::rollup::Pending> {
+        self.rolled.lock().expect("roll-up state")
     }
 
     /// Delete slices that ended before `now_ns - max_age`, then the oldest while the total is
@@ -208,12 +304,12 @@ impl Store {
                 }
                 index.slices.remove(&key);
                 index.bytes -= bytes;
-                doomed.push(key);
+                doomed.push((key, index.rollups.remove(&key)));
             }
         }
-        for (start, end) in doomed {
+        for ((start, end), rollup) in doomed {
             self.counters.expired.fetch_add(1, Ordering::Relaxed);
-            if let Err(err) = fs::remove_file(self.path_of(start, end)) {
+            if let Err(err) = fs::remove_file(self.path_of(start, end, rollup)) {
                 warn!(%err, "cannot delete an expired slice");
             }
         }
@@ -230,6 +326,7 @@ impl Store {
                 start_ns,
                 end_ns,
                 bytes,
+                rollup: index.rollups.contains(&(start_ns, end_ns)),
             })
             .collect();
         Selection { slices }
@@ -237,14 +334,31 @@ impl Store {
 
     /// Read one slice back. `Ok(None)`: deleted meanwhile (retention). A corrupt or truncated
     /// file is logged, counted, taken out of the index and renamed aside, and is an error.
+    #[cfg(test)]
     pub fn read(&self, meta: &SliceMeta) -> Result<Option<Slice>, SliceError> {
-        let path = self.path_of(meta.start_ns, meta.end_ns);
+        self.read_in(meta, 0, u64::MAX)
+    }
+
+    /// [`Store::read`], keeping of a roll-up only the samples of its member slices that
+    /// overlap `[since_ns, until_ns)` (a plain slice is returned whole).
+    pub fn read_in(
+        &self,
+        meta: &SliceMeta,
+        since_ns: u64,
+        until_ns: u64,
+    ) -> Result<Option<Slice>, SliceError> {
+        let path = self.path_of(meta.start_ns, meta.end_ns, meta.rollup);
         let bytes = match read_bounded(&path) {
             Ok(b) => b,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(err) => return Err(SliceError::Gzip(err.to_string())),
         };
-        match Slice::decode(&bytes) {
+        let decoded = if meta.rollup {
+            crate::rollup::Rollup::decode(&bytes).map(|r| r.restrict(since_ns, until_ns))
+        } else {
+            Slice::decode(&bytes)
+        };
+        match decoded {
             Ok(slice) => Ok(Some(slice)),
             Err(err) => {
                 self.counters.corrupt.fetch_add(1, Ordering::Relaxed);
@@ -254,6 +368,7 @@ impl Store {
                     if let Some(b) = index.slices.remove(&(meta.start_ns, meta.end_ns)) {
                         index.bytes -= b;
                     }
+                    index.rollups.remove(&(meta.start_ns, meta.end_ns));
                 }
                 let mut aside = path.clone().into_os_string();
                 aside.push(".corrupt");
@@ -265,7 +380,7 @@ impl Store {
 }
 
 /// A file's bytes, refusing one larger than [`MAX_SLICE_BYTES`]; never follows a symlink.
-fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let file = OpenOptions::new()
         .read(true)

@@ -17,6 +17,7 @@ use symbolize::{DebugSearch, FileSymbolizer, SymbolService};
 fn options(limits: Limits) -> ServiceOptions {
     ServiceOptions {
         lines: false,
+        source_locations: false,
         debug_search: DebugSearch::default(),
         debuginfod: None,
         kernel_cache_dir: None,

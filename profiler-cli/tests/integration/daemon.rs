@@ -474,3 +474,72 @@ fn daemon_tells_systemd_ready_watchdog_and_stopping() {
     daemon.stop();
     read_until("STOPPING=1", Duration::from_secs(1), &mut seen);
 }
+
+/// `profctl top` and `profctl diff` over ranges of the daemon's history: the inlined workload
+/// runs 80 % hot_a, then 20 %; the first range's top function is hot_a, and the diff of the two
+/// ranges colours hot_a blue (shrank) and inl_spin red (grew).
+#[test]
+fn daemon_ranges_for_top_and_diff() {
+    let _guard = sampling_lock();
+    let dir = scratch();
+    let config = Daemon::write_config(dir.path(), "");
+    let daemon = Daemon::start(&config);
+    let inlined = crate::pprof_files::inlined();
+    let run_split = |percent_a: &str| {
+        let mut cmd = Command::new(inlined);
+        cmd.args(["2", percent_a]);
+        Spawned::spawn(cmd, "inlined").wait_or_panic(Duration::from_secs(60));
+    };
+    let t0 = unix_now();
+    run_split("80");
+    let t1 = unix_now();
+    run_split("20");
+    let t2 = unix_now();
+    daemon.wait_slices_through(t2);
+    let socket = daemon.socket.to_str().unwrap().to_string();
+    let (since, until) = (format!("@{t0:.3}"), format!("@{t1:.3}"));
+    let run = run_profctl(
+        [
+            "--socket", &socket, "top", "--since", &since, "--until", &until, "--comm", "inlined",
+            "-n", "3",
+        ],
+        dir.path(),
+        Duration::from_secs(60),
+    );
+    run.assert_success("top --since");
+    let first = run.stdout.lines().nth(1).unwrap_or_default().to_string();
+    assert!(first.ends_with(" hot_a"), "{}", run.stdout);
+    let svg = dir.path().join("diff.svg");
+    let before = format!("@{t0:.3}..@{t1:.3}");
+    let after = format!("@{t1:.3}..@{t2:.3}");
+    let run = run_profctl(
+        [
+            "--socket",
+            &socket,
+            "diff",
+            "--before",
+            &before,
+            "--after",
+            &after,
+            "--comm",
+            "inlined",
+            "-o",
+            svg.to_str().unwrap(),
+        ],
+        dir.path(),
+        Duration::from_secs(60),
+    );
+    run.assert_success("diff --before --after");
+    let text = fs::read_to_string(&svg).unwrap();
+    let (r, _, b) = crate::pprof_files::fill_of(&text, "inl_spin");
+    assert!(
+        r == 255 && b < 255,
+        "inl_spin grew: red, got rgb({r},_,{b})"
+    );
+    let (r, _, b) = crate::pprof_files::fill_of(&text, "hot_a");
+    assert!(
+        b == 255 && r < 255,
+        "hot_a shrank: blue, got rgb({r},_,{b})"
+    );
+    daemon.stop();
+}

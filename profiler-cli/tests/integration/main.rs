@@ -16,6 +16,7 @@ mod hostile;
 mod hostile_elf;
 mod nonroot;
 mod pid;
+mod pprof_files;
 mod sigint;
 mod slow_debuginfod;
 mod soak;

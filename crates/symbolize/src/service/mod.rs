@@ -46,7 +46,7 @@ use self::debuginfod::{Backoff, DebugInfoSource, Fetcher};
 use self::files::OpenFiles;
 use self::jit::JitMaps;
 use self::kernel::{KernelLoader, KernelNames};
-use self::names::{NameCache, Names};
+use self::names::{NameCache, Names, SourceLine};
 use self::sources::SourceId;
 use crate::{ElfFile, FileOffset, FrameCache, ResolvedFrame};
 
@@ -76,10 +76,47 @@ pub struct NamedStack {
     pub kernel_frames: u32,
 }
 
+/// One line of a [`LocatedFrame`]: a function and where in its source the code is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocatedLine {
+    /// The frame's name in the profile returned with it (with `file:line` when the service
+    /// puts lines in names).
+    pub name: FrameId,
+    /// The function's name alone (without `file:line`).
+    pub function: Box<str>,
+    /// The source file, when known (and looked up: [`ServiceOptions::source_locations`]).
+    pub file: Option<Box<str>>,
+    /// The source line, 0 when unknown.
+    pub line: u32,
+}
+
+/// One frame of a [`LocatedStack`]: where it was sampled and the functions there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocatedFrame {
+    /// The window's frame (kernel address, file and offset, anonymous or unmapped address);
+    /// None for a marker the service adds (`[truncated]`, `[unknown]` for an empty stack).
+    pub site: Option<Frame>,
+    /// The functions at this address, innermost first: the code executing, then each
+    /// function it was inlined into (as pprof's `Location.line` orders them).
+    pub lines: Vec<LocatedLine>,
+}
+
+/// One stack of a window as [`SymbolService::symbolize_located`] names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocatedStack {
+    /// Index into the window's threads.
+    pub thread: u32,
+    /// Samples.
+    pub count: u64,
+    /// Frames, innermost first: kernel frames, then user frames.
+    pub frames: Vec<LocatedFrame>,
+}
+
 /// Names the frames of normalized windows. Long-lived: what it opened and named for one window
 /// serves the next ones, within its [`Limits`].
 pub struct SymbolService {
     lines: bool,
+    source_locations: bool,
     files: OpenFiles,
     /// Names by source (copies of a file share them) and file offset.
     names: NameCache<(SourceId, u64)>,
@@ -122,6 +159,7 @@ impl SymbolService {
         );
         SymbolService {
             lines: options.lines,
+            source_locations: options.source_locations,
             files: OpenFiles::new(
                 limits.open_files,
                 limits.open_file_bytes,
@@ -160,7 +198,20 @@ impl SymbolService {
     /// Name every stack of `window` into a profile whose stacks start with the thread's
     /// command name.
     pub fn symbolize(&mut self, window: &NormalizedWindow) -> (Profile, ResolveStats) {
-        self.symbolize_into(window, None)
+        self.symbolize_into(window, None, None)
+    }
+
+    /// As [`SymbolService::symbolize`], and also each stack of `window` with its frames
+    /// located: where each was sampled, and the functions there (inlined ones apart) with
+    /// their source files and lines (looked up when [`ServiceOptions::source_locations`] or
+    /// [`ServiceOptions::lines`] is set), for output formats that keep them (pprof).
+    pub fn symbolize_located(
+        &mut self,
+        window: &NormalizedWindow,
+    ) -> (Profile, Vec<LocatedStack>, ResolveStats) {
+        let mut located = Vec::with_capacity(window.stacks.len());
+        let (profile, stats) = self.symbolize_into(window, None, Some(&mut located));
+        (profile, located, stats)
     }
 
     /// As [`SymbolService::symbolize`], and also each stack of `window` on its own, in the
@@ -171,7 +222,7 @@ impl SymbolService {
         window: &NormalizedWindow,
     ) -> (Profile, Vec<NamedStack>, ResolveStats) {
         let mut named = Vec::with_capacity(window.stacks.len());
-        let (profile, stats) = self.symbolize_into(window, Some(&mut named));
+        let (profile, stats) = self.symbolize_into(window, Some(&mut named), None);
         (profile, named, stats)
     }
 
@@ -179,6 +230,7 @@ impl SymbolService {
         &mut self,
         window: &NormalizedWindow,
         mut named_stacks: Option<&mut Vec<NamedStack>>,
+        mut located_stacks: Option<&mut Vec<LocatedStack>>,
     ) -> (Profile, ResolveStats) {
         self.window += 1;
         self.stats = UserSymbolStats::default();
@@ -199,8 +251,12 @@ impl SymbolService {
             ..ResolveStats::default()
         };
         let mut frames: Vec<FrameId> = Vec::with_capacity(256);
+        let locating = located_stacks.is_some();
+        let mut located: Vec<LocatedFrame> = Vec::new();
+        let mut sources: Vec<SourceLine> = Vec::new();
         for stack in &window.stacks {
             frames.clear();
+            located.clear();
             let thread = &window.threads[stack.thread as usize];
             let (kernel, user) = window.frames_of(stack);
             let mut unnamed = 0u64;
@@ -212,20 +268,81 @@ impl SymbolService {
                     });
                     frames.push(id);
                     unnamed += !named as u64;
+                    if locating {
+                        located.push(LocatedFrame {
+                            site: Some(*frame),
+                            lines: vec![LocatedLine {
+                                name: id,
+                                function: profile.name(id).into(),
+                                file: None,
+                                line: 0,
+                            }],
+                        });
+                    }
                 }
             }
             let kernel_frames = frames.len() as u32;
             for &frame in user {
-                let named =
-                    self.push_user_frames(&mut profile, window, thread, frame, now, &mut frames);
+                let before = frames.len();
+                let named = self.push_user_frames(
+                    &mut profile,
+                    window,
+                    thread,
+                    frame,
+                    now,
+                    &mut frames,
+                    locating.then_some(&mut sources),
+                );
                 unnamed += !named as u64;
+                if locating {
+                    let lines = frames[before..]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &id)| {
+                            let (file, line) = sources.get(i).cloned().unwrap_or((None, 0));
+                            let name = profile.name(id);
+                            // The name alone, without the `(file:line)` lines put in it.
+                            let function = match (&file, self.lines) {
+                                (Some(f), true) if line > 0 => {
+                                    name.strip_suffix(&format!(" ({f}:{line})")).unwrap_or(name)
+                                }
+                                _ => name,
+                            };
+                            LocatedLine {
+                                name: id,
+                                function: function.into(),
+                                file,
+                                line,
+                            }
+                        })
+                        .collect();
+                    located.push(LocatedFrame {
+                        site: Some(frame),
+                        lines,
+                    });
+                }
             }
+            let marker = |id: FrameId, profile: &Profile| LocatedFrame {
+                site: None,
+                lines: vec![LocatedLine {
+                    name: id,
+                    function: profile.name(id).into(),
+                    file: None,
+                    line: 0,
+                }],
+            };
             if stack.user_end == StackEnd::Truncated {
                 frames.push(truncated);
+                if locating {
+                    located.push(marker(truncated, &profile));
+                }
             }
             if frames.is_empty() {
                 frames.push(unknown);
                 unnamed += 1;
+                if locating {
+                    located.push(marker(unknown, &profile));
+                }
             }
             stats.frames += frames.len() as u64 * stack.count;
             stats.unnamed += unnamed * stack.count;
@@ -243,6 +360,13 @@ impl SymbolService {
                     kernel_frames,
                 });
             }
+            if let Some(out) = located_stacks.as_deref_mut() {
+                out.push(LocatedStack {
+                    thread: stack.thread,
+                    count: stack.count,
+                    frames: std::mem::take(&mut located),
+                });
+            }
         }
         stats.kernel_addresses = kernel_ids.len() as u64;
         self.stats.cache_evictions = self.names.evicted() + self.kernel.evicted() - evicted_before;
@@ -252,7 +376,9 @@ impl SymbolService {
     }
 
     /// Push the frames of user `frame` of a stack of `thread` in `window` onto `out`,
-    /// innermost first (the order of a leaf-first stack). Returns whether they are names.
+    /// innermost first (the order of a leaf-first stack), and with `sources`, their source
+    /// files and lines in the same order (when kept). Returns whether they are names.
+    #[allow(clippy::too_many_arguments)]
     fn push_user_frames(
         &mut self,
         profile: &mut Profile,
@@ -261,7 +387,11 @@ impl SymbolService {
         frame: Frame,
         now: Instant,
         out: &mut Vec<FrameId>,
+        mut sources: Option<&mut Vec<SourceLine>>,
     ) -> bool {
+        if let Some(s) = sources.as_deref_mut() {
+            s.clear();
+        }
         let (file, offset) = match frame {
             Frame::File { file, offset } => (&window.files[file as usize], offset),
             Frame::Anonymous(addr) | Frame::Unmapped(addr) => {
@@ -292,6 +422,14 @@ impl SymbolService {
             self.names.insert(key, names)
         };
         out.extend(names.names().iter().rev().map(|name| profile.intern(name)));
+        if let Some(s) = sources {
+            let n = names.names().len();
+            s.extend(
+                (0..n)
+                    .rev()
+                    .map(|i| names.source(i).cloned().unwrap_or((None, 0))),
+            );
+        }
         names.named()
     }
 
@@ -304,6 +442,7 @@ impl SymbolService {
         now: Instant,
     ) -> Names {
         let mut names: Vec<Box<str>> = Vec::new();
+        let mut sources: Vec<SourceLine> = Vec::new();
         let mut named = false;
         if file.path == "[vdso]" {
             if let Some(vdso) = self.vdso() {
@@ -316,7 +455,8 @@ impl SymbolService {
                 }
             }
         } else {
-            let lines = self.lines;
+            // Lines are looked up for names, or for located frames.
+            let lines = self.lines || self.source_locations;
             let window = self.window;
             // Frames seen by an earlier run come from the frame cache, without opening the
             // file. Its entries are keyed by content (build-id, size and owner), so a file
@@ -354,18 +494,29 @@ impl SymbolService {
             }
             for frame in &self.scratch {
                 names.push(match (&frame.file, frame.line) {
-                    (Some(path), Some(line)) if lines => {
+                    (Some(path), Some(line)) if self.lines => {
                         format!("{} ({path}:{line})", frame.function).into()
                     }
                     _ => frame.function.as_str().into(),
                 });
+                if self.source_locations {
+                    sources.push((
+                        frame.file.as_deref().map(Into::into),
+                        frame.line.unwrap_or(0),
+                    ));
+                }
             }
             named = !self.scratch.is_empty();
         }
         if names.is_empty() {
             names.push(format!("{}+{:#x}", file.basename(), offset).into());
         }
-        Names::new(names, named)
+        if self.source_locations {
+            sources.resize(names.len(), (None, 0));
+            Names::with_sources(names, sources, named)
+        } else {
+            Names::new(names, named)
+        }
     }
 
     fn vdso(&mut self) -> Option<Arc<ElfFile>> {

@@ -21,16 +21,42 @@ const NAME_OVERHEAD: usize = 16;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Names {
     names: Box<[Box<str>]>,
+    /// Each name's source file and line (0: unknown), when asked for
+    /// ([`super::ServiceOptions::source_locations`]); else empty.
+    sources: Box<[SourceLine]>,
     named: bool,
 }
+
+/// Where a frame's code is: its source file, when known, and line (0: unknown).
+pub(crate) type SourceLine = (Option<Box<str>>, u32);
 
 impl Names {
     /// Names, outermost first.
     pub(crate) fn new(names: Vec<Box<str>>, named: bool) -> Names {
         Names {
             names: names.into_boxed_slice(),
+            sources: Box::new([]),
             named,
         }
+    }
+
+    /// Names, outermost first, with the source file and line of each.
+    pub(crate) fn with_sources(
+        names: Vec<Box<str>>,
+        sources: Vec<SourceLine>,
+        named: bool,
+    ) -> Names {
+        debug_assert_eq!(names.len(), sources.len());
+        Names {
+            names: names.into_boxed_slice(),
+            sources: sources.into_boxed_slice(),
+            named,
+        }
+    }
+
+    /// The source file and line of name `i`, when kept.
+    pub(crate) fn source(&self, i: usize) -> Option<&SourceLine> {
+        self.sources.get(i)
     }
 
     /// One name.
@@ -55,6 +81,11 @@ impl Names {
                 .names
                 .iter()
                 .map(|n| n.len() + NAME_OVERHEAD)
+                .sum::<usize>()
+            + self
+                .sources
+                .iter()
+                .map(|(f, _)| f.as_ref().map_or(0, |f| f.len()) + NAME_OVERHEAD + 8)
                 .sum::<usize>()
     }
 }

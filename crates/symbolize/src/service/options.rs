@@ -10,6 +10,9 @@ use crate::DebugSearch;
 pub struct ServiceOptions {
     /// Put `file:line` on frames that have it.
     pub lines: bool,
+    /// Look up each frame's source file and line even when [`ServiceOptions::lines`] does not
+    /// put them in names, for [`super::SymbolService::symbolize_located`] (pprof output).
+    pub source_locations: bool,
     /// Where separate debug files are looked for (by the naming thread and the preloader).
     pub debug_search: DebugSearch,
     /// Fetch missing debug info from these debuginfod servers (None: don't).
@@ -28,6 +31,7 @@ impl Default for ServiceOptions {
     fn default() -> Self {
         ServiceOptions {
             lines: false,
+            source_locations: false,
             debug_search: DebugSearch::system(),
             debuginfod: None,
             kernel_cache_dir: None,

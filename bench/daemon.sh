@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# bench/daemon.sh - profilerd's cost, against perf record, by hand (not CI).
+#
+# Both CPUs are kept busy by two processes of profiler-cli/tests/workloads/split.c (a known call
+# tree: main -> work -> hot_a / main -> work -> mid -> hot_b / main -> hot_c), and on that load,
+# one after the other in the same run (never at once):
+#
+#   profilerd --freq 99          for BENCH_MINUTES (10)       then perf record -a -g -F 99
+#   profilerd --freq 999         for BENCH_HIGH_MINUTES (2)   then perf record -a -g -F 999
+#
+# perf runs BENCH_PERF_MINUTES (2) each: its figures are rates and it keeps no state that grows.
+# Then the loads stop and the queries are timed on a history built from the 99 Hz run's slices.
+# Printed, each beside perf record's figure and as a ratio daemon/perf:
+#
+#   1. CPU per minute (ms, and % of one core) at 99 and 999 Hz: the whole run (user+sys of the
+#      process tree from bench/workloads/cpuwrap.c, start-up and shutdown included) and steady
+#      (utime+stime from /proc/PID/stat, from 20 s after start to the stop);
+#      targets: < 0.2% of one core at 99 Hz, < 1% at 999 Hz (steady);
+#   2. RSS (VmRSS) at the end of the 99 Hz run (target < 64 MB), with smaps_rollup kept;
+#   3. bytes of history per hour: the slices directory after the run, over the run's wall time,
+#      against perf.data's bytes per hour at the same frequency;
+#   4. query time, `profctl flamegraph --since 1h --folded F` and `--since 24h`, on a history of
+#      24 h built from the 99 Hz run's slices (hard links renamed with shifted times: the store
+#      indexes files by name), the daemon restarted on it; the first (cold) query and the median
+#      of BENCH_QUERIES (5); against `perf script | inferno-collapse-perf` on the 99 Hz
+#      perf.data, scaled from its wall time to 1 h and 24 h of history (what a user of perf would
+#      run for the same answer); targets: 1 h < 200 ms, 24 h < 1 s (median).
+#
+# Usage:   flock /tmp/profctl-sampling.lock bench/daemon.sh     (root)
+# Env:     BENCH_MINUTES=10        99 Hz daemon minutes (RSS is read at its end); 2 for a check
+#          BENCH_HIGH_MINUTES=2    999 Hz daemon minutes
+#          BENCH_PERF_MINUTES=2    perf record minutes at each frequency
+#          BENCH_QUERIES=5         queries timed per range
+#          BENCH_KEEP=1            keep the temp dir (logs, smaps, folded, perf.data, history)
+#          BENCH_NO_BUILD=1        do not rebuild profctl / profilerd
+#          BENCH_PROFILERD=PATH    run this profilerd binary (default target/release/profilerd)
+#          BENCH_REUSE=DIR         only the queries, on the sampling runs kept in DIR (BENCH_KEEP=1)
+# Needs:   cc, perf, awk, curl, cargo, inferno-collapse-perf (for the perf query figure).
+set -euo pipefail
+
+BENCH_NAME=daemon.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+MINUTES=${BENCH_MINUTES:-10}
+HIGH_MINUTES=${BENCH_HIGH_MINUTES:-2}
+PERF_MINUTES=${BENCH_PERF_MINUTES:-2}
+QUERIES=${BENCH_QUERIES:-5}
+
+# --------------------------------------------------------------------- setup
+bench_setup curl
+PROFILERD=${BENCH_PROFILERD:-$ROOT/target/release/profilerd}
+if [ "${BENCH_NO_BUILD:-0}" != 1 ] && [ -z "${BENCH_PROFILERD:-}" ]; then
+    note "building profilerd (cargo build --release -p profiler-daemon)"
+    (cd "$ROOT" && cargo build --release -p profiler-daemon >&2) || die "cargo build failed"
+fi
+[ -x "$PROFILERD" ] || die "no $PROFILERD"
+cc -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-optimize-sibling-calls \
+    -pthread -o "$T/split" "$SPLIT_SRC"
+
+# status_kb PID FIELD: a /proc/PID/status figure in kB (0 if gone)
+status_kb() {
+    local v
+    v=$(awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status" 2>/dev/null | head -1) || true
+    echo "${v:-0}"
+}
+# ticks PID: utime+stime of the process (all its threads, live and ended), in clock ticks
+ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+HZ_TICKS=$(getconf CLK_TCK)
+now_ms() { date +%s%3N; }
+
+# config NAME FREQ: a daemon configuration under $T/NAME
+config() {
+    mkdir -p "$T/$1/state" "$T/$1/cache"
+    cat >"$T/$1/profilerd.toml" <<EOF
+[sampling]
+frequency = $2
+[storage]
+state_dir = "$T/$1/state"
+cache_dir = "$T/$1/cache"
+max_bytes = "16GiB"
+[api]
+socket = "$T/$1/sock"
+max_range = "2d"
+EOF
+}
+
+# start NAME COMMAND...: start COMMAND under cpuwrap; sets PID (the command's) and WPID
+start() {
+    local name=$1 i; shift
+    "$WRAP" "$T/$name.cpu" "$@" 2>"$T/$name.err" &
+    WPID=$! PID=""
+    for i in $(seq 200); do
+        PID=$(pgrep -P "$WPID" | head -1) && [ -n "$PID" ] && break
+        sleep 0.05
+    done
+    [ -n "$PID" ] || { cat "$T/$name.err" >&2; die "$name did not start"; }
+}
+
+# wait_socket SOCK: until the daemon answers
+wait_socket() {
+    local i
+    for i in $(seq 300); do
+        curl -sf --unix-socket "$1" http://d/v1/status >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# run NAME SECS COMMAND...: run a profiler for SECS on the loads; writes $T/NAME.{cpu,err,final}
+# (.final: "STEADY_TICKS STEADY_SECONDS VMRSS_KB VMHWM_KB")
+run() {
+    local name=$1 secs=$2; shift 2
+    start "$name" "$@"
+    if [ -n "${SOCK:-}" ]; then
+        wait_socket "$SOCK" || { cat "$T/$name.err" >&2; die "$name: no answer on $SOCK"; }
+    fi
+    sleep 20
+    kill -0 "$PID" 2>/dev/null || { cat "$T/$name.err" >&2; die "$name exited"; }
+    local t0 m0 t1 m1
+    t0=$(ticks "$PID"); m0=$(now_ms)
+    sleep "$((secs - 20))"
+    t1=$(ticks "$PID"); m1=$(now_ms)
+    echo "$((t1 - t0)) $(calc "($m1 - $m0) / 1000") $(status_kb "$PID" VmRSS) $(status_kb "$PID" VmHWM)" >"$T/$name.final"
+    cp "/proc/$PID/smaps_rollup" "$T/$name.smaps" 2>/dev/null || true
+    [ -n "${SOCK:-}" ] && curl -sf --unix-socket "$SOCK" http://d/v1/status >"$T/$name.status" || true
+    kill -INT "$PID"
+    wait "$WPID" || true
+    PID=''
+    [ -s "$T/$name.cpu" ] || { cat "$T/$name.err" >&2; die "no CPU figures for $name"; }
+}
+
+# pct NAME: steady % of one core; cpm NAME: whole-run ms per minute; spm: steady ms per minute
+pct() { awk -v hz="$HZ_TICKS" '{ printf "%.3f", 100 * $1 / hz / $2 }' "$T/$1.final"; }
+spm() { awk -v hz="$HZ_TICKS" '{ printf "%.1f", 60000 * $1 / hz / $2 }' "$T/$1.final"; }
+cpm() { calc "60000 * $(cpu "$T/$1.cpu") / $(wall "$T/$1.cpu")"; }
+
+echo "profilerd cost: 2 x split on $(nproc) CPUs; daemon $MINUTES min at 99 Hz, $HIGH_MINUTES min at 999 Hz; perf $PERF_MINUTES min at each"
+echo "$(uname -r), $(perf --version), profilerd $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "load at start:$(uptime | sed 's/.*load average://')"
+START=$(date +%s)
+
+LOADS=()
+for i in 1 2; do
+    "$T/split" forever "$T/split$i.out" >/dev/null &
+    LOADS+=($!)
+done
+PID=''
+trap 'kill ${LOADS[*]} $PID 2>/dev/null; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
+sleep 1
+
+if [ -n "${BENCH_REUSE:-}" ]; then
+    # Only the queries again, on the sampling figures and slices of an earlier BENCH_KEEP=1 run.
+    note "reusing the sampling runs of $BENCH_REUSE"
+    for f in d99 d999 p99 p999; do
+        cp -a "$BENCH_REUSE/$f"* "$T/"
+    done
+else
+    config d99 99
+    SOCK=$T/d99/sock run d99 "$((MINUTES * 60))" "$PROFILERD" --config "$T/d99/profilerd.toml"
+    SOCK='' run p99 "$((PERF_MINUTES * 60))" perf record -a -g -F 99 -o "$T/p99.data"
+    config d999 999
+    SOCK=$T/d999/sock run d999 "$((HIGH_MINUTES * 60))" "$PROFILERD" --config "$T/d999/profilerd.toml"
+    SOCK='' run p999 "$((PERF_MINUTES * 60))" perf record -a -g -F 999 -o "$T/p999.data"
+fi
+kill "${LOADS[@]}" 2>/dev/null || true
+wait "${LOADS[@]}" 2>/dev/null || true
+echo "load after sampling:$(uptime | sed 's/.*load average://')"
+
+# bytes of history per hour
+hist_bph() { calc "$(du -sb "$T/$1/state/slices" | cut -f1) * 3600 / $(wall "$T/$1.cpu")"; }
+perf_bph() { calc "$(stat -c %s "$T/$1.data") * 3600 / $(wall "$T/$1.cpu")"; }
+
+# ------------------------------------------------------------ query history
+# 24 h (plus one slice) of 10 s slices ending now, each a hard link to one of the 99 Hz run's
+# slices, round robin.
+mapfile -t SRC < <(ls "$T/d99/state/slices" | grep '\.pb\.gz$' | sort -n)
+[ "${#SRC[@]}" -gt 0 ] || die "the 99 Hz run wrote no slice"
+HIST=$T/hist
+config hist 99
+NOW=$(date +%s)
+awk -v n="${#SRC[@]}" -v now="$NOW" 'BEGIN {
+    s = 8641; for (k = 0; k < s; k++) { st = now - (s - k) * 10; printf "%d %d000000000 %d000000000\n", k % n, st, st + 10 } }' |
+    while read -r i st en; do echo "${SRC[$i]} $st-$en.pb.gz"; done |
+    (cd "$T/d99/state/slices" && mkdir -p "$HIST/state/slices" &&
+        while read -r src dst; do ln "$src" "$HIST/state/slices/$dst"; done)
+HIST_FILES=$(ls "$HIST/state/slices" | wc -l)
+HIST_BYTES=$(du -sbL "$HIST/state/slices" | cut -f1)
+# The daemon samples as it answers (99 Hz, idle machine apart from other users).
+SOCK=$HIST/sock
+start hist "$PROFILERD" --config "$HIST/profilerd.toml"
+wait_socket "$SOCK" || { cat "$T/hist.err" >&2; die "the history daemon does not answer"; }
+# A daemon that ran for a day would have rolled up each past hour as it ended; this one
+# rolls up the 24 hours at start, a few hours per slice written: wait until it is done (or,
+# a build without roll-ups, until 30 s passed).
+WAITED=0
+while [ "$WAITED" -lt 600 ]; do
+    HOURS=$(find "$HIST/state/slices" -name '*.hour.pb.gz' | wc -l)
+    [ "$HOURS" -ge 24 ] && break
+    [ "$HOURS" = 0 ] && [ "$WAITED" -ge 30 ] && break
+    sleep 2; WAITED=$((WAITED + 2))
+done
+sleep 2
+ROLLUPS=$(find "$HIST/state/slices" -name '*.hour.pb.gz' | wc -l)
+ROLL_MS=$(sed -n -E 's/.*rolled up an hour.* ms=([0-9]+).*/\1/p' "$T/hist.err" |
+    awk '{ s += $1 } END { print s + 0 }')
+# time_query RANGE: "COLD MEDIAN" ms of QUERIES runs
+time_query() {
+    local i a b
+    for i in $(seq "$QUERIES"); do
+        a=$(now_ms)
+        "$PROFCTL" --socket "$SOCK" flamegraph --since "$1" --folded "$T/q$1.folded" 2>"$T/q$1.err" ||
+            { cat "$T/q$1.err" >&2; die "query --since $1 failed"; }
+        b=$(now_ms)
+        echo $((b - a))
+    done >"$T/q$1.ms"
+    echo "$(head -1 "$T/q$1.ms") $(sort -n "$T/q$1.ms" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')"
+}
+read -r Q1_COLD Q1_MED < <(time_query 1h)
+read -r Q24_COLD Q24_MED < <(time_query 24h)
+Q1_SLICES=$(sed -n -E 's/.* ([0-9]+) slices.*/\1/p' "$T/q1h.err" | head -1)
+Q24_SLICES=$(sed -n -E 's/.* ([0-9]+) slices.*/\1/p' "$T/q24h.err" | head -1)
+HIST_RSS=$(status_kb "$PID" VmRSS)
+kill -INT "$PID"; wait "$WPID" || true; PID=''
+
+# perf: the same answer from perf.data (folded stacks), scaled to 1 h and 24 h of history
+PERF_QMS=0
+if command -v inferno-collapse-perf >/dev/null; then
+    a=$(now_ms)
+    perf script -i "$T/p99.data" 2>/dev/null | inferno-collapse-perf >"$T/p99.folded"
+    b=$(now_ms)
+    PERF_QMS=$((b - a))
+fi
+PERF_Q1=$(calc "$PERF_QMS * 3600 / $(wall "$T/p99.cpu")")
+PERF_Q24=$(calc "$PERF_Q1 * 24")
+
+# ------------------------------------------------------------------ figures
+read -r _ _ D99_RSS D99_HWM <"$T/d99.final"
+read -r _ _ P99_RSS _ <"$T/p99.final"
+mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+row() { printf '%-44s %12s %12s %9s  %-9s %s\n' "$@"; }
+pass_lt() { awk -v v="$1" -v l="$2" 'BEGIN { print (v + 0 < l + 0 ? "PASS" : "FAIL") }'; }
+echo
+row "" profilerd "perf record" ratio target ""
+for f in 99 999; do
+    row "CPU at $f Hz, steady (ms/min)" "$(spm "d$f")" "$(spm "p$f")" "$(ratio "$(spm "d$f")" "$(spm "p$f")")"
+    lim=$([ "$f" = 99 ] && echo 0.2 || echo 1)
+    row "  % of one core" "$(pct "d$f")%" "$(pct "p$f")%" "" "< $lim%" "$(pass_lt "$(pct "d$f")" "$lim")"
+    row "  whole run, start-up included (ms/min)" "$(printf %.1f "$(cpm "d$f")")" "$(printf %.1f "$(cpm "p$f")")" \
+        "$(ratio "$(cpm "d$f")" "$(cpm "p$f")")"
+done
+row "RSS after $MINUTES min at 99 Hz (MB)" "$(mb "$((D99_RSS * 1024))")" "$(mb "$((P99_RSS * 1024))")" \
+    "$(ratio "$D99_RSS" "$P99_RSS")" "< 64 MB" "$(pass_lt "$D99_RSS" 65536)"
+row "  peak (VmHWM, MB)" "$(mb "$((D99_HWM * 1024))")"
+for f in 99 999; do
+    row "history at $f Hz (MB per hour)" "$(mb "$(hist_bph "d$f")")" \
+        "$(mb "$(perf_bph "p$f")")" "$(ratio "$(hist_bph "d$f")" "$(perf_bph "p$f")")"
+done
+row "query 1 h, median of $QUERIES (ms)" "$Q1_MED" "$(printf %.0f "$PERF_Q1")" "$(ratio "$Q1_MED" "$PERF_Q1")" \
+    "< 200 ms" "$(pass_lt "$Q1_MED" 200)"
+row "  first (cold)" "$Q1_COLD"
+row "query 24 h, median of $QUERIES (ms)" "$Q24_MED" "$(printf %.0f "$PERF_Q24")" "$(ratio "$Q24_MED" "$PERF_Q24")" \
+    "< 1000 ms" "$(pass_lt "$Q24_MED" 1000)"
+row "  first (cold)" "$Q24_COLD"
+echo
+echo "roll-ups: $ROLLUPS hour files after $WAITED s, built in $ROLL_MS ms in all"
+echo "history for the queries: $HIST_FILES slice files, $(calc "$HIST_BYTES / 1048576") MB; slices read: 1 h ${Q1_SLICES:-?}, 24 h ${Q24_SLICES:-?}; daemon RSS after them $(calc "$HIST_RSS / 1024") MB"
+echo "perf query: perf script | inferno-collapse-perf on $(calc "$(stat -c %s "$T/p99.data") / 1048576") MB of perf.data ($(wall "$T/p99.cpu") s) took $PERF_QMS ms, scaled"
+echo "daemon at 99 Hz, smaps_rollup at the end:"
+grep -E '^(Rss|Pss_Anon|Pss_File|Anonymous|Private_Dirty|Shared_Clean)' "$T/d99.smaps" | sed 's/^/  /' | tr -s ' '
+echo "load at end:$(uptime | sed 's/.*load average://')   total $(($(date +%s) - START)) s"

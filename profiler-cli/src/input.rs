@@ -1,0 +1,184 @@
+//! Profiles read from files, for `flamegraph --input`, `top --input` and `diff`: a pprof
+//! profile (gzipped or not) or folded stacks, told apart by their content.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+
+use crate::cli::FlamegraphArgs;
+use crate::output::{check_writable, printable, write_atomically};
+
+/// Largest input file read (a pprof file's decompressed size has its own bound,
+/// [`pprof::MAX_DECOMPRESSED_BYTES`]).
+pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+/// A profile read from a file.
+pub struct Loaded {
+    /// The stacks.
+    pub profile: profile::Profile,
+    /// Whether each stack's root frame is the thread's command name (profctl's folded
+    /// stacks; pprof whose every sample has a `comm` label).
+    pub comm_root: bool,
+    /// "pprof" or "folded".
+    pub kind: &'static str,
+}
+
+/// Read `path` as pprof or folded stacks.
+pub fn load(path: &Path) -> Result<Loaded> {
+    let shown = || printable(&path.display().to_string()).into_owned();
+    let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", shown()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {}", shown()))?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        bail!(
+            "{} is larger than {} MiB; refusing to read it",
+            shown(),
+            MAX_INPUT_BYTES >> 20
+        );
+    }
+    parse(&bytes).with_context(|| format!("reading {}", shown()))
+}
+
+/// A profile from a file's bytes: gzip or binary is pprof; text whose first line is
+/// `frames count` is folded stacks.
+pub fn parse(bytes: &[u8]) -> Result<Loaded> {
+    let gzip = bytes.starts_with(&[0x1f, 0x8b]);
+    if !gzip {
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            let first = text.lines().find(|l| !l.trim().is_empty());
+            if first.is_none_or(|l| profile::parse_folded_line(l).is_some()) {
+                return folded(text);
+            }
+        }
+    }
+    let p = pprof::decode(bytes).context("not folded stacks, nor a pprof profile")?;
+    from_pprof(&p)
+}
+
+/// Folded stacks, every non-empty line `frame;frame;… count`.
+fn folded(text: &str) -> Result<Loaded> {
+    let mut profile = profile::Profile::new();
+    let mut frames = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Some((names, count)) = profile::parse_folded_line(line) else {
+            bail!(
+                "line {}: not `frame;frame;… count`: {:?}",
+                i + 1,
+                printable(&line.chars().take(80).collect::<String>())
+            );
+        };
+        frames.clear();
+        frames.extend(names.into_iter().map(|n| profile.intern(n)));
+        profile.add(&frames, count);
+    }
+    Ok(Loaded {
+        profile,
+        comm_root: true,
+        kind: "folded",
+    })
+}
+
+/// The stacks of a pprof profile (command names as roots when every sample has one).
+pub fn from_pprof(p: &pprof::proto::Profile) -> Result<Loaded> {
+    let comm_key = p.string_table.iter().position(|s| s == pprof::label::COMM);
+    let comm_root = !p.sample.is_empty()
+        && p.sample.iter().all(|s| {
+            s.label
+                .iter()
+                .any(|l| Some(l.key as usize) == comm_key && l.str != 0)
+        });
+    let stacks = pprof::fold(
+        p,
+        &pprof::FoldOptions {
+            comm_root,
+            lines: false,
+        },
+    )?;
+    let mut profile = profile::Profile::new();
+    let mut frames = Vec::new();
+    for stack in &stacks {
+        frames.clear();
+        frames.extend(stack.frames.iter().map(|n| profile.intern(n)));
+        profile.add(&frames, stack.count);
+    }
+    Ok(Loaded {
+        profile,
+        comm_root,
+        kind: "pprof",
+    })
+}
+
+/// `profctl flamegraph --input FILE`: render a file, no daemon.
+pub fn flamegraph(args: &FlamegraphArgs, input: &Path, quiet: bool) -> Result<ExitCode> {
+    let svg_path = match (&args.output, &args.folded) {
+        (None, None) => Some(PathBuf::from("profile.svg")),
+        (svg, _) => svg.clone(),
+    };
+    for path in svg_path.iter().chain(args.folded.iter()) {
+        check_writable(path)?;
+    }
+    let loaded = load(input)?;
+    let profile = &loaded.profile;
+    let shown = printable(&input.display().to_string()).into_owned();
+    let mut written = Vec::new();
+    if let Some(path) = &args.folded {
+        write_atomically(path, |out| profile.write_folded(out).map_err(Into::into))
+            .with_context(|| format!("writing folded stacks to {}", path.display()))?;
+        written.push(printable(&path.display().to_string()).into_owned());
+    }
+    if let Some(path) = &svg_path {
+        if profile.total() == 0 {
+            bail!("{shown} holds no samples; there is no flamegraph to draw");
+        }
+        let options = profile::SvgOptions {
+            title: format!("profctl: {shown}"),
+            subtitle: Some(format!("{} samples ({})", profile.total(), loaded.kind)),
+        };
+        write_atomically(path, |out| {
+            profile.write_svg(out, &options).map_err(Into::into)
+        })
+        .with_context(|| format!("writing the flamegraph to {}", path.display()))?;
+        written.push(printable(&path.display().to_string()).into_owned());
+    }
+    if !quiet {
+        eprintln!(
+            "profctl: {shown} ({}): {} samples, {} stacks; wrote {}",
+            loaded.kind,
+            profile.total(),
+            profile.stack_count(),
+            written.join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folded_and_pprof_are_told_apart() {
+        let text = "app;main;a 5\napp;main;b 1\n";
+        let folded = parse(text.as_bytes()).unwrap();
+        assert_eq!(folded.kind, "folded");
+        assert_eq!(folded.profile.total(), 6);
+        let p = pprof::from_folded(text, 1000, true).unwrap();
+        for bytes in [pprof::encode_gz(&p), pprof::encode(&p)] {
+            let loaded = parse(&bytes).unwrap();
+            assert_eq!(loaded.kind, "pprof");
+            assert!(loaded.comm_root);
+            assert_eq!(loaded.profile.folded_lines(), folded.profile.folded_lines());
+        }
+        let err = parse(b"app;main;a 5\nno count here\n").err().unwrap();
+        assert!(format!("{err:#}").contains("line 2"), "{err:#}");
+        let err = parse(b"\x00\x01garbage").err().unwrap();
+        assert!(format!("{err:#}").contains("pprof"), "{err:#}");
+    }
+}
