@@ -64,8 +64,8 @@ impl Connected<axum::serve::IncomingStream<'_, UnixListener>> for Peer {
 pub struct ApiState {
     /// The daemon's shared state.
     pub shared: Arc<Shared>,
-    /// The admin group's gid, if one is configured.
-    pub admin_gid: Option<u32>,
+    /// The admin group's gid, if one is configured (changes on reload).
+    pub admin_gid: Arc<crate::reload::GroupId>,
     /// Bounds concurrent queries.
     pub queries: Semaphore,
     /// On-demand recordings.
@@ -78,6 +78,7 @@ impl ApiState {
         peer.uid == 0
             || self
                 .admin_gid
+                .get()
                 .is_some_and(|g| peer.gid == g || peer.groups.contains(&g))
     }
 
@@ -208,6 +209,9 @@ pub struct Status {
     pub resident_bytes: u64,
     /// The daemon's CPU time since start, seconds.
     pub cpu_seconds: f64,
+    /// The overhead budget: what it sees and did.
+    #[serde(flatten)]
+    pub budget: crate::budget::BudgetStatus,
     /// The asking user.
     pub peer_uid: u32,
     /// Whether the asking user sees everything.
@@ -224,7 +228,7 @@ fn status_of(state: &ApiState, peer: &Peer) -> Status {
         version: env!("CARGO_PKG_VERSION").to_string(),
         event: s.event.to_string(),
         cpus: s.cpus,
-        frequency: s.frequency,
+        frequency: s.frequency(),
         kernel: s.config.sampling.kernel,
         slice_seconds: s.config.sampling.slice.0.as_secs_f64(),
         sampling: s.drain_alive(Duration::from_secs(5)),
@@ -249,6 +253,7 @@ fn status_of(state: &ApiState, peer: &Peer) -> Status {
         symbolizer_bytes: symbols.symbolizer_bytes,
         resident_bytes: recorder::resident_bytes().unwrap_or(0),
         cpu_seconds: recorder::ProcessUsage::now().cpu().as_secs_f64(),
+        budget: s.budget.status(&s.live().budget),
         peer_uid: peer.uid,
         peer_is_admin: state.is_admin(peer),
     }
@@ -313,7 +318,8 @@ async fn folded(
         return error(StatusCode::FORBIDDEN, "unknown peer");
     }
     let now = unix_now_ns();
-    let api = &state.shared.config.api;
+    let config = state.shared.live();
+    let api = &config.api;
     let until = match params.until.map(|v| time_ns(v, now)) {
         None => now,
         Some(Some(t)) => t,
@@ -391,7 +397,10 @@ async fn folded(
         ("x-profilerd-samples", folded.samples),
         ("x-profilerd-since-ns", since),
         ("x-profilerd-until-ns", until),
-        ("x-profilerd-frequency", state.shared.frequency),
+        (
+            "x-profilerd-frequency",
+            folded.frequency.unwrap_or(state.shared.frequency()),
+        ),
         (
             "x-profilerd-kernel-frames",
             (visibility == Visibility::All && state.shared.config.sampling.kernel) as u64,
@@ -514,6 +523,7 @@ pub fn metrics_response(state: &ApiState, peer: &Peer) -> Response {
         "1 while the drain loop runs.",
         s.sampling as u8 as f64,
     );
+    crate::budget::metrics(&s.budget, &mut metric);
     (
         [(
             header::CONTENT_TYPE,

@@ -63,6 +63,10 @@ pub struct Config {
     pub recordings: Recordings,
     /// The opt-in TCP listener for pprof scrapers.
     pub scrape: Scrape,
+    /// What the daemon itself may cost.
+    pub budget: Budget,
+    /// Logging.
+    pub log: Log,
 }
 
 /// `[sampling]`.
@@ -185,6 +189,34 @@ impl Default for Recordings {
     }
 }
 
+/// `[budget]`: caps on the daemon's own CPU and memory (see `budget.rs`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Budget {
+    /// Most CPU time the daemon may use, in percent of one core, averaged over `window`; past
+    /// it the sampling frequency is lowered (down to `min_frequency`), and raised back step by
+    /// step once the daemon is well under.
+    pub max_cpu_percent: Percent,
+    /// Most memory: resident (VmRSS) plus pinned ring buffers (VmPin, VmLck); past it the
+    /// symbol caches are shed.
+    pub max_resident: Bytes,
+    /// The budget never lowers the frequency below this (nor below `sampling.frequency`).
+    pub min_frequency: Frequency,
+    /// The span CPU use is averaged over, and the least time between two changes.
+    pub window: Seconds,
+}
+
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget {
+            max_cpu_percent: Percent(2.0),
+            max_resident: Bytes(512 << 20),
+            min_frequency: Frequency(9),
+            window: Seconds(Duration::from_secs(30)),
+        }
+    }
+}
+
 /// `[scrape]`.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -209,6 +241,31 @@ impl Default for Scrape {
         }
     }
 }
+
+/// `[log]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Log {
+    /// What is logged: a level (`error`, `warn`, `info`, `debug`, `trace`) or a tracing
+    /// filter (`info,recorder=debug`). `PROFILERD_LOG`, when set, takes its place.
+    pub level: LogFilter,
+}
+
+impl Default for Log {
+    fn default() -> Log {
+        Log {
+            level: LogFilter("info".into()),
+        }
+    }
+}
+
+/// A percentage of one core: more than 0, at most 10000.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Percent(pub f64);
+
+/// A tracing filter, checked when read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogFilter(pub String);
 
 /// A sampling frequency in Hz: 1 to 100000.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -419,6 +476,57 @@ impl<'de> Deserialize<'de> for Frequency {
     }
 }
 
+impl<'de> Deserialize<'de> for Percent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Percent, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Percent;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a percentage of one core, more than 0 and at most 10000")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Percent, E> {
+                if v.is_finite() && v > 0.0 && v <= 10_000.0 {
+                    Ok(Percent(v))
+                } else {
+                    Err(E::custom(format!(
+                        "{v} is out of range: expected a percentage of one core, more than 0 and at most 10000"
+                    )))
+                }
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Percent, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Percent, E> {
+                self.visit_f64(v as f64)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for LogFilter {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<LogFilter, D::Error> {
+        let text = String::deserialize(d)?;
+        // A bare word is a target to tracing ("loud" would log everything of a target named
+        // so): only level names stand alone; every other part is `target=level`.
+        const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+        let parts_ok = text.split(',').all(|part| {
+            let part = part.trim();
+            LEVELS.contains(&part.to_ascii_lowercase().as_str())
+                || part.split_once('=').is_some_and(|(target, level)| {
+                    !target.trim().is_empty()
+                        && LEVELS.contains(&level.trim().to_ascii_lowercase().as_str())
+                })
+        });
+        match tracing_subscriber::EnvFilter::try_new(&text) {
+            Ok(_) if parts_ok => Ok(LogFilter(text)),
+            _ => Err(de::Error::custom(format!(
+                "{text:?} is not a log filter: expected error, warn, info, debug or trace, or a tracing filter such as \"info,recorder=debug\""
+            ))),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for QueueLen {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<QueueLen, D::Error> {
         d.deserialize_i64(IntIn {
@@ -505,6 +613,12 @@ impl Config {
                 )));
             }
         }
+        if self.budget.window.0 < slice {
+            return Err(invalid(format!(
+                "budget.window ({:?}) is shorter than sampling.slice ({slice:?}): each slice is named at once, so CPU use must be averaged over one slice at least",
+                self.budget.window.0
+            )));
+        }
         for (key, path) in [
             ("storage.state_dir", &self.storage.state_dir),
             ("storage.cache_dir", &self.storage.cache_dir),
@@ -575,6 +689,11 @@ mod tests {
                     "max_concurrent_queries",
                 ][..],
             ),
+            (
+                "budget",
+                &["max_cpu_percent", "max_resident", "min_frequency", "window"][..],
+            ),
+            ("log", &["level"][..]),
         ] {
             let t = table[section].as_table().expect("section");
             for key in keys {
@@ -649,6 +768,11 @@ mod tests {
             ("[sampling]\ncall_graph = \"lbr\"\n", 2, "fp"),
             ("[sampling]\nnaming_queue = 0\n", 2, "from 1 to 1024"),
             ("[sampling]\nslice = \"0s\"\n", 2, "more than zero"),
+            ("[budget]\nmax_cpu_percent = 0\n", 2, "percentage"),
+            ("[budget]\nmax_cpu_percent = -1.5\n", 2, "percentage"),
+            ("[budget]\nmax_resident = \"lots\"\n", 2, "size"),
+            ("[budget]\nmin_frequency = 0\n", 2, "from 1 to 100000"),
+            ("[log]\nlevel = \"loud\"\n", 2, "log filter"),
         ] {
             let err = error_at(text, line);
             assert!(err.contains(expect), "{text:?}: {err}");
@@ -663,6 +787,7 @@ mod tests {
             ("[storage]\nstate_dir = \"relative\"\n", "absolute path"),
             ("[scrape]\nlisten = \"localhost\"\n", "ADDR:PORT"),
             ("[scrape]\ntoken_file = \"token\"\n", "absolute path"),
+            ("[budget]\nwindow = \"5s\"\n", "budget.window"),
         ] {
             let err = parse(text).expect_err(text).to_string();
             assert!(

@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -33,16 +33,21 @@ const SAVE_CACHES_EVERY: u64 = 360;
 
 /// What the threads and the API share.
 pub struct Shared {
-    /// The configuration in effect.
+    /// The configuration the daemon started with: keys that need a restart are read here.
+    /// Keys that a reload changes live are read from [`Shared::live`].
     pub config: Config,
+    /// The configuration in effect (replaced on SIGHUP).
+    pub live: crate::reload::LiveConfig,
     /// The history.
     pub store: Arc<Store>,
     /// The event sampled on.
     pub event: EventKind,
     /// CPUs sampled (online at start).
     pub cpus: usize,
-    /// Frequency in effect (after the kernel's cap).
-    pub frequency: u64,
+    /// Changes the sampling frequency while sampling; tells the frequency in effect.
+    pub rate: recorder::FrequencyControl,
+    /// The overhead budget's state.
+    pub budget: crate::budget::BudgetState,
     /// When the daemon started, UNIX ns.
     pub started_ns: u64,
     /// Samples read.
@@ -68,6 +73,24 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Samples per second per CPU in effect now (the budget or a reload may change it).
+    pub fn frequency(&self) -> u64 {
+        match self.rate.in_effect() {
+            0 => self.budget.target_frequency(),
+            hz => hz,
+        }
+    }
+
+    /// The configuration in effect now.
+    pub fn live(&self) -> Arc<Config> {
+        self.live.get()
+    }
+
+    /// Replace the configuration in effect (on reload).
+    pub fn set_live(&self, config: Config) {
+        self.live.set(config);
+    }
+
     /// Whether the drain loop reported within `within`.
     pub fn drain_alive(&self, within: Duration) -> bool {
         let beat = self.heartbeat_ns.load(Ordering::Relaxed);
@@ -126,7 +149,9 @@ impl Pipeline {
     /// Start sampling and naming.
     pub fn start(shared: Arc<Shared>) -> Result<Pipeline> {
         let config = &shared.config;
-        let options = record_options(config, shared.event);
+        let mut options = record_options(config, shared.event);
+        options.frequency = shared.budget.target_frequency();
+        options.frequency_control = Some(shared.rate.clone());
         let service_options = recorder::ResolveOptions {
             debug_search: daemon_debug_search(config),
             kernel_cache_dir: Some(config.storage.cache_dir.clone()),
@@ -256,12 +281,22 @@ fn sample(
 
 /// The naming thread: name each closed slice, write it, let go of what went away.
 fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, shared: &Shared) {
-    let period_ns = 1_000_000_000 / shared.frequency.max(1);
     let mut unwritten: VecDeque<Slice> = VecDeque::new();
     let mut named: u64 = 0;
     let mut cgroups = crate::filter::CgroupCache::new(sampler::now_ns());
-    for closed in slices {
+    loop {
+        // Woken at least every second, so that the budget's request to shed the caches is
+        // served between slices.
+        let closed = match slices.recv_timeout(crate::budget::TICK) {
+            Ok(closed) => closed,
+            Err(RecvTimeoutError::Timeout) => {
+                shed_if_asked(&mut symbolizer, shared);
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         shared.naming_backlog.fetch_sub(1, Ordering::Relaxed);
+        let period_ns = 1_000_000_000 / closed.frequency.max(1);
         let (profile, stacks, _stats) = symbolizer.symbolize_stacks(&closed.window);
         for &file in &closed.released_files {
             symbolizer.evict_file(file);
@@ -274,12 +309,20 @@ fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, share
         }
         // Monotonic (the samples' clock) to UNIX time, as of now.
         let offset = unix_now_ns().saturating_sub(sampler::now_ns());
-        let mut slice = to_slice(&closed.window, &profile, &stacks, period_ns, offset);
+        let mut slice = to_slice(
+            &closed.window,
+            &profile,
+            &stacks,
+            period_ns,
+            shared.event,
+            offset,
+        );
         cgroups.label(&mut slice.stacks);
         cgroups.forget(&closed.ended_processes);
         drop(closed);
         named += 1;
         shared.slices_named.fetch_add(1, Ordering::Relaxed);
+        shed_if_asked(&mut symbolizer, shared);
         if let Ok(mut s) = shared.symbols.lock() {
             *s = symbolizer.sizes();
         }
@@ -314,6 +357,30 @@ fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, share
     symbolizer.save_caches();
 }
 
+/// Shed the symbol caches if the budget asked (memory over `budget.max_resident`).
+fn shed_if_asked(symbolizer: &mut Symbolizer, shared: &Shared) {
+    if !shared.budget.take_shed_request() {
+        return;
+    }
+    let before = symbolizer.sizes();
+    symbolizer.shed();
+    recorder::release_free_memory();
+    shared.budget.shed_done();
+    let after = symbolizer.sizes();
+    if let Ok(mut s) = shared.symbols.lock() {
+        *s = after;
+    }
+    warn!(
+        symbolizers = before.symbolizers,
+        symbolizer_bytes = before.symbolizer_bytes,
+        names = before.names,
+        name_bytes = before.name_bytes,
+        jit_maps = before.jit_maps,
+        resident_bytes = recorder::resident_bytes().unwrap_or(0),
+        "symbol caches shed (memory over budget)"
+    );
+}
+
 /// Write the slices waiting, oldest first, until one fails (logged once per outage).
 fn write_pending(store: &Store, unwritten: &mut VecDeque<Slice>) {
     while let Some(slice) = unwritten.front() {
@@ -334,12 +401,16 @@ fn write_pending(store: &Store, unwritten: &mut VecDeque<Slice>) {
     }
 }
 
-/// A named window as a slice: frames by name, labels kept, times in UNIX ns.
+/// A named window as a slice: frames by name, labels kept, times in UNIX ns. `period_ns`:
+/// what one sample stands for at the frequency in effect when the window closed; on
+/// cpu-clock, each stack's CPU time is the sum of its samples' own periods (exact across a
+/// change of frequency), on cycles (whose periods are cycles) its count times `period_ns`.
 pub fn to_slice(
     window: &profile::NormalizedWindow,
     profile: &profile::Profile,
     stacks: &[NamedStack],
     period_ns: u64,
+    event: EventKind,
     unix_offset_ns: u64,
 ) -> Slice {
     let mut names: Vec<String> = Vec::new();
@@ -368,6 +439,10 @@ pub fn to_slice(
             ancestors: thread.ancestors.clone(),
             cgroup: None,
             count: stack.count,
+            cpu_ns: match event {
+                EventKind::CpuClock => stack.period,
+                EventKind::Cycles => stack.count.saturating_mul(period_ns),
+            },
         });
     }
     Slice {

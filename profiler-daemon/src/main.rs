@@ -5,12 +5,14 @@
 //! authorized per request with the peer's credentials. See docs/daemon.md.
 
 mod api;
+mod budget;
 mod config;
 mod daemon;
 mod filter;
 mod pprof;
 mod query;
 mod recording;
+mod reload;
 mod rollup;
 mod scrape;
 mod slice;
@@ -26,7 +28,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::config::{Config, ConfigError, DEFAULT_CONFIG_PATH};
 
@@ -59,14 +61,6 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_env("PROFILERD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_target(false)
-        .init();
     let config = match load_config(&args) {
         Ok(c) => c,
         Err(err) => {
@@ -79,7 +73,8 @@ fn main() -> ExitCode {
         eprintln!("profilerd: configuration is valid");
         return ExitCode::SUCCESS;
     }
-    match run(config) {
+    let set_log_filter = reload::init_logging(&config.log.level.0);
+    match run(config, args, set_log_filter) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&format!("{err:#}"))]);
@@ -89,7 +84,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// The configuration file (if any) with the flags applied.
+/// The configuration file (if any) with the flags applied (at start and on SIGHUP).
 fn load_config(args: &Args) -> Result<Config, ConfigError> {
     let mut config = match &args.config {
         Some(path) => Config::load(path)?,
@@ -130,7 +125,7 @@ fn absolute(path: &std::path::Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-fn run(config: Config) -> Result<()> {
+fn run(config: Config, args: Args, set_log_filter: reload::SetLogFilter) -> Result<()> {
     let admin_gid = config
         .access
         .admin_group
@@ -146,15 +141,7 @@ fn run(config: Config) -> Result<()> {
         .transpose()
         .context("api.socket_group")?;
     let event = sampler::auto_event();
-    let mut frequency = config.sampling.frequency.0;
-    if let Some(max) = sampler::max_sample_rate() {
-        if frequency > max {
-            warn!(
-                "frequency lowered from {frequency} Hz to the kernel's maximum of {max} Hz (kernel.perf_event_max_sample_rate)"
-            );
-            frequency = max.max(1);
-        }
-    }
+    let frequency = reload::target_frequency(&config, u64::MAX);
     let cpus = sampler::online_cpus().map(|c| c.len()).unwrap_or(0);
     let store = store::Store::open(
         &config.storage.state_dir,
@@ -184,12 +171,21 @@ fn run(config: Config) -> Result<()> {
     config.sampling.frequency = config::Frequency(frequency);
     let max_queries = config.api.max_concurrent_queries.0;
     let socket_path = config.api.socket.clone();
+    let admin_gid = Arc::new(reload::GroupId::new(admin_gid));
+    let reloader = reload::Reloader {
+        load: Box::new(move || load_config(&args)),
+        set_log_filter,
+        ring_limit: reload::ring_frequency_limit(&daemon::record_options(&config, event)),
+        admin_gid: Arc::clone(&admin_gid),
+    };
     let shared = Arc::new(daemon::Shared {
+        live: reload::LiveConfig::new(config.clone()),
         config,
         store,
         event,
         cpus,
-        frequency,
+        rate: recorder::FrequencyControl::new(),
+        budget: budget::BudgetState::new(frequency),
         started_ns: daemon::unix_now_ns(),
         samples: AtomicU64::new(0),
         lost: AtomicU64::new(0),
@@ -232,9 +228,7 @@ fn run(config: Config) -> Result<()> {
                 let scrape_state = Arc::new(scrape::ScrapeState {
                     api: Arc::clone(&state),
                     token: scrape_token,
-                    profiles: tokio::sync::Semaphore::new(
-                        shared.config.scrape.max_concurrent.0,
-                    ),
+                    profiles: tokio::sync::Semaphore::new(shared.config.scrape.max_concurrent.0),
                 });
                 let addr = addr.parse().context("scrape.listen")?;
                 Some(scrape::serve(addr, scrape_state, std::future::pending()).await?)
@@ -246,6 +240,7 @@ fn run(config: Config) -> Result<()> {
         let server = tokio::spawn(api::serve(listener, state, async {
             let _ = api_stop_rx.await;
         }));
+        let budget = tokio::spawn(budget::run(Arc::clone(&shared)));
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let watchdog = sd_notify::watchdog_enabled();
         let mut last_ping = tokio::time::Instant::now();
@@ -254,9 +249,7 @@ fn run(config: Config) -> Result<()> {
             tokio::select! {
                 _ = terminate.recv() => break "SIGTERM",
                 _ = interrupt.recv() => break "SIGINT",
-                _ = hangup.recv() => {
-                    warn!("SIGHUP: reloading the configuration is not supported yet; restart profilerd to apply changes");
-                }
+                _ = hangup.recv() => reload::reload(&reloader, &shared),
                 _ = tick.tick() => {
                     if pipeline.sampling_finished() {
                         break "sampling ended";
@@ -286,6 +279,7 @@ fn run(config: Config) -> Result<()> {
             server.abort();
         }
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+        budget.abort();
         let stopped = tokio::task::spawn_blocking(move || pipeline.stop())
             .await
             .context("stopping")?;

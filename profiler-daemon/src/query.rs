@@ -35,6 +35,10 @@ pub struct Folded {
     pub slices: u64,
     /// Slices skipped as corrupt or truncated.
     pub skipped: u64,
+    /// The frequency the counts are in: the highest of the slices read (None: none read).
+    /// Slices sampled at a lower one (the budget lowered it, or a reload changed it) count
+    /// each stack for the CPU time it stands for, in samples at this frequency.
+    pub frequency: Option<u64>,
 }
 
 /// The root frame of a stack: its command name (as profctl record writes it).
@@ -46,7 +50,8 @@ fn comm_of(s: &SliceStack) -> String {
     }
 }
 
-/// Add the stacks of `slice` that `filter` and `visibility` admit to `lines`.
+/// Add the stacks of `slice` that `filter` and `visibility` admit to `lines` (their CPU time,
+/// ns: [`SliceStack::cpu_ns`]); returns their samples.
 pub fn add_slice(
     lines: &mut HashMap<String, u64>,
     slice: &Slice,
@@ -79,9 +84,9 @@ pub fn add_slice(
             key.push_str(";[unknown]");
         }
         match lines.get_mut(key.as_str()) {
-            Some(count) => *count += s.count,
+            Some(count) => *count += s.cpu_ns,
             None => {
-                lines.insert(key.clone(), s.count);
+                lines.insert(key.clone(), s.cpu_ns);
             }
         }
         samples += s.count;
@@ -118,6 +123,8 @@ pub fn folded(
     let mut lines: HashMap<String, u64> = HashMap::new();
     let mut key_bytes: u64 = 0;
     let mut out = Folded::default();
+    // The shortest period of the slices read: the counts are given in samples of it.
+    let mut period_ns = u64::MAX;
     for meta in &selection.slices {
         if Instant::now() > deadline {
             return Err(QueryError::TooSlow(timeout));
@@ -131,8 +138,11 @@ pub fn folded(
             }
         };
         out.slices += 1;
+        if slice.period_ns > 0 {
+            period_ns = period_ns.min(slice.period_ns);
+        }
         let before = lines.len();
-        out.samples += add_slice(&mut lines, &slice, filter, visibility);
+        add_slice(&mut lines, &slice, filter, visibility);
         if lines.len() != before {
             key_bytes = lines.keys().map(|k| k.len() as u64 + 22).sum();
             if key_bytes > max_bytes {
@@ -143,7 +153,15 @@ pub fn folded(
     let mut sorted: Vec<(String, u64)> = lines.into_iter().collect();
     sorted.sort_unstable();
     out.text.reserve(key_bytes as usize);
-    for (line, count) in sorted {
+    if period_ns != u64::MAX {
+        out.frequency = Some((1_000_000_000 / period_ns).max(1));
+    }
+    for (line, cpu_ns) in sorted {
+        let count = samples_of(cpu_ns, period_ns);
+        if count == 0 {
+            continue;
+        }
+        out.samples += count;
         let _ = writeln!(out.text, "{line} {count}");
     }
     if out.text.len() as u64 > max_bytes {
@@ -155,7 +173,8 @@ pub fn folded(
 /// The stacks of `slices` that `filter` and `visibility` admit, as one slice (kernel frames
 /// removed unless `visibility` is [`Visibility::All`]; of a roll-up, the samples in
 /// `[since_ns, until_ns)`), within `bounds`. The merged slice
-/// spans the first slice's start to the last one's end; `period_ns` is the first one's.
+/// spans the first slice's start to the last one's end; `period_ns` is the first one's, and
+/// stacks of slices sampled at another period count for their CPU time in samples of it.
 pub fn merged(
     store: &Store,
     slices: &[SliceMeta],
@@ -192,6 +211,11 @@ pub fn merged(
                 continue;
             }
             let mut stack = s.clone();
+            if slice.period_ns != out.period_ns {
+                // Sampled at another frequency (the budget or a reload changed it): counted
+                // for its CPU time, in samples of the merged slice's period.
+                stack.count = samples_of(stack.cpu_ns, out.period_ns);
+            }
             if visibility != Visibility::All {
                 let keep =
                     stack.frames.len() - (stack.kernel_frames as usize).min(stack.frames.len());
@@ -233,10 +257,62 @@ pub fn merged(
     Ok((out, counts))
 }
 
+/// `cpu_ns` in samples of `period_ns`, rounded to the nearest (a stack with any CPU time
+/// counts at least one).
+fn samples_of(cpu_ns: u64, period_ns: u64) -> u64 {
+    if cpu_ns == 0 || period_ns == 0 || period_ns == u64::MAX {
+        return 0;
+    }
+    ((u128::from(cpu_ns) + u128::from(period_ns / 2)) / u128::from(period_ns)).max(1) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::slice::tests::example;
+
+    const P: u64 = 10_101_010;
+
+    #[test]
+    fn slices_at_other_frequencies_count_for_their_cpu_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = std::time::Duration::from_secs(86_400);
+        let t0 = 1_700_000_000_000_000_000;
+        let store = Store::open(dir.path(), day, 1 << 30, t0).unwrap();
+        // The same CPU time sampled at 99 Hz, then at a tenth of it (the budget lowered it).
+        store.write(&example(t0), t0).unwrap();
+        let mut slow = example(t0 + 10_000_000_000);
+        slow.period_ns = P * 10;
+        for s in &mut slow.stacks {
+            s.count = s.count.div_ceil(10);
+            s.cpu_ns = s.count * P * 10;
+        }
+        store.write(&slow, t0).unwrap();
+        let bounds = Bounds {
+            max_bytes: 1 << 20,
+            deadline: Instant::now() + std::time::Duration::from_secs(10),
+            timeout: std::time::Duration::from_secs(10),
+        };
+        let f = folded(
+            &store,
+            0,
+            u64::MAX,
+            &Filter::default(),
+            Visibility::All,
+            &bounds,
+        )
+        .unwrap();
+        assert_eq!(f.slices, 2);
+        assert_eq!(f.frequency, Some(99));
+        // 30 samples at 99 Hz, and 3 at 9.9 Hz standing for 30.
+        assert!(f.text.contains("split;main;work;hot_a 60\n"), "{}", f.text);
+        // 7 + 1 (standing for 10), 1 + 1 (standing for 10).
+        assert!(f.text.contains(";do_sys 17\n"), "{}", f.text);
+        assert!(f.text.contains("init;main;main 11\n"), "{}", f.text);
+        assert_eq!(f.samples, 60 + 17 + 11);
+        assert_eq!(samples_of(P / 3, P), 1, "any CPU time is a sample");
+        assert_eq!(samples_of(0, P), 0);
+    }
 
     #[test]
     fn merged_slices_keep_labels_and_drop_kernel_frames_for_users() {
@@ -293,7 +369,8 @@ mod tests {
             .all(|s| s.kernel_frames == 0 && s.pid == 100));
         let mut lines = HashMap::new();
         add_slice(&mut lines, &split, &Filter::default(), Visibility::All);
-        assert_eq!(lines["split;main;work;hot_a"], 60);
+        // add_slice sums CPU time: 60 samples of 10_101_010 ns.
+        assert_eq!(lines["split;main;work;hot_a"], 60 * P);
     }
 
     #[test]
@@ -304,9 +381,12 @@ mod tests {
             add_slice(&mut all, &slice, &Filter::default(), Visibility::All),
             38
         );
-        assert_eq!(all["split;main;work;hot_a"], 30);
-        assert_eq!(all["[pid 200];[truncated];main;entry_SYSCALL_64;do_sys"], 7);
-        assert_eq!(all["init;main;main"], 1);
+        assert_eq!(all["split;main;work;hot_a"], 30 * P);
+        assert_eq!(
+            all["[pid 200];[truncated];main;entry_SYSCALL_64;do_sys"],
+            7 * P
+        );
+        assert_eq!(all["init;main;main"], P);
 
         let mut own = HashMap::new();
         let n = add_slice(&mut own, &slice, &Filter::default(), Visibility::OwnOnly(0));

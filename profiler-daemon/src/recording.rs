@@ -271,7 +271,7 @@ async fn create(
     }
     let shared = &state.shared;
     let limits = &shared.config.recordings;
-    let frequency = request.frequency.unwrap_or(shared.frequency);
+    let frequency = request.frequency.unwrap_or(shared.frequency());
     if frequency == 0 || frequency > limits.max_frequency.0 {
         return error(
             StatusCode::BAD_REQUEST,
@@ -399,7 +399,7 @@ fn run(
     let config = &shared.config;
     let mut options = crate::daemon::record_options(config, shared.event);
     options.target = recorder::RecordTarget::Pid(request.pid);
-    options.frequency = request.frequency.unwrap_or(shared.frequency);
+    options.frequency = request.frequency.unwrap_or(shared.frequency());
     options.duration = Some(duration);
     options.include_kernel = entry.kernel;
     options.window = None;
@@ -474,7 +474,14 @@ fn run(
     };
     for closed in &windows {
         let (profile, stacks, _) = symbolizer.symbolize_stacks(&closed.window);
-        let slice = crate::daemon::to_slice(&closed.window, &profile, &stacks, period_ns, offset);
+        let slice = crate::daemon::to_slice(
+            &closed.window,
+            &profile,
+            &stacks,
+            period_ns,
+            shared.event,
+            offset,
+        );
         append(&mut out, slice, &filter, entry.visibility);
     }
     let elapsed = recording.duration.as_secs_f64();

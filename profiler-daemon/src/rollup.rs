@@ -130,10 +130,12 @@ impl Rollup {
                         ancestors: s.ancestors.clone(),
                         cgroup: s.cgroup.clone(),
                         count: 0,
+                        cpu_ns: 0,
                     });
                     counts.push(Vec::new());
                 }
                 stacks[i].count += s.count;
+                stacks[i].cpu_ns += s.cpu_ns;
                 match counts[i].last_mut() {
                     Some((last, c)) if *last == m as u32 => *c += s.count,
                     _ => counts[i].push((m as u32, s.count)),
@@ -144,7 +146,14 @@ impl Rollup {
             slice: Slice {
                 start_ns: members.first().map_or(0, |m| m.0),
                 end_ns: members.last().map_or(0, |m| m.1),
-                period_ns: slices.first().map_or(0, |s| s.period_ns),
+                // The shortest period of the hour: queries give counts in samples of it
+                // (each stack's cpu_ns says what it stands for).
+                period_ns: slices
+                    .iter()
+                    .map(|s| s.period_ns)
+                    .filter(|&p| p > 0)
+                    .min()
+                    .unwrap_or(0),
                 names,
                 stacks,
             },
@@ -248,11 +257,15 @@ impl Rollup {
         }
         let mut stacks = Vec::with_capacity(self.slice.stacks.len());
         for (mut stack, counts) in self.slice.stacks.drain(..).zip(&self.counts) {
+            let all = stack.count;
             stack.count = counts
                 .iter()
                 .filter(|&&(m, _)| inside[m as usize])
                 .map(|&(_, c)| c)
                 .sum();
+            // CPU time in proportion (exact while the hour's frequency did not change).
+            stack.cpu_ns = (u128::from(stack.cpu_ns) * u128::from(stack.count)
+                / u128::from(all.max(1))) as u64;
             if stack.count > 0 {
                 stacks.push(stack);
             }
@@ -435,6 +448,9 @@ mod tests {
             s.stacks[2].frames = vec![0, s.names.len() as u32 - 1];
         }
         s.stacks.retain(|st| st.count > 0);
+        for st in &mut s.stacks {
+            st.cpu_ns = st.count * s.period_ns;
+        }
         s
     }
 
@@ -468,7 +484,12 @@ mod tests {
         }
         let mut sorted: Vec<_> = lines.into_iter().collect();
         sorted.sort_unstable();
-        let text = sorted.iter().map(|(l, c)| format!("{l} {c}\n")).collect();
+        // add_slice sums CPU time: in samples of the (single) period of these slices.
+        let period = slice(0).period_ns;
+        let text = sorted
+            .iter()
+            .map(|(l, ns)| format!("{l} {}\n", ns / period))
+            .collect();
         (text, samples)
     }
 

@@ -22,7 +22,10 @@ pub struct Slice {
     pub start_ns: u64,
     /// End of the window (exclusive), UNIX time in ns.
     pub end_ns: u64,
-    /// Nanoseconds of CPU time one sample stands for (1e9 / frequency).
+    /// Nanoseconds of CPU time one sample stands for at the frequency in effect when the
+    /// slice closed (1e9 / frequency); the pprof `period`. The budget or a reload may have
+    /// changed the frequency during the slice: [`SliceStack::cpu_ns`] says what each stack
+    /// stands for.
     pub period_ns: u64,
     /// Frame names, indexed by [`SliceStack::frames`].
     pub names: Vec<String>,
@@ -54,6 +57,11 @@ pub struct SliceStack {
     pub cgroup: Option<String>,
     /// Samples.
     pub count: u64,
+    /// CPU time the samples stand for, ns (the pprof `cpu/nanoseconds` value): on cpu-clock,
+    /// each sample weighted with the period in effect when it was taken; on cycles, `count`
+    /// times the slice's `period_ns`. Queries weigh stacks by it, so that slices sampled at
+    /// different frequencies add up right.
+    pub cpu_ns: u64,
 }
 
 impl Slice {
@@ -160,10 +168,7 @@ impl Slice {
             }
             sample.push(pprof::Sample {
                 location_id: ids,
-                value: vec![
-                    stack.count as i64,
-                    stack.count.saturating_mul(self.period_ns) as i64,
-                ],
+                value: vec![stack.count as i64, stack.cpu_ns as i64],
                 label,
                 slice_counts: Vec::new(),
             });
@@ -274,9 +279,15 @@ impl Slice {
                     .copied()
                     .filter(|&c| c >= 0)
                     .ok_or(SliceError::Invalid("a sample without a count"))? as u64;
+            let cpu_ns = match s.value.get(1) {
+                Some(&ns) if ns >= 0 => ns as u64,
+                Some(_) => return Err(SliceError::Invalid("a sample with negative CPU time")),
+                None => count.saturating_mul(p.period.max(0) as u64),
+            };
             let mut stack = SliceStack {
                 frames,
                 count,
+                cpu_ns,
                 ..Default::default()
             };
             for label in &s.label {
@@ -390,6 +401,7 @@ pub(crate) mod tests {
                     ancestors: vec![90, 1],
                     cgroup: Some("/user.slice/user-1000.slice/session-1.scope".into()),
                     count: 30,
+                    cpu_ns: 30 * 10_101_010,
                 },
                 SliceStack {
                     frames: vec![5, 0, 3, 4],
@@ -402,6 +414,7 @@ pub(crate) mod tests {
                     ancestors: Vec::new(),
                     cgroup: None,
                     count: 7,
+                    cpu_ns: 7 * 10_101_010,
                 },
                 SliceStack {
                     // "main" also as a kernel frame: its own location.
@@ -415,6 +428,7 @@ pub(crate) mod tests {
                     ancestors: Vec::new(),
                     cgroup: None,
                     count: 1,
+                    cpu_ns: 10_101_010,
                 },
             ],
         }
@@ -434,7 +448,13 @@ pub(crate) mod tests {
     fn slices_written_by_the_old_code_still_load() {
         let old = include_bytes!("../tests/fixtures/slice-v1.pb.gz");
         let slice = Slice::decode(old).unwrap();
-        assert_eq!(slice, example(1_700_000_000_000_000_000));
+        // The old format had no ancestors or cgroup labels.
+        let mut expected = example(1_700_000_000_000_000_000);
+        for s in &mut expected.stacks {
+            s.ancestors.clear();
+            s.cgroup = None;
+        }
+        assert_eq!(slice, expected);
         assert_eq!(Slice::decode(&slice.encode()).unwrap(), slice);
         let p = ::pprof::decode(old).unwrap();
         let folded = ::pprof::fold(

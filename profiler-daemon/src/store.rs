@@ -60,8 +60,9 @@ pub struct StoreCounters {
 pub struct Store {
     dir: PathBuf,
     index: Mutex<Index>,
-    max_age: Duration,
-    max_bytes: u64,
+    /// Retention: ns of age, bytes (changed on reload).
+    max_age_ns: AtomicU64,
+    max_bytes: AtomicU64,
     /// Roll-up state: member files waiting for deletion (`rollup.rs`).
     rolled: Mutex<crate::rollup::Pending>,
     /// Counters, for status and metrics.
@@ -131,13 +132,22 @@ impl Store {
         let store = Arc::new(Store {
             dir,
             index: Mutex::new(index),
-            max_age,
-            max_bytes,
+            max_age_ns: AtomicU64::new(max_age.as_nanos().min(u64::MAX as u128) as u64),
+            max_bytes: AtomicU64::new(max_bytes),
             rolled: Mutex::default(),
             counters: StoreCounters::default(),
         });
         store.apply_retention(now_ns);
         Ok(store)
+    }
+
+    /// Change the retention (the next [`Store::apply_retention`] applies it).
+    pub fn set_retention(&self, max_age: Duration, max_bytes: u64) {
+        self.max_age_ns.store(
+            max_age.as_nanos().min(u64::MAX as u128) as u64,
+            Ordering::Relaxed,
+        );
+        self.max_bytes.store(max_bytes, Ordering::Relaxed);
     }
 
     /// Slices and bytes kept.
@@ -282,13 +292,14 @@ impl Store {
     /// Delete slices that ended before `now_ns - max_age`, then the oldest while the total is
     /// over `max_bytes`.
     pub fn apply_retention(&self, now_ns: u64) {
-        let oldest_kept = now_ns.saturating_sub(self.max_age.as_nanos() as u64);
+        let oldest_kept = now_ns.saturating_sub(self.max_age_ns.load(Ordering::Relaxed));
+        let max_bytes = self.max_bytes.load(Ordering::Relaxed);
         let mut doomed = Vec::new();
         {
             let mut index = self.index.lock().expect("store index");
             while let Some((&key, &bytes)) = index.slices.iter().next() {
                 let expired = key.1 < oldest_kept;
-                if !expired && index.bytes <= self.max_bytes {
+                if !expired && index.bytes <= max_bytes {
                     break;
                 }
                 index.slices.remove(&key);
@@ -443,6 +454,10 @@ mod tests {
         .unwrap();
         assert_eq!(store.totals().0, 2);
         assert_eq!(store.select(0, u64::MAX).slices[0].start_ns, T0 + 80 * S);
+        // Changed while running (a reload): applied by the next retention.
+        store.set_retention(Duration::from_secs(86_400), one + one / 2);
+        store.apply_retention(T0);
+        assert_eq!(store.totals().0, 1);
     }
 
     #[test]

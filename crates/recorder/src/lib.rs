@@ -11,6 +11,7 @@ mod launch;
 mod normalize;
 mod options;
 mod preload;
+mod rate;
 mod recording;
 mod report;
 mod resolve;
@@ -22,6 +23,7 @@ mod windows;
 pub use error::RecordError;
 pub use options::{defaults, CallGraph, RecordOptions, RecordTarget};
 pub use procmap::PinnedFiles;
+pub use rate::FrequencyControl;
 pub use recording::{record, Recording};
 pub use report::{ClosedWindow, CpuMarks, Progress, RecordingStats, Tracked};
 pub use resolve::{

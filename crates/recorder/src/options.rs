@@ -191,6 +191,8 @@ pub struct RecordOptions {
     /// Close a time window of samples every this long (None: one window, the whole
     /// recording).
     pub window: Option<Duration>,
+    /// A handle through which the frequency can be changed while recording (None: fixed).
+    pub frequency_control: Option<crate::FrequencyControl>,
 }
 
 impl RecordOptions {
@@ -211,6 +213,7 @@ impl RecordOptions {
             frame_cache_dir: None,
             debuginfod: None,
             window: None,
+            frequency_control: None,
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::error::RecordError;
 use crate::launch::Launched;
 use crate::options::{defaults, CallGraph, RecordOptions, RecordTarget};
 use crate::preload::Preloader;
+use crate::rate::SamplePeriods;
 use crate::report::{ClosedWindow, CpuMarks, Progress, RecordingStats};
 use crate::resolve::SymbolFeed;
 use crate::sink::Collector;
@@ -177,7 +178,13 @@ pub async fn record(
         pinned: PinnedFiles::new(
             (crate::sys::raise_open_file_limit() as usize).saturating_sub(256),
         ),
+        frequency_control: options.frequency_control.clone(),
+        frequency: sampler.info().frequency,
+        periods: SamplePeriods::default(),
     };
+    if let Some(control) = &options.frequency_control {
+        control.set_in_effect(sampler.info().frequency);
+    }
     let info = sampler.info().clone();
     for note in &info.notes {
         info!("{note}");
@@ -215,6 +222,7 @@ pub async fn record(
         status
     };
     let elapsed = started.elapsed();
+    let frequency = sampler.info().frequency;
     if let Some(child) = &mut launched {
         if command_status.is_none() {
             child.terminate();
@@ -235,7 +243,7 @@ pub async fn record(
     Ok(Recording {
         stats: collector.stats,
         event: info.event,
-        frequency: info.frequency,
+        frequency,
         kernel_included: info.kernel_included,
         duration: elapsed,
         notes: info.notes,
@@ -246,7 +254,8 @@ pub async fn record(
 }
 
 /// Drain until `stop`; when the online CPUs changed (whole system), the loop pauses, their
-/// events are opened or closed, and draining goes on.
+/// events are opened or closed, and draining goes on; likewise when a new frequency was asked
+/// through [`crate::FrequencyControl`].
 async fn drain_following_cpus(
     sampler: &mut Sampler,
     stop: impl Future<Output = ()>,
@@ -255,15 +264,41 @@ async fn drain_following_cpus(
 ) -> Result<(), RecordError> {
     tokio::pin!(stop);
     while drain_until(sampler, &mut stop, tick, collector).await? == DrainEnd::Paused {
-        match sampler.reopen_missing_cpus(&mut |r| collector.on_record(r)) {
-            Ok(change) => {
-                info!(opened = ?change.opened, closed = ?change.closed, "online CPUs changed")
+        if collector.cpus_changed {
+            match sampler.reopen_missing_cpus(&mut |r| collector.on_record(r)) {
+                Ok(change) => {
+                    info!(opened = ?change.opened, closed = ?change.closed, "online CPUs changed")
+                }
+                Err(err) => warn!(%err, "cannot follow the CPUs that came online"),
             }
-            Err(err) => warn!(%err, "cannot follow the CPUs that came online"),
+            collector.cpus_changed = false;
         }
-        collector.cpus_changed = false;
+        let requested = collector.frequency_control.as_ref().and_then(|c| c.take());
+        if let Some(hz) = requested {
+            change_frequency(sampler, collector, hz);
+        }
     }
     Ok(())
+}
+
+/// Make the events sample at `hz` (the rings were just drained: samples taken before the
+/// change are weighted with the old period, those after with the new).
+fn change_frequency(sampler: &mut Sampler, collector: &mut Collector<'_>, hz: u64) {
+    let from = sampler.info().frequency;
+    match sampler.set_frequency(hz) {
+        Ok(frequency) => {
+            let at = crate::sys::monotonic_ns();
+            collector
+                .periods
+                .changed(sampler.info().event, frequency, at);
+            collector.frequency = frequency;
+            debug!(from, to = frequency, "sampling frequency changed");
+        }
+        Err(err) => warn!(%err, hz, "cannot change the sampling frequency"),
+    }
+    if let Some(control) = &collector.frequency_control {
+        control.set_in_effect(sampler.info().frequency);
+    }
 }
 
 /// Resolves once process `pid` has exited (gone, a zombie, or its pid reused: its start time

@@ -13,6 +13,7 @@ use unwind::StackBuilder;
 
 use crate::normalize::normalize;
 use crate::preload::Preloader;
+use crate::rate::SamplePeriods;
 use crate::report::{ClosedWindow, Progress, RecordingStats, Tracked};
 use crate::windows::Windows;
 use procmap::PinnedFiles;
@@ -100,6 +101,12 @@ pub(crate) struct Collector<'p> {
     pub preloader: Option<Preloader>,
     /// Frames of earlier runs (addresses found there need no symbolizer).
     pub frame_cache: FrameCache,
+    /// Changes of frequency asked while recording: the drain loop pauses to apply them.
+    pub frequency_control: Option<crate::FrequencyControl>,
+    /// The frequency in effect.
+    pub frequency: u64,
+    /// The period each sample stands for (see [`SamplePeriods`]).
+    pub periods: SamplePeriods,
 }
 
 impl Collector<'_> {
@@ -114,7 +121,7 @@ impl Collector<'_> {
                 .map_or(0, |k| k.start_time),
             thread_context: self.contexts.of(s.tid),
             time: s.time,
-            period: s.period,
+            period: self.periods.of(s.time, s.period),
         };
         let stack = self.stacks.build(&self.processes, s);
         let new = self.windows.add(&origin, &stack);
@@ -153,6 +160,7 @@ impl Collector<'_> {
             tracked,
             released_files: std::mem::take(&mut self.released_files),
             ended_processes: std::mem::take(&mut self.ended_processes),
+            frequency: self.frequency,
         });
     }
 
@@ -220,7 +228,7 @@ impl Collector<'_> {
 
 impl RecordSink for Collector<'_> {
     fn pause_draining(&mut self) -> bool {
-        self.cpus_changed
+        self.cpus_changed || self.frequency_control.as_ref().is_some_and(|c| c.pending())
     }
 
     fn on_record(&mut self, raw: RawRecord<'_>) {

@@ -279,6 +279,21 @@ impl Spawned {
         );
     }
 
+    /// What the process wrote to stderr so far (read without moving the file offset the
+    /// process writes at).
+    pub fn stderr_now(&self) -> String {
+        use std::os::unix::fs::FileExt;
+        let mut bytes = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match self.stderr.read_at(&mut buf, bytes.len() as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
     /// SIGKILLs the descendants, then the process itself.
     pub fn kill_tree(&mut self) {
         for d in descendants(self.pid()) {

@@ -36,6 +36,10 @@ pub(crate) fn unix_now() -> f64 {
         .as_secs_f64()
 }
 
+/// The CPU budget out of the way: a debug build of the daemon costs more than the default
+/// cap, and the tests judge shares at [`FREQ`] (daemon_ops tests the budget).
+pub(crate) const BUDGET_OFF: &str = "[budget]\nmax_cpu_percent = 10000\n\n";
+
 /// A running profilerd with its own socket, state and cache directories under `dir`.
 pub(crate) struct Daemon {
     pub(crate) process: Spawned,
@@ -49,7 +53,7 @@ impl Daemon {
         fs::write(
             &config,
             format!(
-                "[sampling]\nfrequency = {FREQ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n{extra}",
+                "[sampling]\nfrequency = {FREQ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n\n{BUDGET_OFF}{extra}",
                 dir.join("state").display(),
                 dir.join("cache").display(),
                 dir.join("profilerd.sock").display()
@@ -195,7 +199,7 @@ pub(crate) fn flamegraph(
     (run, stacks)
 }
 
-fn folded_map(stacks: &[Stack]) -> BTreeMap<String, u64> {
+pub(crate) fn folded_map(stacks: &[Stack]) -> BTreeMap<String, u64> {
     stacks.iter().map(|s| (s.line(), s.count)).collect()
 }
 

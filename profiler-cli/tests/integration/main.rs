@@ -7,6 +7,7 @@
 
 mod common;
 mod daemon;
+mod daemon_ops;
 mod daemon_serve;
 mod errors;
 mod fork_exec;

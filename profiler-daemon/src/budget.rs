@@ -1,0 +1,581 @@
+//! The overhead budget (`[budget]`): the daemon measures what it costs and stays within caps.
+//!
+//! Every [`TICK`] it reads its own CPU time (getrusage: every thread, user and system) and its
+//! memory (VmRSS, plus the ring buffers' pinned pages, VmPin and VmLck, which VmRSS does not
+//! count). CPU use is averaged over `budget.window`, counted from the last change (so that a
+//! change is judged by what followed it) and from the end of a first window of warm-up (start
+//! costs: kernel symbols, /proc, first symbolizers). Then:
+//!
+//! - over `max_cpu_percent`: the sampling frequency is lowered in proportion to the excess,
+//!   with a margin, down to `min_frequency`, without reopening the events
+//!   ([`recorder::FrequencyControl`]: `PERF_EVENT_IOC_PERIOD`);
+//! - while the frequency is below `sampling.frequency`, three windows after the last lowering:
+//!   raised step by step, one step per window, by half at most, and only as far as the
+//!   measured cost, taken as proportional to the frequency, predicts stays under 70% of the
+//!   cap;
+//! - over `max_resident`: the naming thread sheds the symbol caches (symbolizers, names, JIT
+//!   maps; read again when needed), at most once per window.
+//!
+//! Every change is logged, counted, and shown in `/v1/status` (`budget*`) and `/metrics`.
+//! Slices record the frequency in effect and each stack's CPU time, so shares stay right
+//! across changes (see `slice.rs`).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::daemon::Shared;
+
+/// How often the budget is checked.
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// What the budget saw and did, shared with the API and the naming thread.
+#[derive(Debug, Default)]
+pub struct BudgetState {
+    /// The frequency the configuration asks for (after the kernel's and the rings' limits).
+    target_frequency: AtomicU64,
+    /// CPU percent of one core over the last window (f64 bits).
+    cpu_percent: AtomicU64,
+    /// VmRSS + VmPin + VmLck, bytes.
+    memory_bytes: AtomicU64,
+    /// VmPin + VmLck, bytes.
+    pinned_bytes: AtomicU64,
+    /// The frequency is below the target because of the CPU cap.
+    cpu_limited: AtomicBool,
+    /// Memory was over the cap at the last check.
+    memory_over: AtomicBool,
+    /// Times the budget changed the frequency.
+    frequency_changes: AtomicU64,
+    /// Times the symbol caches were shed.
+    cache_sheds: AtomicU64,
+    /// The naming thread should shed the caches.
+    shed_requested: AtomicBool,
+}
+
+/// The budget's part of `GET /v1/status` (flattened into it).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BudgetStatus {
+    /// `within`; else what is over: `cpu` (the frequency is lowered), `memory`, or
+    /// `cpu+memory`.
+    pub budget: String,
+    /// The frequency the configuration asks for (`frequency` is the one in effect).
+    pub configured_frequency: u64,
+    /// The daemon's CPU use over the last window, percent of one core.
+    pub budget_cpu_percent: f64,
+    /// The cap (`budget.max_cpu_percent`).
+    pub budget_max_cpu_percent: f64,
+    /// Resident memory plus pinned ring buffers, bytes.
+    pub budget_memory_bytes: u64,
+    /// The cap (`budget.max_resident`).
+    pub budget_max_resident: u64,
+    /// Pinned ring buffer memory (VmPin + VmLck), bytes.
+    pub pinned_bytes: u64,
+    /// Times the budget changed the sampling frequency.
+    pub budget_frequency_changes: u64,
+    /// Times the symbol caches were shed.
+    pub budget_cache_sheds: u64,
+}
+
+impl BudgetState {
+    /// A state whose target is `frequency`.
+    pub fn new(frequency: u64) -> BudgetState {
+        let state = BudgetState::default();
+        state.target_frequency.store(frequency, Ordering::Relaxed);
+        state
+    }
+
+    /// The frequency the configuration asks for.
+    pub fn target_frequency(&self) -> u64 {
+        self.target_frequency.load(Ordering::Relaxed)
+    }
+
+    /// Set the frequency the configuration asks for (on reload).
+    pub fn set_target_frequency(&self, hz: u64) {
+        self.target_frequency.store(hz, Ordering::Relaxed);
+    }
+
+    /// Whether the caches should be shed now (the request is taken).
+    pub fn take_shed_request(&self) -> bool {
+        self.shed_requested.swap(false, Ordering::Relaxed)
+    }
+
+    /// Count a shed done by the naming thread.
+    pub fn shed_done(&self) {
+        self.cache_sheds.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// For status and metrics; `caps` from the configuration in effect.
+    pub fn status(&self, caps: &crate::config::Budget) -> BudgetStatus {
+        let cpu = self.cpu_limited.load(Ordering::Relaxed);
+        let memory = self.memory_over.load(Ordering::Relaxed);
+        BudgetStatus {
+            budget: match (cpu, memory) {
+                (false, false) => "within",
+                (true, false) => "cpu",
+                (false, true) => "memory",
+                (true, true) => "cpu+memory",
+            }
+            .to_string(),
+            configured_frequency: self.target_frequency(),
+            budget_cpu_percent: f64::from_bits(self.cpu_percent.load(Ordering::Relaxed)),
+            budget_max_cpu_percent: caps.max_cpu_percent.0,
+            budget_memory_bytes: self.memory_bytes.load(Ordering::Relaxed),
+            budget_max_resident: caps.max_resident.0,
+            pinned_bytes: self.pinned_bytes.load(Ordering::Relaxed),
+            budget_frequency_changes: self.frequency_changes.load(Ordering::Relaxed),
+            budget_cache_sheds: self.cache_sheds.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The budget's Prometheus metrics, through `metric(name, kind, help, value)`.
+pub fn metrics(b: &BudgetStatus, metric: &mut impl FnMut(&str, &str, &str, f64)) {
+    metric(
+        "configured_frequency_hertz",
+        "gauge",
+        "Samples per second per CPU the configuration asks for.",
+        b.configured_frequency as f64,
+    );
+    metric(
+        "budget_cpu_percent",
+        "gauge",
+        "CPU used over the budget window, percent of one core.",
+        b.budget_cpu_percent,
+    );
+    metric(
+        "budget_max_cpu_percent",
+        "gauge",
+        "The CPU cap, percent of one core.",
+        b.budget_max_cpu_percent,
+    );
+    metric(
+        "budget_memory_bytes",
+        "gauge",
+        "Resident memory plus pinned ring buffers.",
+        b.budget_memory_bytes as f64,
+    );
+    metric(
+        "budget_max_resident_bytes",
+        "gauge",
+        "The memory cap.",
+        b.budget_max_resident as f64,
+    );
+    metric(
+        "pinned_memory_bytes",
+        "gauge",
+        "Pinned ring buffer memory (VmPin + VmLck).",
+        b.pinned_bytes as f64,
+    );
+    metric(
+        "budget_cpu_limited",
+        "gauge",
+        "1 while the CPU cap holds the frequency below the configured one.",
+        f64::from(u8::from(b.budget.contains("cpu"))),
+    );
+    metric(
+        "budget_memory_over",
+        "gauge",
+        "1 while memory is over the cap.",
+        f64::from(u8::from(b.budget.contains("memory"))),
+    );
+    metric(
+        "budget_frequency_changes_total",
+        "counter",
+        "Times the budget changed the sampling frequency.",
+        b.budget_frequency_changes as f64,
+    );
+    metric(
+        "budget_cache_sheds_total",
+        "counter",
+        "Times the symbol caches were shed.",
+        b.budget_cache_sheds as f64,
+    );
+}
+
+/// The caps, as the controller uses them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Caps {
+    /// Percent of one core.
+    pub max_cpu_percent: f64,
+    /// Bytes.
+    pub max_memory: u64,
+    /// The lowest frequency the budget sets (at most `target`).
+    pub min_frequency: u64,
+    /// The frequency asked for: never exceeded, raised back to.
+    pub target: u64,
+    /// Seconds.
+    pub window: f64,
+}
+
+/// One reading of what the daemon uses.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reading {
+    /// Seconds since the controller started.
+    pub time: f64,
+    /// CPU time used since the process started, seconds.
+    pub cpu: f64,
+    /// Resident plus pinned memory, bytes.
+    pub memory: u64,
+}
+
+/// What to do after a reading.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// Change the frequency to this.
+    pub frequency: Option<u64>,
+    /// Shed the symbol caches.
+    pub shed: bool,
+    /// CPU use over the span judged, percent of one core (None: no span yet).
+    pub cpu_percent: Option<f64>,
+    /// Whether the frequency stays below the target because of the CPU cap.
+    pub cpu_limited: bool,
+    /// Whether memory is over the cap.
+    pub memory_over: bool,
+}
+
+/// The budget's decisions, from readings (no I/O: tested on its own).
+#[derive(Debug, Default)]
+pub struct Controller {
+    /// Readings since the last change (or the end of the warm-up), oldest first; bounded by
+    /// the window (one reading per tick).
+    history: VecDeque<Reading>,
+    /// No judgement before this (seconds since start): the first window is warm-up.
+    warm_until: Option<f64>,
+    /// When the caches were last shed.
+    last_shed: Option<f64>,
+    /// Whether the frequency is held below the target by the CPU cap.
+    limited: bool,
+    /// When the frequency was last lowered for CPU.
+    last_lowered: Option<f64>,
+}
+
+/// Fraction of the cap aimed at when lowering (room for noise and fixed costs).
+const LOWER_MARGIN: f64 = 0.8;
+/// Fraction of the cap a raise may be predicted to reach (proportionally to the frequency).
+const RAISE_TO: f64 = 0.7;
+/// Most a raise multiplies the frequency by.
+const RAISE_STEP: f64 = 1.5;
+/// Windows after a lowering before the frequency is raised again (costs are noisy: a raise
+/// right after a lowering would go back and forth).
+const RAISE_HOLDOFF_WINDOWS: f64 = 3.0;
+
+impl Controller {
+    /// Take a reading; say what to do with the frequency `current` now in effect.
+    pub fn step(&mut self, r: Reading, current: u64, caps: &Caps) -> Decision {
+        let mut d = Decision {
+            memory_over: r.memory > caps.max_memory,
+            ..Decision::default()
+        };
+        if d.memory_over && self.last_shed.is_none_or(|t| r.time - t >= caps.window) {
+            self.last_shed = Some(r.time);
+            d.shed = true;
+        }
+        let target = caps.target.max(1);
+        let floor = caps.min_frequency.clamp(1, target);
+        let warm_until = *self.warm_until.get_or_insert(r.time + caps.window);
+        if current > target {
+            // The configuration asks for less (a reload): at once.
+            self.restart(r);
+            self.limited = false;
+            d.frequency = Some(target);
+            return d;
+        }
+        if r.time < warm_until {
+            d.cpu_limited = self.limited;
+            return d;
+        }
+        self.history.push_back(r);
+        while self.history.len() > 2
+            && self
+                .history
+                .get(1)
+                .is_some_and(|h| r.time - h.time >= caps.window)
+        {
+            self.history.pop_front();
+        }
+        let first = self.history[0];
+        let span = r.time - first.time;
+        if span <= 0.0 {
+            d.cpu_limited = self.limited;
+            return d;
+        }
+        let percent = (r.cpu - first.cpu).max(0.0) / span * 100.0;
+        d.cpu_percent = Some(percent);
+        if span + 1e-9 >= caps.window {
+            let cap = caps.max_cpu_percent;
+            if percent > cap && current > floor {
+                let aimed = current as f64 * cap / percent * LOWER_MARGIN;
+                let next = (aimed as u64).clamp(floor, current - 1);
+                self.limited = true;
+                self.last_lowered = Some(r.time);
+                self.restart(r);
+                d.frequency = Some(next);
+            } else if current < target
+                && percent < cap * RAISE_TO
+                && self
+                    .last_lowered
+                    .is_none_or(|t| r.time - t >= RAISE_HOLDOFF_WINDOWS * caps.window)
+            {
+                // Cost taken as proportional to the frequency (it is less: part of it is
+                // fixed), so the prediction errs on the side of the cap.
+                let predicted = if percent > 0.0 {
+                    current as f64 * cap * RAISE_TO / percent
+                } else {
+                    f64::MAX
+                };
+                let next = (predicted.min(current as f64 * RAISE_STEP) as u64).min(target);
+                if next > current {
+                    self.limited = next < target;
+                    self.restart(r);
+                    d.frequency = Some(next);
+                }
+            } else if current >= target {
+                self.limited = false;
+            }
+        }
+        d.cpu_limited = self.limited;
+        d
+    }
+
+    /// Judge from `r` on (after a change).
+    fn restart(&mut self, r: Reading) {
+        self.history.clear();
+        self.history.push_back(r);
+    }
+}
+
+/// The caps of the configuration in effect.
+pub fn caps_of(config: &crate::config::Config, target: u64) -> Caps {
+    let b = &config.budget;
+    Caps {
+        max_cpu_percent: b.max_cpu_percent.0,
+        max_memory: b.max_resident.0,
+        min_frequency: b.min_frequency.0,
+        target,
+        window: b.window.0.as_secs_f64(),
+    }
+}
+
+/// Resident and pinned memory of this process: (VmRSS + VmPin + VmLck, VmPin + VmLck).
+///
+/// The ring buffers are pinned, not resident: VmPin counts the part past the user's
+/// `perf_event_mlock_kb` allowance (516 KiB per CPU by default), which is charged to the user
+/// rather than to the process; VmLck counts locked memory.
+pub fn memory() -> (u64, u64) {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return (0, 0);
+    };
+    let kb = |field: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    let pinned = kb("VmPin:") + kb("VmLck:");
+    (kb("VmRSS:") + pinned, pinned)
+}
+
+/// Check the budget every [`TICK`] until the process ends; apply what the controller decides.
+pub async fn run(shared: Arc<Shared>) {
+    let mut controller = Controller::default();
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let state = &shared.budget;
+    let mut warned_floor = false;
+    loop {
+        tick.tick().await;
+        let current = shared.rate.in_effect();
+        if current == 0 || !shared.drain_alive(Duration::from_secs(5)) {
+            continue; // not sampling (yet, or any more)
+        }
+        let config = shared.live();
+        let caps = caps_of(&config, state.target_frequency());
+        let (memory, pinned) = memory();
+        let reading = Reading {
+            time: started.elapsed().as_secs_f64(),
+            cpu: recorder::ProcessUsage::now().cpu().as_secs_f64(),
+            memory,
+        };
+        let d = controller.step(reading, current, &caps);
+        state.memory_bytes.store(memory, Ordering::Relaxed);
+        state.pinned_bytes.store(pinned, Ordering::Relaxed);
+        if let Some(p) = d.cpu_percent {
+            state.cpu_percent.store(p.to_bits(), Ordering::Relaxed);
+        }
+        state.cpu_limited.store(d.cpu_limited, Ordering::Relaxed);
+        let was_over = state.memory_over.swap(d.memory_over, Ordering::Relaxed);
+        if d.shed {
+            warn!(
+                memory_bytes = memory,
+                max_resident = caps.max_memory,
+                "memory over budget: shedding the symbol caches"
+            );
+            state.shed_requested.store(true, Ordering::Relaxed);
+        } else if was_over && !d.memory_over {
+            info!(memory_bytes = memory, "memory back within budget");
+        }
+        let percent = d.cpu_percent.unwrap_or(0.0);
+        if let Some(hz) = d.frequency {
+            state.frequency_changes.fetch_add(1, Ordering::Relaxed);
+            if hz < current {
+                warn!(
+                    from = current,
+                    to = hz,
+                    cpu_percent = format!("{percent:.2}"),
+                    max_cpu_percent = caps.max_cpu_percent,
+                    "CPU over budget: lowering the sampling frequency"
+                );
+            } else {
+                info!(
+                    from = current,
+                    to = hz,
+                    cpu_percent = format!("{percent:.2}"),
+                    target = caps.target,
+                    "CPU within budget: raising the sampling frequency"
+                );
+            }
+            shared.rate.request(hz);
+            warned_floor = false;
+        } else if d.cpu_limited
+            && !warned_floor
+            && current <= caps.min_frequency
+            && percent > caps.max_cpu_percent
+        {
+            warned_floor = true;
+            warn!(
+                frequency = current,
+                cpu_percent = format!("{percent:.2}"),
+                max_cpu_percent = caps.max_cpu_percent,
+                "CPU over budget at budget.min_frequency: the frequency stays there"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAPS: Caps = Caps {
+        max_cpu_percent: 2.0,
+        max_memory: 100,
+        min_frequency: 9,
+        target: 999,
+        window: 10.0,
+    };
+
+    /// A daemon whose CPU use is `fixed + per_hz * frequency` percent, run for `seconds`
+    /// (one reading per second) from frequency `start`; returns the frequencies it went
+    /// through and the controller.
+    fn simulate(
+        controller: &mut Controller,
+        caps: &Caps,
+        start: u64,
+        seconds: u32,
+        cost: impl Fn(u64) -> f64,
+    ) -> Vec<u64> {
+        let mut frequency = start;
+        let mut cpu = 0.0;
+        let mut seen = vec![frequency];
+        for t in 0..seconds {
+            cpu += cost(frequency) / 100.0;
+            let d = controller.step(
+                Reading {
+                    time: f64::from(t),
+                    cpu,
+                    memory: 0,
+                },
+                frequency,
+                caps,
+            );
+            if let Some(f) = d.frequency {
+                assert!(f >= caps.min_frequency.min(caps.target) && f <= caps.target);
+                frequency = f;
+                seen.push(f);
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn over_the_cpu_cap_the_frequency_comes_down_until_under() {
+        // 0.2% fixed, 0.01% per Hz: 999 Hz costs 10.2%, the cap (2%) allows 180 Hz.
+        let cost = |f: u64| 0.2 + 0.01 * f as f64;
+        let mut c = Controller::default();
+        let seen = simulate(&mut c, &CAPS, 999, 200, cost);
+        let last = *seen.last().unwrap();
+        assert!(cost(last) <= CAPS.max_cpu_percent, "{seen:?}");
+        assert!(last >= 90, "not lowered much too far: {seen:?}");
+        // Nothing before the warm-up window and a full window after it.
+        assert_eq!(seen[0], 999);
+        assert!(seen.len() <= 6, "settles in a few steps: {seen:?}");
+        // Stable once under: no oscillation.
+        let more = simulate(&mut c, &CAPS, last, 100, cost);
+        assert!(more.len() <= 2, "{more:?}");
+    }
+
+    #[test]
+    fn the_frequency_never_goes_below_the_minimum() {
+        let mut c = Controller::default();
+        let seen = simulate(&mut c, &CAPS, 999, 300, |_| 5.0);
+        assert_eq!(*seen.last().unwrap(), 9, "{seen:?}");
+    }
+
+    #[test]
+    fn when_load_drops_the_frequency_goes_back_up_step_by_step() {
+        let mut c = Controller::default();
+        let heavy = simulate(&mut c, &CAPS, 999, 100, |f| 0.02 * f as f64);
+        let low = *heavy.last().unwrap();
+        assert!(low < 999);
+        // Load drops: each sample costs a twentieth of what it did (999 Hz: half the cap).
+        let seen = simulate(&mut c, &CAPS, low, 300, |f| 0.001 * f as f64);
+        assert_eq!(*seen.last().unwrap(), 999, "{seen:?}");
+        for pair in seen.windows(2) {
+            assert!(
+                pair[1] * 2 <= pair[0] * 3,
+                "steps of half at most: {seen:?}"
+            );
+        }
+        assert!(seen.len() >= 3, "more than one step: {seen:?}");
+        // Where the target would cost 90% of the cap, raised until 70% of it at least.
+        let mut c = Controller::default();
+        let low = *simulate(&mut c, &CAPS, 999, 100, |f| 0.02 * f as f64)
+            .last()
+            .unwrap();
+        let cost = |f: u64| 0.0018 * f as f64;
+        let last = *simulate(&mut c, &CAPS, low, 600, cost).last().unwrap();
+        assert!(
+            cost(last) >= 0.7 * CAPS.max_cpu_percent - 0.01 && cost(last) <= CAPS.max_cpu_percent,
+            "{last} Hz"
+        );
+    }
+
+    #[test]
+    fn a_lower_target_applies_at_once_and_memory_sheds_once_per_window() {
+        let mut c = Controller::default();
+        let caps = Caps { target: 99, ..CAPS };
+        let r = |time: f64, memory| Reading {
+            time,
+            cpu: 0.0,
+            memory,
+        };
+        let d = c.step(r(0.0, 50), 999, &caps);
+        assert_eq!(d.frequency, Some(99));
+        assert!(!d.shed && !d.memory_over);
+        let d = c.step(r(1.0, 500), 99, &caps);
+        assert!(d.shed && d.memory_over);
+        assert!(
+            !c.step(r(5.0, 500), 99, &caps).shed,
+            "not twice in a window"
+        );
+        assert!(c.step(r(11.0, 500), 99, &caps).shed);
+        assert!(!c.step(r(12.0, 50), 99, &caps).memory_over);
+    }
+}
