@@ -830,6 +830,11 @@ impl FileSymbolizer {
         let Some(cell) = &self.dwarf else {
             return;
         };
+        // No DWARF range (`[low, high)`) holds the last address; addr2line would compute
+        // `addr + 1` for it (an overflow the fuzzer found).
+        if addr.0 == u64::MAX {
+            return;
+        }
         cell.with_dependent(|owner, state| {
             let symbol = |a: u64| self.symbol(SymbolAddr(a)).map(|s| (s.start.0, s.name));
             // Only the unit holding the address is parsed when `.debug_aranges` says which

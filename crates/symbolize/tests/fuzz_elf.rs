@@ -67,3 +67,28 @@ fn corrupt_binaries_never_panic() {
         assert!(t.elapsed() < CALL_LIMIT, "input {i} took {:?}", t.elapsed());
     }
 }
+
+/// Inputs the cargo-fuzz target found: none may panic, not even a panic the symbolizer
+/// catches (libFuzzer aborts at any). `elf-fuzz-last-address.bin` asked for the frames of
+/// address `u64::MAX`, which made addr2line compute `address + 1`.
+#[test]
+fn inputs_the_fuzzer_found_do_not_panic() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static PANICS: AtomicUsize = AtomicUsize::new(0);
+    const NAME: &str = "inputs_the_fuzzer_found_do_not_panic";
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().name() == Some(NAME) {
+            PANICS.fetch_add(1, Ordering::SeqCst);
+        }
+        previous(info);
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = fuzz_elf::Harness::new(dir.path());
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile");
+    for name in ["elf-fuzz-last-address.bin"] {
+        let data = std::fs::read(fixtures.join(name)).unwrap();
+        harness.run(&data);
+        assert_eq!(PANICS.load(Ordering::SeqCst), 0, "{name} panicked");
+    }
+}

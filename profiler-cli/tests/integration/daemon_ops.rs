@@ -428,12 +428,23 @@ fn daemon_fork_storm_leaves_memory_bounded_and_back_near_baseline() {
     daemon.wait_for("ended processes forgotten", Duration::from_secs(30), |d| {
         d.number("processes") <= tracked_before + 50
     });
-    thread::sleep(Duration::from_secs(5));
-    let (after_rss, after_anon) = (rss(), anon());
+    // Freed heap goes back to the kernel at most once a minute (the recorder's trim): wait
+    // for that, up to 90 s.
+    let anon_bound = base_anon + base_anon / 4 + 16 * 1024;
+    let rss_bound = base_rss + base_rss / 4 + 32 * 1024;
+    let settling = Instant::now();
+    let (mut after_rss, mut after_anon) = (rss(), anon());
+    while (after_anon >= anon_bound || after_rss >= rss_bound)
+        && settling.elapsed() < Duration::from_secs(90)
+    {
+        thread::sleep(Duration::from_secs(1));
+        (after_rss, after_anon) = (rss(), anon());
+    }
     let report = format!(
         "fork storm of 4000 processes in {storm:.1?}: RSS {base_rss} kB before, {peak_rss} kB peak, \
-         {after_rss} kB after; anonymous {base_anon} / {peak_anon} / {after_anon} kB; \
-         processes tracked {tracked_before} before, {peak_tracked} peak, {} after; samples lost {}",
+         {after_rss} kB after ({:.0?} after the processes were forgotten); anonymous \
+         {base_anon} / {peak_anon} / {after_anon} kB; processes tracked {tracked_before} before, {peak_tracked} peak, {} after; samples lost {}",
+        settling.elapsed(),
         daemon.number("processes"),
         daemon.number("lost")
     );
@@ -447,11 +458,11 @@ fn daemon_fork_storm_leaves_memory_bounded_and_back_near_baseline() {
         "anonymous memory grew by more than 256 MiB: {report}"
     );
     assert!(
-        after_anon < base_anon + base_anon / 4 + 16 * 1024,
+        after_anon < anon_bound,
         "anonymous memory did not come back near its baseline: {report}"
     );
     assert!(
-        after_rss < base_rss + base_rss / 4 + 32 * 1024,
+        after_rss < rss_bound,
         "resident memory did not come back near its baseline: {report}"
     );
     daemon.stop();
