@@ -799,3 +799,276 @@ fn overflowing_rings_report_their_losses() {
         "only {samples} samples and {lost} lost counted: {summary}"
     );
 }
+
+/// Source of the twin programs of item 3: 2500 small functions (symbol tables of 2000 symbols
+/// or more are the ones profctl caches on disk), a spare function whose name only pads the
+/// string table, and `victim_hot`, which burns CPU for `argv[1]` seconds.
+fn twins_source() -> String {
+    let mut src = String::from("#include <stdlib.h>\n#include <time.h>\n");
+    for i in 0..2500 {
+        src.push_str(&format!(
+            "int filler_{i}(int x) {{ return x * {} + {i}; }}\n",
+            i % 7 + 2
+        ));
+    }
+    src.push_str(
+        r#"
+int size_pad_name(int x) { return x + 1; }
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+volatile unsigned long sink;
+__attribute__((noinline)) void victim_hot(double seconds) {
+    double end = now() + seconds;
+    unsigned long x = 1;
+    while (now() < end)
+        for (int i = 0; i < 200000; i++)
+            x = x * 6364136223846793005UL + 1442695040888963407UL;
+    sink = x;
+}
+int main(int argc, char **argv) {
+    victim_hot(argc > 1 ? atof(argv[1]) : 1.0);
+    return sink == 42;
+}
+"#,
+    );
+    src
+}
+
+/// Flags of both twins: frame pointers, no DWARF (names come from the symbol table, the
+/// cache this test plays against; frames from DWARF go to the frame cache instead).
+const TWIN_FLAGS: &str =
+    "-O1 -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-optimize-sibling-calls";
+
+/// The GNU build-id of `bin` in hex, by readelf.
+fn gnu_build_id(bin: &Path) -> String {
+    tool(Command::new("readelf").arg("-n").arg(bin))
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap_or_else(|| panic!("{} has no build-id", bin.display()))
+        .trim()
+        .to_owned()
+}
+
+/// The address `nm` gives `symbol` in `bin`.
+fn symbol_address(bin: &Path, symbol: &str) -> String {
+    tool(Command::new("nm").arg(bin))
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            let (addr, _, name) = (f.next()?, f.next()?, f.next()?);
+            (name == symbol).then(|| addr.to_owned())
+        })
+        .unwrap_or_else(|| panic!("{} has no symbol {symbol}", bin.display()))
+}
+
+/// Root's `profctl record ARGS` in `cwd` with `cache` as `XDG_CACHE_HOME`, set through
+/// env(1) because [`Spawned::spawn`] gives every run a cache of its own, and item 3 is about
+/// what one run leaves in the cache for the next.
+fn root_record_cached(args: &[&str], cwd: &Path, cache: &Path) -> Spawned {
+    let mut cmd = Command::new("env");
+    cmd.arg(format!("XDG_CACHE_HOME={}", cache.display()))
+        .arg(profctl())
+        .arg("record")
+        .args(args)
+        .current_dir(cwd);
+    Spawned::spawn(cmd, "root's profctl record with a shared cache")
+}
+
+/// The files of `dir` (sorted; none if it is missing), for failure messages.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Item 3, cache poisoning across users, end to end. Root owns `victim` (in a directory only
+/// root may write) whose hot function is `victim_hot`. The attacker, an unprivileged user,
+/// builds `poison` from the same source with `victim_hot` renamed `poisoned_name`, links it
+/// with the victim's build-id (`-Wl,--build-id=0x…`) and pads it to the victim's size, so the
+/// two files agree in build-id, size and code addresses and differ only in their names.
+///
+/// Attack: root records the whole system (`XDG_CACHE_HOME` a cache directory kept between
+/// runs) while the attacker runs `poison`; profctl parses its symbol table (2500 symbols) and
+/// caches it under `symbols/`. A later root recording of `victim` with the same cache must
+/// name its frames `victim_hot`, never `poisoned_name`. The reverse order, on a fresh cache
+/// (root's table cached first), must not name the attacker's frames with root's names.
+///
+/// Before the fix (42c16a1; `f677a78` still has it) the table cache was keyed by build-id and
+/// size only (`<build-id>-<size>.symtab`): the victim's lookup found the attacker's table and
+/// every `victim_hot` sample was shown as `poisoned_name` (and the other way round). Keys now
+/// also hold the file's owner, device, inode and mtime (`symbolize::elf::FileIdentity`).
+#[test]
+fn a_users_file_with_roots_build_id_never_names_roots_frames() {
+    let Some(attacker) = Attacker::new() else {
+        return;
+    };
+    let _guard = sampling_lock();
+    // Root's program, in a directory only root may write.
+    let root_dir = root_only_dir();
+    let src = twins_source();
+    let root_src = root_dir.path().join("victim.c");
+    fs::write(&root_src, &src).unwrap();
+    let victim = root_dir.path().join("victim");
+    tool(
+        Command::new("cc")
+            .args(TWIN_FLAGS.split_whitespace())
+            .arg("-Wl,--build-id=sha1")
+            .arg("-o")
+            .arg(&victim)
+            .arg(&root_src),
+    );
+    let id = gnu_build_id(&victim);
+    let size = fs::metadata(&victim).unwrap().len();
+    // The attacker's twin, built as the attacker: `victim_hot` renamed, the padding name
+    // shortened (the string table ends up shorter), then padded to the victim's size with
+    // zeros after the section headers.
+    fs::write(attacker.path("poison.c"), &src).unwrap();
+    std::os::unix::fs::chown(
+        attacker.path("poison.c"),
+        Some(attacker.uid),
+        Some(attacker.gid),
+    )
+    .unwrap();
+    attacker
+        .shell(&format!(
+            "cc {TWIN_FLAGS} -Dvictim_hot=poisoned_name -Dsize_pad_name=s \
+             -Wl,--build-id=0x{id} -o poison poison.c && \
+             test $(stat -c %s poison) -le {size} && truncate -s {size} poison"
+        ))
+        .wait_or_panic(Duration::from_secs(120))
+        .assert_success("building the attacker's twin");
+    let poison = attacker.path("poison");
+    let meta = fs::metadata(&poison).unwrap();
+    assert_eq!(meta.uid(), attacker.uid, "the twin is the attacker's file");
+    assert_eq!(
+        gnu_build_id(&poison),
+        id,
+        "the twin carries root's build-id"
+    );
+    assert_eq!(meta.len(), size, "the twin has the victim's size");
+    assert_eq!(
+        symbol_address(&poison, "poisoned_name"),
+        symbol_address(&victim, "victim_hot"),
+        "the renamed function is at the victim's address"
+    );
+
+    // Attacker first, then root's program.
+    let cache = root_only_dir();
+    let symbols = cache.path().join("profctl/symbols");
+    let out = scratch();
+    let mut profctl = root_record_cached(
+        &["--duration", "3", "--folded", "attack.folded"],
+        out.path(),
+        cache.path(),
+    );
+    thread::sleep(Duration::from_millis(700));
+    let attack_run = attacker
+        .shell("./poison 1.5")
+        .wait_or_panic(Duration::from_secs(60));
+    let run = profctl.wait_or_panic(Duration::from_secs(60));
+    run.assert_success("root's recording of the attacker's twin");
+    assert!(attack_run.status.success(), "{}", attack_run.stderr);
+    let stacks = read_folded(&out.path().join("attack.folded"));
+    assert!(
+        frame_count(&stacks, "poison", "poisoned_name") > 300,
+        "the attacker's twin is not named by its own table:\n{}",
+        top_lines(&stacks, 20)
+    );
+    let cached = listing(&symbols);
+    assert!(
+        cached.iter().any(|f| f.starts_with(&id)),
+        "the attacker's symbol table was not cached (the attack did not reach the cache); \
+         {}: {cached:?}",
+        symbols.display()
+    );
+    let run = root_record_cached(
+        &[
+            "--folded",
+            "victim.folded",
+            "--",
+            victim.to_str().unwrap(),
+            "1.5",
+        ],
+        out.path(),
+        cache.path(),
+    )
+    .wait_or_panic(Duration::from_secs(60));
+    run.assert_success("root's recording of its own program after the attack");
+    let text = fs::read_to_string(out.path().join("victim.folded")).unwrap();
+    let stacks = parse_folded(&text);
+    assert!(
+        !text.contains("poisoned_name"),
+        "the attacker's file named root's frames (symbol cache keyed by build-id and size \
+         only?):\n{}\ncache: {:?}",
+        top_lines(&stacks, 20),
+        listing(&symbols)
+    );
+    assert!(
+        frame_count(&stacks, "victim", "victim_hot") > 300,
+        "root's program is not named victim_hot:\n{}",
+        top_lines(&stacks, 20)
+    );
+
+    // The reverse, on a fresh cache: root's table cached first, then the attacker's twin.
+    let cache = root_only_dir();
+    let symbols = cache.path().join("profctl/symbols");
+    root_record_cached(
+        &[
+            "--folded",
+            "victim2.folded",
+            "--",
+            victim.to_str().unwrap(),
+            "1",
+        ],
+        out.path(),
+        cache.path(),
+    )
+    .wait_or_panic(Duration::from_secs(60))
+    .assert_success("root's recording of its own program");
+    let stacks = read_folded(&out.path().join("victim2.folded"));
+    assert!(
+        frame_count(&stacks, "victim", "victim_hot") > 200,
+        "root's program is not named victim_hot:\n{}",
+        top_lines(&stacks, 20)
+    );
+    let cached = listing(&symbols);
+    assert!(
+        cached.iter().any(|f| f.starts_with(&id)),
+        "root's symbol table was not cached; {}: {cached:?}",
+        symbols.display()
+    );
+    let mut profctl = root_record_cached(
+        &["--duration", "3", "--folded", "attack2.folded"],
+        out.path(),
+        cache.path(),
+    );
+    thread::sleep(Duration::from_millis(700));
+    let attack_run = attacker
+        .shell("./poison 1.5")
+        .wait_or_panic(Duration::from_secs(60));
+    let run = profctl.wait_or_panic(Duration::from_secs(60));
+    run.assert_success("root's recording of the attacker's twin after root's program");
+    assert!(attack_run.status.success(), "{}", attack_run.stderr);
+    let stacks = read_folded(&out.path().join("attack2.folded"));
+    assert!(
+        !stacks
+            .iter()
+            .any(|s| s.comm == "poison" && s.has("victim_hot")),
+        "root's file named the attacker's frames:\n{}",
+        top_lines(&stacks, 20)
+    );
+    assert!(
+        frame_count(&stacks, "poison", "poisoned_name") > 300,
+        "the attacker's twin is not named by its own table:\n{}",
+        top_lines(&stacks, 20)
+    );
+}
