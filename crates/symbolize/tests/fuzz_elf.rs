@@ -71,6 +71,9 @@ fn corrupt_binaries_never_panic() {
 /// Inputs the cargo-fuzz target found: none may panic, not even a panic the symbolizer
 /// catches (libFuzzer aborts at any). `elf-fuzz-last-address.bin` asked for the frames of
 /// address `u64::MAX`, which made addr2line compute `address + 1`.
+/// Inputs the fuzzer found, under `tests/fixtures/hostile/`.
+const FOUND: &[&str] = &["elf-fuzz-last-address.bin"];
+
 #[test]
 fn inputs_the_fuzzer_found_do_not_panic() {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -86,7 +89,7 @@ fn inputs_the_fuzzer_found_do_not_panic() {
     let dir = tempfile::tempdir().unwrap();
     let mut harness = fuzz_elf::Harness::new(dir.path());
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile");
-    for name in ["elf-fuzz-last-address.bin"] {
+    for name in FOUND {
         let data = std::fs::read(fixtures.join(name)).unwrap();
         harness.run(&data);
         assert_eq!(PANICS.load(Ordering::SeqCst), 0, "{name} panicked");
