@@ -389,26 +389,41 @@ fn daemon_fork_storm_leaves_memory_bounded_and_back_near_baseline() {
     );
     let daemon = Daemon::start(&config);
     let pid = daemon.process.pid();
-    // Baseline once the start-up work is done.
-    thread::sleep(Duration::from_secs(10));
+    // Two shells, each starting `each` short processes (a burner burning 2 ms of CPU) one
+    // after the other.
+    let storm = |each: u32| -> Vec<Spawned> {
+        (0..2)
+            .map(|_| {
+                let mut c = Command::new("sh");
+                c.arg("-c").arg(format!(
+                    "i=0; while [ $i -lt {each} ]; do {} 0.002; i=$((i+1)); done",
+                    w.burner.display()
+                ));
+                Spawned::spawn(c, "fork storm")
+            })
+            .collect()
+    };
+    // Baseline once the start-up work is done, and after a small storm: the daemon samples
+    // itself, and the first forks it follows run code whose DWARF it then parses and keeps
+    // (within the symbol service's bounds), once.
+    thread::sleep(Duration::from_secs(5));
+    let tracked_start = daemon.number("processes");
+    for mut s in storm(100) {
+        let _ = s.wait_timeout(Duration::from_secs(60));
+    }
+    daemon.wait_for(
+        "the warm-up's processes forgotten",
+        Duration::from_secs(30),
+        |d| d.number("processes") <= tracked_start + 50,
+    );
+    thread::sleep(Duration::from_secs(5));
     let rss = || status_kb(pid, "VmRSS:");
     let anon = || status_kb(pid, "RssAnon:");
     let (base_rss, base_anon) = (rss(), anon());
     let tracked_before = daemon.number("processes");
 
-    // Two shells, each starting 2000 short processes (a burner burning 2 ms of CPU) one
-    // after the other.
     let t0 = Instant::now();
-    let mut storms: Vec<Spawned> = (0..2)
-        .map(|_| {
-            let mut c = Command::new("sh");
-            c.arg("-c").arg(format!(
-                "i=0; while [ $i -lt 2000 ]; do {} 0.002; i=$((i+1)); done",
-                w.burner.display()
-            ));
-            Spawned::spawn(c, "fork storm")
-        })
-        .collect();
+    let mut storms = storm(2000);
     let (mut peak_rss, mut peak_anon, mut peak_tracked) = (0, 0, 0);
     while storms
         .iter_mut()
