@@ -16,14 +16,11 @@
 //! between leaves both: at start, a slice listed as a member of a roll-up is deleted.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Instant;
 
-use prost::Message;
 use tracing::{info, warn};
 
-use crate::pprof;
 use crate::slice::{Slice, SliceError, SliceStack, MAX_SLICE_BYTES};
 use crate::store::{read_bounded, Store};
 
@@ -177,27 +174,12 @@ impl Rollup {
         for (sample, counts) in p.sample.iter_mut().zip(&self.counts) {
             sample.slice_counts = counts.iter().flat_map(|&(m, c)| [m as u64, c]).collect();
         }
-        let raw = p.encode_to_vec();
-        let mut gz = flate2::write::GzEncoder::new(
-            Vec::with_capacity(raw.len() / 4),
-            flate2::Compression::default(),
-        );
-        gz.write_all(&raw).expect("writing to memory");
-        gz.finish().expect("writing to memory")
+        crate::slice::encode_profile(&p)
     }
 
     /// A roll-up from its file's bytes; anything inconsistent is an error.
     pub fn decode(bytes: &[u8]) -> Result<Rollup, SliceError> {
-        let mut raw = Vec::new();
-        flate2::read::GzDecoder::new(bytes)
-            .take(MAX_SLICE_BYTES + 1)
-            .read_to_end(&mut raw)
-            .map_err(|e| SliceError::Gzip(e.to_string()))?;
-        if raw.len() as u64 > MAX_SLICE_BYTES {
-            return Err(SliceError::TooLarge);
-        }
-        let p = pprof::Profile::decode(raw.as_slice())
-            .map_err(|e| SliceError::Protobuf(e.to_string()))?;
+        let p = crate::slice::decode_profile(bytes)?;
         let slice = Slice::from_pprof(&p)?;
         let string = |i: i64| {
             usize::try_from(i)
@@ -654,7 +636,10 @@ mod tests {
 #[cfg(test)]
 mod bench {
     use super::*;
+    use crate::pprof;
     use crate::query::{folded, Bounds, Filter, Visibility};
+    use prost::Message;
+    use std::io::Read;
     use std::time::Duration;
 
     #[test]

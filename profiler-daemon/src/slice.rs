@@ -208,29 +208,13 @@ impl Slice {
 
     /// The slice file's bytes: the pprof profile, gzipped.
     pub fn encode(&self) -> Vec<u8> {
-        let raw = self.to_pprof().encode_to_vec();
-        let mut gz = flate2::write::GzEncoder::new(
-            Vec::with_capacity(raw.len() / 4),
-            flate2::Compression::default(),
-        );
-        gz.write_all(&raw).expect("writing to memory");
-        gz.finish().expect("writing to memory")
+        encode_profile(&self.to_pprof())
     }
 
     /// A slice from a slice file's bytes; a truncated or corrupt file (gzip CRC or length,
     /// protobuf, or references out of range) is an error.
     pub fn decode(bytes: &[u8]) -> Result<Slice, SliceError> {
-        let mut raw = Vec::new();
-        flate2::read::GzDecoder::new(bytes)
-            .take(MAX_SLICE_BYTES + 1)
-            .read_to_end(&mut raw)
-            .map_err(|e| SliceError::Gzip(e.to_string()))?;
-        if raw.len() as u64 > MAX_SLICE_BYTES {
-            return Err(SliceError::TooLarge);
-        }
-        let profile = pprof::Profile::decode(raw.as_slice())
-            .map_err(|e| SliceError::Protobuf(e.to_string()))?;
-        Slice::from_pprof(&profile)
+        Slice::from_pprof(&decode_profile(bytes)?)
     }
 
     /// A slice from a pprof profile written by [`Slice::to_pprof`].
@@ -321,6 +305,31 @@ impl Slice {
             stacks,
         })
     }
+}
+
+/// A profile as a slice or roll-up file's bytes: protobuf, gzipped.
+pub fn encode_profile(profile: &pprof::Profile) -> Vec<u8> {
+    let raw = profile.encode_to_vec();
+    let mut gz = flate2::write::GzEncoder::new(
+        Vec::with_capacity(raw.len() / 4),
+        flate2::Compression::default(),
+    );
+    gz.write_all(&raw).expect("writing to memory");
+    gz.finish().expect("writing to memory")
+}
+
+/// The profile in a slice or roll-up file's bytes, at most [`MAX_SLICE_BYTES`] unzipped; a
+/// truncated or corrupt file (gzip CRC or length, protobuf) is an error.
+pub fn decode_profile(bytes: &[u8]) -> Result<pprof::Profile, SliceError> {
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .take(MAX_SLICE_BYTES + 1)
+        .read_to_end(&mut raw)
+        .map_err(|e| SliceError::Gzip(e.to_string()))?;
+    if raw.len() as u64 > MAX_SLICE_BYTES {
+        return Err(SliceError::TooLarge);
+    }
+    pprof::Profile::decode(raw.as_slice()).map_err(|e| SliceError::Protobuf(e.to_string()))
 }
 
 /// Why a slice file could not be read back.
