@@ -32,15 +32,16 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Sample the whole system, a process (--pid) or a command (after --) and write a
-    /// flamegraph (SVG) and/or folded stacks.
+    /// flamegraph (SVG), a pprof profile (.pb.gz) and/or folded stacks.
     #[command(after_help = RECORD_EXAMPLES)]
     Record(RecordArgs),
     /// Name addresses: function, inline chain and file:line, from a running process's
     /// mappings (--pid) or an ELF file's own addresses (--elf), as the recorder would.
     Symbolize(SymbolizeArgs),
-    /// A flamegraph of a past time range from profilerd's history (no recording: the daemon
-    /// samples continuously), filtered by process, command name or user. Users other than
-    /// root and the daemon's admin group see only their own processes, without kernel frames.
+    /// A flamegraph of a pprof or folded file (--input), or of a past time range from
+    /// profilerd's history (no recording: the daemon samples continuously), filtered by
+    /// process, command name or user. Users other than root and the daemon's admin group see
+    /// only their own processes, without kernel frames.
     #[command(after_help = FLAMEGRAPH_EXAMPLES)]
     Flamegraph(FlamegraphArgs),
     /// What profilerd is doing: event, frequency, samples, lost samples, history kept,
