@@ -8,9 +8,7 @@
 //! record is applied to the incarnation its own time falls in, and a FORK that arrives after
 //! records of the process it starts takes those records over from the incarnation before.
 
-use std::collections::{HashMap, HashSet};
-
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use tracing::debug;
 
@@ -181,6 +179,15 @@ impl Process {
         let (a, b) = (map.start, map.end);
         let until = self.lifetime_end(origin).min(map.until);
         let overlaps = |e: &Entry| e.map.start < b && a < e.map.end;
+        // The common case (a new process's first mappings, or new code beside the old):
+        // nothing held overlaps, and the mapping goes in whole, with nothing to cut.
+        if !self.mappings.iter().any(overlaps) {
+            let added = Mapping { until, ..map };
+            if origin < until {
+                self.insert_sorted(Entry { map: added, origin });
+            }
+            return added;
+        }
         // Mappings of earlier records lose a..b from `origin` on.
         let mut pieces = Vec::new();
         let mut i = 0;
@@ -410,7 +417,7 @@ pub struct ProcessTable {
     processes: FxHashMap<u32, Vec<Process>>,
     threads: FxHashMap<u32, Thread>,
     names: Vec<String>,
-    name_ids: HashMap<String, u32>,
+    name_ids: FxHashMap<String, u32>,
     files: FileTable,
     stats: TableStats,
     /// Read uids from /proc (off in tests that use made-up pids).
@@ -423,7 +430,7 @@ impl Default for ProcessTable {
             processes: FxHashMap::default(),
             threads: FxHashMap::default(),
             names: Vec::new(),
-            name_ids: HashMap::new(),
+            name_ids: FxHashMap::default(),
             files: FileTable::default(),
             stats: TableStats::default(),
             read_proc: true,
@@ -917,7 +924,7 @@ impl ProcessTable {
         self.stats.prunes += 1;
         let mut pruned = Pruned::default();
         // Earliest start of a thread with no exit, per pid.
-        let mut running: HashMap<u32, u64> = HashMap::new();
+        let mut running: FxHashMap<u32, u64> = FxHashMap::default();
         for t in self.threads.values().filter(|t| t.exit.is_none()) {
             let start = running.entry(t.pid).or_insert(t.start);
             *start = (*start).min(t.start);
@@ -929,7 +936,7 @@ impl ProcessTable {
                         || running.get(&pid).is_none_or(|&s| s >= end))
             })
         };
-        let mut dead: HashSet<ProcessKey> = HashSet::new();
+        let mut dead: FxHashSet<ProcessKey> = FxHashSet::default();
         for (&pid, list) in &self.processes {
             for p in list.iter().filter(|p| gone(pid, p)) {
                 dead.insert(ProcessKey {
@@ -998,7 +1005,7 @@ impl ProcessTable {
         }
         self.processes.retain(|_, list| !list.is_empty());
         pruned.names = self.rebuild_names();
-        let used: HashSet<FileId> = self
+        let used: FxHashSet<FileId> = self
             .processes
             .values()
             .flatten()
@@ -1097,6 +1104,7 @@ const ESRCH: i32 = 3;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     fn file(path: &str) -> MappedFile {
         MappedFile::with_path(path)

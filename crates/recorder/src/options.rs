@@ -53,6 +53,11 @@ pub mod defaults {
     /// the side-band ring holds, so that it is read at the drain tick and woken only when
     /// three quarters full (a fork/exec storm), never per process.
     pub const SIDEBAND_WATERMARK: u32 = u32::MAX;
+    /// Data pages of each side-band ring when recording in windows (1 MiB with 4 KiB pages):
+    /// under a churn of 50 execs a second (about 3 KiB of mmap, comm, fork and exit records
+    /// each), the three-quarter watermark is reached about every 5 s per CPU, not at every
+    /// 96 KiB (several times a second) as with the 32 pages of a single recording.
+    pub const SIDEBAND_RING_PAGES_STREAMING: usize = 256;
     /// The drain interval while a live progress line is shown.
     pub const LIVE_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
     /// Most ring buffer pages chosen by [`ring_pages_with_stacks`] (8 MiB per CPU).

@@ -97,6 +97,13 @@ pub async fn record(
         } else {
             SidebandWakeup::EveryRecord
         },
+        // Streaming: the kernel wakes the reader at every three quarters of the ring's worth
+        // of side-band bytes written (drained or not): a larger ring, fewer wake-ups.
+        sideband_ring_pages: if options.window.is_some() {
+            defaults::SIDEBAND_RING_PAGES_STREAMING
+        } else {
+            sampler::defaults::SIDEBAND_RING_PAGES
+        },
         stack_capture: match options.call_graph {
             CallGraph::Fp => None,
             CallGraph::Dwarf => Some(StackCapture {

@@ -17,8 +17,6 @@ use crate::ring::{RawRecord, RingBuffer, RingStats};
 /// The smallest ring tried when the locked-memory limit refuses larger ones.
 const MIN_RING_PAGES: usize = 8;
 
-/// Data pages of each side-band ring (mmap, comm, fork, exit records: small and rare).
-const SIDEBAND_RING_PAGES: usize = 32;
 
 /// The largest user stack copy: a sample record's size is a u16, and registers and the
 /// callchain need room too.
@@ -57,6 +55,8 @@ pub mod defaults {
     pub const RING_PAGES: usize = 128;
     /// Bytes written before the kernel wakes the reader.
     pub const WAKEUP_WATERMARK: u32 = 64 * 1024;
+    /// Data pages of each side-band ring (mmap, comm, fork, exit records: small and rare).
+    pub const SIDEBAND_RING_PAGES: usize = 32;
     /// The reader is woken when a quarter of a ring is filled.
     pub const WAKEUP_PERCENT: u8 = 25;
 }
@@ -129,6 +129,11 @@ pub struct SamplerConfig {
     pub exclude_idle: bool,
     /// When the side-band records (new mappings, exec, fork, exit) wake the reader.
     pub sideband_wakeup: SidebandWakeup,
+    /// Data pages of each CPU's side-band ring; a power of two, at most `ring_pages`. The
+    /// kernel wakes the reader each time a watermark's worth of bytes has been written,
+    /// whether or not the reader drained the ring meanwhile, so with
+    /// [`SidebandWakeup::Bytes`] a larger ring means proportionally fewer wake-ups.
+    pub sideband_ring_pages: usize,
 }
 
 impl SamplerConfig {
@@ -144,6 +149,7 @@ impl SamplerConfig {
             stack_capture: None,
             exclude_idle: matches!(target, Target::System),
             sideband_wakeup: SidebandWakeup::EveryRecord,
+            sideband_ring_pages: defaults::SIDEBAND_RING_PAGES,
             target,
         }
     }
@@ -343,10 +349,10 @@ impl Sampler {
     /// and drops kernel sampling when privileges require it, noting each change in
     /// [`SessionInfo::notes`].
     pub fn open(config: &SamplerConfig) -> Result<Sampler, SamplerError> {
-        if config.ring_pages == 0 || !config.ring_pages.is_power_of_two() {
-            return Err(SamplerError::RingSize {
-                pages: config.ring_pages,
-            });
+        for pages in [config.ring_pages, config.sideband_ring_pages] {
+            if pages == 0 || !pages.is_power_of_two() {
+                return Err(SamplerError::RingSize { pages });
+            }
         }
         if let Some(capture) = config.stack_capture {
             if capture.stack_bytes == 0
@@ -498,7 +504,7 @@ impl Sampler {
         ring_pages: usize,
     ) -> Result<Sampler, SamplerError> {
         let ring_bytes = ring_pages * sys::page_size();
-        let sideband_pages = SIDEBAND_RING_PAGES.min(ring_pages);
+        let sideband_pages = config.sideband_ring_pages.min(ring_pages);
         let spec = &AttrSpec {
             sideband_watermark: config
                 .sideband_wakeup
