@@ -17,7 +17,6 @@ use crate::ring::{RawRecord, RingBuffer, RingStats};
 /// The smallest ring tried when the locked-memory limit refuses larger ones.
 const MIN_RING_PAGES: usize = 8;
 
-
 /// The largest user stack copy: a sample record's size is a u16, and registers and the
 /// callchain need room too.
 pub const MAX_STACK_BYTES: u32 = 60 * 1024;
