@@ -785,16 +785,20 @@ impl FileSymbolizer {
         }
     }
 
-    /// Drop the whole-file DWARF index when no lookup used it since the last call (per-unit
-    /// indexes are bounded by count instead); a lookup that needs it again builds it again
-    /// (tens of milliseconds for a large binary). A long-lived service calls this
-    /// between batches: once its names are cached, the index of a large binary would hold
-    /// megabytes for lookups that seldom come. Returns whether it was dropped.
+    /// Drop the DWARF indexes no lookup used since the last call: the whole-file one, and
+    /// per-unit ones; a lookup that needs one again builds it again (tens of milliseconds for
+    /// the whole index of a large binary, far less for a unit). A long-lived service calls
+    /// this between batches: once its names are cached, the indexes of a large binary would
+    /// hold megabytes for lookups that seldom come. Returns whether the whole-file index was
+    /// dropped.
     pub fn release_idle(&self) -> bool {
         let Some(cell) = &self.dwarf else {
             return false;
         };
         cell.with_dependent(|_, state| {
+            if let Some(units) = state.units.get().and_then(Option::as_ref) {
+                units.release_idle();
+            }
             let mut whole = state.whole.lock().unwrap_or_else(|e| e.into_inner());
             match &mut *whole {
                 WholeContext::Built { used, .. } if *used => {

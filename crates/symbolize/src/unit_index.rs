@@ -48,6 +48,8 @@ struct UnitContexts<'a> {
     clock: u64,
     /// Entries with a context.
     parsed: usize,
+    /// `clock` at the last [`UnitIndex::release_idle`].
+    released_at: u64,
 }
 
 /// Units found by address through `.debug_aranges`, each parsed on first use, the least
@@ -178,6 +180,24 @@ impl<'a> UnitIndex<'a> {
             }
             None => false,
         }
+    }
+
+    /// Drop the parsed units no lookup used since the last call; returns how many.
+    pub(crate) fn release_idle(&self) -> usize {
+        let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
+        let since = contexts.released_at;
+        let mut freed = 0;
+        contexts.units.retain(|_, unit| {
+            let idle = unit.context.is_some() && unit.used <= since;
+            if idle {
+                freed += 1;
+                self.parsed_bytes.fetch_sub(unit.bytes, Ordering::Relaxed);
+            }
+            !idle
+        });
+        contexts.parsed -= freed;
+        contexts.released_at = contexts.clock;
+        freed
     }
 
     /// Drop the parsed unit used least recently.

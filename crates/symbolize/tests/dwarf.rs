@@ -803,6 +803,13 @@ fn per_unit_indexes_are_bounded_and_agree_with_the_whole_file_index() {
     eprintln!("{units} units held parsed, {inline} addresses with inline frames");
     assert!(units > 0 && units <= 32, "{units} units held parsed");
     assert!(inline > 100, "only {inline} addresses with inline frames");
+    // Idle units go at the second release (the first finds them used since the start).
+    let last = lazy.frames(SymbolAddr(addrs[0]), true);
+    lazy.release_idle();
+    assert!(lazy.dwarf_units_parsed().0 >= 1);
+    lazy.release_idle();
+    assert_eq!(lazy.dwarf_units_parsed().0, 0, "idle units are dropped");
+    assert_eq!(lazy.frames(SymbolAddr(addrs[0]), true), last);
 }
 
 /// (offset, size) of a section from `readelf -SW`.
