@@ -304,9 +304,11 @@ fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, share
         for &(pid, start) in &closed.ended_processes {
             symbolizer.evict_process(pid, start);
         }
-        if !closed.released_files.is_empty() {
-            recorder::release_free_memory();
-        }
+        // What naming read from mapped files stays in the page cache, not in our resident
+        // set; indexes no slice needed lately go, and what was freed goes back to the
+        // system: the daemon's footprint between slices is what it keeps using.
+        symbolizer.trim();
+        recorder::release_free_memory();
         // Monotonic (the samples' clock) to UNIX time, as of now.
         let offset = unix_now_ns().saturating_sub(sampler::now_ns());
         let mut slice = to_slice(

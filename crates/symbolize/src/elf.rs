@@ -114,6 +114,12 @@ impl ElfFile {
         self.table.bytes()
     }
 
+    /// Let go of the resident pages of its symbol table when that is mapped from the symbol
+    /// cache; lookups fault them back in.
+    pub fn release_resident_pages(&self) {
+        self.table.release_resident_pages();
+    }
+
     /// The GNU build-id (`.note.gnu.build-id` or a `PT_NOTE`), if present.
     pub fn build_id(&self) -> Option<&[u8]> {
         self.build_id.as_deref()

@@ -86,6 +86,12 @@ pub struct KernelSymbols {
 }
 
 impl KernelSymbols {
+    /// Let go of the resident pages of its table when that is mapped from the cache; lookups
+    /// fault them back in.
+    pub fn release_resident_pages(&self) {
+        self.table.release_resident_pages();
+    }
+
     /// Read and parse `/proc/kallsyms`.
     pub fn load() -> Result<KernelSymbols, Error> {
         let module_set = ModuleSet::current();

@@ -101,10 +101,25 @@ struct DwarfFile {
 
 type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
 
+/// The whole-file addr2line context: built on the first lookup that needs it, dropped when a
+/// [`FileSymbolizer::release_idle`] finds it unused since the one before (it holds every
+/// unit's ranges and every unit it parsed: megabytes for a large binary).
+enum WholeContext<'a> {
+    /// Not built (or dropped while idle).
+    Unbuilt,
+    /// The DWARF cannot be indexed; not tried again.
+    Unusable,
+    /// Built; `used` since the last [`FileSymbolizer::release_idle`].
+    Built {
+        ctx: Box<addr2line::Context<Reader<'a>>>,
+        used: bool,
+    },
+}
+
 /// The lazily built addr2line contexts, borrowing [`DwarfOwner`].
 struct DwarfState<'a> {
-    /// The whole-file context; `None` inside when the DWARF is unusable.
-    ctx: OnceLock<Option<Mutex<addr2line::Context<Reader<'a>>>>>,
+    /// The whole-file context.
+    whole: Mutex<WholeContext<'a>>,
     /// The per-unit index from `.debug_aranges`; `None` inside when the file cannot use it.
     units: OnceLock<Option<crate::unit_index::UnitIndex<'a>>>,
     /// Bytes of `.debug_info` the whole-file context covers, once built (a size estimate).
@@ -618,7 +633,7 @@ impl FileSymbolizer {
                     access: reader,
                 },
                 |_| DwarfState {
-                    ctx: OnceLock::new(),
+                    whole: Mutex::new(WholeContext::Unbuilt),
                     units: OnceLock::new(),
                     whole_bytes: Default::default(),
                 },
@@ -686,7 +701,7 @@ impl FileSymbolizer {
     pub fn dwarf_parsed(&self) -> bool {
         self.dwarf.as_ref().is_some_and(|c| {
             c.with_dependent(|_, d| {
-                d.ctx.get().is_some()
+                d.whole_built()
                     || d.units
                         .get()
                         .is_some_and(|u| u.as_ref().is_some_and(|u| u.units_parsed() > 0))
@@ -704,7 +719,7 @@ impl FileSymbolizer {
                     .get()
                     .and_then(Option::as_ref)
                     .map_or(0, |u| u.units_parsed());
-                (units, d.ctx.get().is_some())
+                (units, d.whole_built())
             })
         })
     }
@@ -743,6 +758,63 @@ impl FileSymbolizer {
         });
         let go = self.go.as_ref().map_or(0, |t| t.table_bytes() as u64);
         tables + dwarf + go
+    }
+
+    /// Let go of the pages of its mapped files (debug files, decompressed sections, symbol
+    /// and Go tables) that this process has resident. Nothing parsed is dropped; the next
+    /// lookup that reads a page faults it back in from the page cache. A long-lived service
+    /// calls this between batches, so that files it read once do not stay in its resident
+    /// set.
+    pub fn release_resident_pages(&self) {
+        for elf in std::iter::once(&self.elf).chain(&self.extra_symbols) {
+            elf.release_resident_pages();
+        }
+        if let Some(cell) = &self.dwarf {
+            let owner = cell.borrow_owner();
+            for file in std::iter::once(&owner.main).chain(owner.sup.as_ref()) {
+                crate::sys::release_resident_pages(&file.map);
+                for (_, bytes) in file.decompressed.get().into_iter().flatten() {
+                    if let crate::section_cache::SectionBytes::Mapped(map) = bytes {
+                        crate::sys::release_resident_pages(map);
+                    }
+                }
+            }
+        }
+        if let Some(go) = &self.go {
+            crate::sys::release_resident_pages(go.data());
+        }
+    }
+
+    /// Drop the DWARF indexes no lookup used since the last call: the whole-file one, and
+    /// per-unit ones; a lookup that needs one again builds it again (tens of milliseconds for
+    /// the whole index of a large binary, far less for a unit). A long-lived service calls
+    /// this between batches: once its names are cached, the indexes of a large binary would
+    /// hold megabytes for lookups that seldom come. Returns whether the whole-file index was
+    /// dropped.
+    pub fn release_idle(&self) -> bool {
+        let Some(cell) = &self.dwarf else {
+            return false;
+        };
+        cell.with_dependent(|_, state| {
+            if let Some(units) = state.units.get().and_then(Option::as_ref) {
+                units.release_idle();
+            }
+            let mut whole = state.whole.lock().unwrap_or_else(|e| e.into_inner());
+            match &mut *whole {
+                WholeContext::Built { used, .. } if *used => {
+                    *used = false;
+                    false
+                }
+                WholeContext::Built { .. } => {
+                    *whole = WholeContext::Unbuilt;
+                    state
+                        .whole_bytes
+                        .store(0, std::sync::atomic::Ordering::Relaxed);
+                    true
+                }
+                _ => false,
+            }
+        })
     }
 
     /// Whether some source has DWARF (`.debug_info`).
@@ -863,28 +935,43 @@ impl FileSymbolizer {
                     }
                 }
             }
-            let ctx = state
-                .ctx
-                .get_or_init(|| {
-                    build_context(owner).map(|(ctx, bytes)| {
+            let mut whole = state.whole.lock().unwrap_or_else(|e| e.into_inner());
+            if let WholeContext::Unbuilt = *whole {
+                *whole = match build_context(owner) {
+                    Some((ctx, bytes)) => {
                         state.whole_bytes.store(bytes, std::sync::atomic::Ordering::Relaxed);
-                        Mutex::new(ctx)
-                    })
-                });
-            let Some(ctx) = ctx else {
+                        WholeContext::Built {
+                            ctx: Box::new(ctx),
+                            used: true,
+                        }
+                    }
+                    None => WholeContext::Unusable,
+                };
+            }
+            let WholeContext::Built { ctx, used } = &mut *whole else {
                 return;
             };
-            let ctx = ctx.lock().unwrap_or_else(|e| e.into_inner());
+            *used = true;
             // gimli and addr2line return errors on corrupt input; the guard
             // is belt and braces so a bug there costs frames, not the process.
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                collect_frames(&ctx, addr.0, with_lines, &symbol, out)
+                collect_frames(ctx, addr.0, with_lines, &symbol, out)
             }));
             if result.is_err() {
                 out.clear();
                 tracing::debug!(file = %owner.main.name, addr = addr.0, "DWARF lookup panicked");
             }
         });
+    }
+}
+
+impl DwarfState<'_> {
+    /// Whether the whole-file context is built now.
+    fn whole_built(&self) -> bool {
+        matches!(
+            *self.whole.lock().unwrap_or_else(|e| e.into_inner()),
+            WholeContext::Built { .. }
+        )
     }
 }
 

@@ -6,3 +6,11 @@ pub(crate) fn vdso_base() -> Option<u64> {
     let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
     (base != 0).then_some(base)
 }
+
+/// Let go of the pages of `map` that this process has resident. They stay in the page
+/// cache, and the next read faults them back in from there (or from the file).
+pub(crate) fn release_resident_pages(map: &memmap2::Mmap) {
+    // SAFETY: every `Mmap` of this crate maps a file read-only and is never written, so
+    // MADV_DONTNEED discards nothing: later reads see the same file bytes again.
+    let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+}

@@ -234,6 +234,17 @@ fn u32_at(data: &[u8], at: usize) -> u32 {
 }
 
 impl Table {
+    /// Let go of the resident pages of a mapped table (see [`crate::sys::release_resident_pages`]).
+    pub(crate) fn release_resident_pages(&self) {
+        if let Table::Serialized {
+            data: Bytes::Map(map),
+            ..
+        } = self
+        {
+            crate::sys::release_resident_pages(map);
+        }
+    }
+
     /// Append this table in a compact binary form (for on-disk caches; see [`Layout`]).
     pub fn write_to(&self, out: &mut Vec<u8>) {
         let count = self.len();

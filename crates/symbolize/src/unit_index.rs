@@ -25,21 +25,52 @@ struct UnitRange {
     unit: usize,
 }
 
-/// Units found by address through `.debug_aranges`, each parsed on first use.
+/// Units parsed and kept at once per file. A unit's context holds its parsed line program,
+/// functions and inline tree (up to megabytes for a large Rust codegen unit); a long-lived
+/// service names each address once (names are cached by address above this), so a unit
+/// evicted here is parsed again only when an address it has not named yet comes.
+const MAX_PARSED_UNITS: usize = 32;
+
+/// A unit's context, or `None` when the unit must go through the whole file.
+struct CachedUnit<'a> {
+    context: Option<addr2line::Context<Reader<'a>>>,
+    /// Bytes of `.debug_info` of the unit.
+    bytes: u64,
+    /// When it was last used (a count of lookups).
+    used: u64,
+}
+
+/// The parsed units, at most [`MAX_PARSED_UNITS`] with a context.
+#[derive(Default)]
+struct UnitContexts<'a> {
+    units: HashMap<usize, CachedUnit<'a>>,
+    /// Lookups so far.
+    clock: u64,
+    /// Entries with a context.
+    parsed: usize,
+    /// `clock` at the last [`UnitIndex::release_idle`].
+    released_at: u64,
+}
+
+/// Units found by address through `.debug_aranges`, each parsed on first use, the least
+/// recently used dropped past [`MAX_PARSED_UNITS`].
 pub(crate) struct UnitIndex<'a> {
     dwarf: gimli::Dwarf<Reader<'a>>,
     /// Sorted by `begin`.
     ranges: Vec<UnitRange>,
     /// Units that have aranges (by offset).
     with_aranges: std::collections::HashSet<usize>,
-    /// Whether every unit of `.debug_info` has aranges: then an address no range covers is
-    /// in no unit (the whole-file index takes a unit's ranges from its aranges too). Found
-    /// out on the first such address: it walks every unit header, which touches every page
-    /// of `.debug_info`.
-    complete: std::sync::OnceLock<bool>,
-    /// By unit offset: its context, or `None` when the unit must go through the whole file.
-    contexts: Mutex<HashMap<usize, Option<addr2line::Context<Reader<'a>>>>>,
-    /// Bytes of `.debug_info` of the units parsed so far (a size estimate of the index).
+    /// The ranges of the units that have no aranges, from their root entries
+    /// (`DW_AT_low_pc`/`DW_AT_high_pc`, `DW_AT_ranges`), sorted, consecutive ranges of one
+    /// unit merged; `None` when some unit's ranges cannot be read (then such addresses go to
+    /// the whole-file index). Read on the first address no arange covers: it walks every unit
+    /// header, which touches every page of `.debug_info`. rustc writes no aranges for its own
+    /// units, so without this every Rust frame would go through the whole-file index, which
+    /// keeps every unit's ranges and every unit it ever parsed.
+    rest: std::sync::OnceLock<Option<Vec<UnitRange>>>,
+    /// By unit offset.
+    contexts: Mutex<UnitContexts<'a>>,
+    /// Bytes of `.debug_info` of the units held parsed (a size estimate of the index).
     parsed_bytes: AtomicU64,
 }
 
@@ -72,44 +103,28 @@ impl<'a> UnitIndex<'a> {
             dwarf,
             ranges,
             with_aranges,
-            complete: std::sync::OnceLock::new(),
-            contexts: Mutex::new(HashMap::new()),
+            rest: std::sync::OnceLock::new(),
+            contexts: Mutex::new(UnitContexts::default()),
             parsed_bytes: AtomicU64::new(0),
         })
     }
 
-    fn complete(&self) -> bool {
-        *self.complete.get_or_init(|| {
-            let mut units = self.dwarf.debug_info.units();
-            loop {
-                match units.next() {
-                    Ok(Some(header)) => {
-                        let covered = header
-                            .offset()
-                            .as_debug_info_offset()
-                            .is_some_and(|o| self.with_aranges.contains(&o.0));
-                        if !covered {
-                            return false;
-                        }
-                    }
-                    Ok(None) => return true,
-                    Err(_) => return false,
-                }
-            }
-        })
+    /// The ranges of the units without aranges (see [`UnitIndex::rest`]).
+    fn rest(&self) -> Option<&[UnitRange]> {
+        self.rest
+            .get_or_init(|| ranges_from_unit_entries(&self.dwarf, &self.with_aranges))
+            .as_deref()
     }
 
-    /// Units parsed so far.
+    /// Units held parsed now.
     pub(crate) fn units_parsed(&self) -> usize {
         self.contexts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .filter(|c| c.is_some())
-            .count()
+            .parsed
     }
 
-    /// Bytes of `.debug_info` in the units parsed so far.
+    /// Bytes of `.debug_info` in the units held parsed now.
     pub(crate) fn parsed_bytes(&self) -> u64 {
         self.parsed_bytes.load(Ordering::Relaxed)
     }
@@ -122,14 +137,43 @@ impl<'a> UnitIndex<'a> {
         addr: u64,
         f: impl FnOnce(&addr2line::Context<Reader<'a>>),
     ) -> bool {
-        let Some(unit) = self.unit_for(addr) else {
-            return self.complete();
+        let unit = match unit_for(&self.ranges, addr) {
+            Some(unit) => unit,
+            None => match self.rest() {
+                Some(rest) => match unit_for(rest, addr) {
+                    Some(unit) => unit,
+                    // No unit covers `addr`: nothing names it.
+                    None => return true,
+                },
+                None => return false,
+            },
         };
         let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
-        let ctx = contexts
-            .entry(unit)
-            .or_insert_with(|| self.unit_context(unit));
-        match ctx {
+        contexts.clock += 1;
+        let now = contexts.clock;
+        if !contexts.units.contains_key(&unit) {
+            let (context, bytes) = self.unit_context(unit);
+            if context.is_some() {
+                if contexts.parsed >= MAX_PARSED_UNITS {
+                    self.evict_least_used(&mut contexts);
+                }
+                contexts.parsed += 1;
+                self.parsed_bytes.fetch_add(bytes, Ordering::Relaxed);
+            }
+            contexts.units.insert(
+                unit,
+                CachedUnit {
+                    context,
+                    bytes,
+                    used: now,
+                },
+            );
+        }
+        let Some(cached) = contexts.units.get_mut(&unit) else {
+            return false;
+        };
+        cached.used = now;
+        match &cached.context {
             Some(ctx) => {
                 f(ctx);
                 true
@@ -138,33 +182,59 @@ impl<'a> UnitIndex<'a> {
         }
     }
 
-    /// The unit offset whose arange holds `addr` (the last range starting at or before it
-    /// that also ends after it; overlapping ranges are checked backwards).
-    fn unit_for(&self, addr: u64) -> Option<usize> {
-        let after = self.ranges.partition_point(|r| r.begin <= addr);
-        self.ranges[..after]
-            .iter()
-            .rev()
-            .take(8)
-            .find(|r| addr < r.end)
-            .map(|r| r.unit)
+    /// Drop the parsed units no lookup used since the last call; returns how many.
+    pub(crate) fn release_idle(&self) -> usize {
+        let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
+        let since = contexts.released_at;
+        let mut freed = 0;
+        contexts.units.retain(|_, unit| {
+            let idle = unit.context.is_some() && unit.used <= since;
+            if idle {
+                freed += 1;
+                self.parsed_bytes.fetch_sub(unit.bytes, Ordering::Relaxed);
+            }
+            !idle
+        });
+        contexts.parsed -= freed;
+        contexts.released_at = contexts.clock;
+        freed
     }
 
-    fn unit_context(&self, offset: usize) -> Option<addr2line::Context<Reader<'a>>> {
+    /// Drop the parsed unit used least recently.
+    fn evict_least_used(&self, contexts: &mut UnitContexts<'a>) {
+        let oldest = contexts
+            .units
+            .iter()
+            .filter(|(_, u)| u.context.is_some())
+            .min_by_key(|(_, u)| u.used)
+            .map(|(&offset, _)| offset);
+        if let Some(unit) = oldest.and_then(|offset| contexts.units.remove(&offset)) {
+            contexts.parsed -= 1;
+            self.parsed_bytes.fetch_sub(unit.bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// The one-unit context of the unit at `offset` (`None` when it refers outside itself or
+    /// cannot be read), and its bytes of `.debug_info`.
+    fn unit_context(&self, offset: usize) -> (Option<addr2line::Context<Reader<'a>>>, u64) {
         let base = &self.dwarf;
         let header = base
             .debug_info
-            .header_from_offset(gimli::DebugInfoOffset(offset))
-            .ok()?;
+            .header_from_offset(gimli::DebugInfoOffset(offset));
+        let Ok(header) = header else {
+            return (None, 0);
+        };
         if !self_contained(base, &header) {
             tracing::trace!(offset, "unit refers outside itself; whole-file index");
-            return None;
+            return (None, 0);
         }
         let info: &'a [u8] = base.debug_info.reader().slice();
-        let end = offset.checked_add(header.length_including_self())?;
-        let unit_bytes = info.get(offset..end)?;
-        self.parsed_bytes
-            .fetch_add(unit_bytes.len() as u64, Ordering::Relaxed);
+        let Some(unit_bytes) = offset
+            .checked_add(header.length_including_self())
+            .and_then(|end| info.get(offset..end))
+        else {
+            return (None, 0);
+        };
         let endian = base.debug_info.reader().endian();
         let dwarf = gimli::Dwarf {
             debug_abbrev: base.debug_abbrev,
@@ -182,8 +252,69 @@ impl<'a> UnitIndex<'a> {
             sup: None,
             abbreviations_cache: Default::default(),
         };
-        addr2line::Context::from_dwarf(dwarf).ok()
+        (
+            addr2line::Context::from_dwarf(dwarf).ok(),
+            unit_bytes.len() as u64,
+        )
     }
+}
+
+/// The unit offset whose range in `ranges` (sorted by `begin`) holds `addr`: the last range
+/// starting at or before it that also ends after it (overlapping ranges are checked
+/// backwards, a few).
+fn unit_for(ranges: &[UnitRange], addr: u64) -> Option<usize> {
+    let after = ranges.partition_point(|r| r.begin <= addr);
+    ranges[..after]
+        .iter()
+        .rev()
+        .take(8)
+        .find(|r| addr < r.end)
+        .map(|r| r.unit)
+}
+
+/// Bytes between two ranges of one unit that merging may cover (the padding between
+/// functions); a wider gap stays a gap.
+const MERGE_GAP: u64 = 64;
+
+/// The ranges of every unit not in `with_aranges`, from its root entry, sorted by `begin`,
+/// consecutive ranges of the same unit merged across padding (a codegen unit's functions mostly sit
+/// together, so a few ranges per unit remain); `None` when a unit cannot be read.
+fn ranges_from_unit_entries(
+    dwarf: &gimli::Dwarf<Reader<'_>>,
+    with_aranges: &std::collections::HashSet<usize>,
+) -> Option<Vec<UnitRange>> {
+    let mut out = Vec::new();
+    let mut headers = dwarf.debug_info.units();
+    while let Some(header) = headers.next().ok()? {
+        let offset = header.offset().as_debug_info_offset()?.0;
+        if with_aranges.contains(&offset) {
+            continue;
+        }
+        let unit = dwarf.unit(header).ok()?;
+        let mut ranges = dwarf.unit_ranges(&unit).ok()?;
+        while let Some(range) = ranges.next().ok()? {
+            if range.begin < range.end {
+                out.push(UnitRange {
+                    begin: range.begin,
+                    end: range.end,
+                    unit: offset,
+                });
+            }
+        }
+    }
+    out.sort_unstable_by_key(|r| (r.begin, r.end));
+    let mut merged: Vec<UnitRange> = Vec::with_capacity(out.len() / 4);
+    for range in out {
+        match merged.last_mut() {
+            Some(last) if last.unit == range.unit && range.begin <= last.end + MERGE_GAP => {
+                last.end = last.end.max(range.end)
+            }
+            _ => merged.push(range),
+        }
+    }
+    merged.shrink_to_fit();
+    tracing::trace!(ranges = merged.len(), "unit ranges from root entries");
+    Some(merged)
 }
 
 /// Whether no attribute form of the unit's abbreviations refers outside the unit.

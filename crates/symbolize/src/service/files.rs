@@ -242,6 +242,17 @@ impl OpenFiles {
         opened_from_it && self.lru.remove(&released.source).is_some()
     }
 
+    /// Let go of the resident pages of every open symbolizer's mapped files, and of the
+    /// whole-file DWARF indexes no lookup used since the last call.
+    pub(crate) fn trim(&self) {
+        for held in self.lru.values() {
+            if let Some(symbolizer) = &held.opened {
+                symbolizer.release_resident_pages();
+                symbolizer.release_idle();
+            }
+        }
+    }
+
     /// Close every symbolizer, drop what was opened ahead, and forget every file.
     pub(crate) fn clear(&mut self) {
         self.marks.clear();

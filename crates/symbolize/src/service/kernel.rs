@@ -115,6 +115,13 @@ impl KernelNames {
         }
     }
 
+    /// Let go of the resident pages of the kernel symbol table, when it is mapped.
+    pub(crate) fn release_resident_pages(&self) {
+        if let Some(Some(symbols)) = &self.symbols {
+            symbols.release_resident_pages();
+        }
+    }
+
     /// Read kallsyms again when kernel modules were loaded or unloaded since it was read
     /// (checked at most every [`MODULES_CHECK_INTERVAL`]; call before naming a window), so that
     /// a long-lived service names the code of modules loaded after it started.

@@ -553,6 +553,17 @@ impl SymbolService {
         self.jit.evict(pid, process_start)
     }
 
+    /// Shrink to what later windows need, keeping every cached name: let go of the pages of
+    /// mapped files (debug files, decompressed sections, symbol tables) that naming made
+    /// resident (the next lookup faults what it reads back in from the page cache), and drop
+    /// whole-file DWARF indexes no window used since the last call. A service calls this
+    /// after each window, so that its resident set holds what it keeps using, not every page
+    /// it read or every index it once built.
+    pub fn trim(&self) {
+        self.files.trim();
+        self.kernel.release_resident_pages();
+    }
+
     /// Drop every cache to its minimum (under memory pressure): symbolizers and what was
     /// opened ahead, cached names, JIT maps. Naming goes on, opening and reading again.
     pub fn shed(&mut self) {
