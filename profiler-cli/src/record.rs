@@ -313,6 +313,9 @@ fn name_windows(
         for &(pid, start) in &closed.ended_processes {
             symbolizer.evict_process(pid, start);
         }
+        // Pages of mapped debug files stay in the page cache, not in profctl's resident set;
+        // DWARF indexes no window used since the last one go.
+        symbolizer.trim();
         // Heap freed by released files goes back to the kernel, at most once a minute:
         // trimming costs a walk of the heap and the page faults of growing it again.
         if !closed.released_files.is_empty()
