@@ -6,8 +6,10 @@
 //! unit covers an address, so only that unit is parsed here: its bytes of `.debug_info` become
 //! a one-unit file for its own addr2line context. Only units whose abbreviations use no
 //! reference out of the unit (`DW_FORM_ref_addr`, supplementary-file and type-signature forms)
-//! are served this way; for the others, and for addresses no arange covers, the caller falls
-//! back to the whole-file context, so answers never differ from it.
+//! are served this way. Units without aranges (rustc writes none for its own) are found by
+//! the ranges of their root entries, read once on the first address no arange covers. For the
+//! units that refer outside themselves, and when some unit's ranges cannot be read, the caller
+//! falls back to the whole-file context, so answers never differ from it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -130,8 +132,9 @@ impl<'a> UnitIndex<'a> {
     }
 
     /// Run `f` on the one-unit context of the unit covering `addr`. False when the caller
-    /// must ask the whole-file index instead (no arange covers `addr` but some unit has none,
-    /// or the unit refers outside itself); true without calling `f` when no unit covers it.
+    /// must ask the whole-file index instead (the unit refers outside itself, or no arange
+    /// covers `addr` and the root entries' ranges cannot be read); true without calling `f`
+    /// when no unit covers it.
     pub(crate) fn with_unit_context(
         &self,
         addr: u64,
