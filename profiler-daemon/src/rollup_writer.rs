@@ -1,0 +1,353 @@
+//! Writes a [`RollupBuilder`] as a roll-up file, one protobuf message at a time into gzip:
+//! the file [`crate::rollup::Rollup::decode`] reads (the same profile as
+//! `Rollup::encode` of the same slices), without a whole `pprof::Profile` in memory.
+//!
+//! A protobuf message's repeated fields may be written one element at a time and in any
+//! order of fields, so the samples, locations, functions and strings are each encoded into a
+//! small buffer and passed on to the gzip encoder. The string table's layout is fixed in
+//! advance (the fixed strings, then the names, label strings, ancestor chains and members),
+//! so that a sample's labels are known before the table is written.
+
+use std::io::{self, Write};
+
+use prost::encoding::{encode_key, encode_varint, WireType};
+use prost::Message;
+
+use crate::pprof;
+use crate::rollup::ROLLUP_COMMENT;
+use crate::rollup_builder::{RollupBuilder, Thread};
+use crate::slice::{FORMAT_COMMENT, MAX_SLICE_BYTES};
+
+/// The strings every roll-up starts its table with, in this order.
+const FIXED: [&str; 17] = [
+    "",
+    "samples",
+    "count",
+    "cpu",
+    "nanoseconds",
+    "[kernel.kallsyms]",
+    FORMAT_COMMENT,
+    ROLLUP_COMMENT,
+    "pid",
+    "tid",
+    "process_start",
+    "comm",
+    "uid",
+    "ppid",
+    "ancestors",
+    "cgroup",
+    "kernel_frames",
+];
+
+/// Index of a fixed string.
+fn fixed(s: &str) -> i64 {
+    FIXED.iter().position(|&f| f == s).expect("a fixed string") as i64
+}
+
+/// Bytes buffered before they are passed to the gzip encoder.
+const FLUSH_AT: usize = 64 << 10;
+
+/// The protobuf bytes on their way to gzip, counted (a roll-up must decompress to at most
+/// [`MAX_SLICE_BYTES`] to be read back).
+struct Out<W: Write> {
+    gz: flate2::write::GzEncoder<W>,
+    buf: Vec<u8>,
+    raw: u64,
+}
+
+impl<W: Write> Out<W> {
+    fn flush_if_full(&mut self) -> io::Result<()> {
+        if self.buf.len() >= FLUSH_AT {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.raw += self.buf.len() as u64;
+        if self.raw > MAX_SLICE_BYTES {
+            return Err(io::Error::other(format!(
+                "the roll-up would take more than {} MiB decompressed",
+                MAX_SLICE_BYTES >> 20
+            )));
+        }
+        self.gz.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    fn message(&mut self, tag: u32, m: &impl Message) -> io::Result<()> {
+        prost::encoding::message::encode(tag, m, &mut self.buf);
+        self.flush_if_full()
+    }
+
+    fn string(&mut self, s: &str) -> io::Result<()> {
+        encode_key(6, WireType::LengthDelimited, &mut self.buf);
+        encode_varint(s.len() as u64, &mut self.buf);
+        self.buf.extend_from_slice(s.as_bytes());
+        self.flush_if_full()
+    }
+
+    fn int64(&mut self, tag: u32, v: i64) {
+        prost::encoding::int64::encode(tag, &v, &mut self.buf);
+    }
+}
+
+/// Where each table starts in the string table.
+struct Layout {
+    names: i64,
+    strings: i64,
+    chains: i64,
+    members: i64,
+}
+
+impl RollupBuilder {
+    /// Write the roll-up (gzipped pprof) to `out`; returns the protobuf's size, uncompressed.
+    /// An error past [`MAX_SLICE_BYTES`] uncompressed (the roll-up could not be read back).
+    pub fn write_to<W: Write>(&self, out: W) -> io::Result<u64> {
+        let mut out = Out {
+            gz: flate2::write::GzEncoder::new(out, flate2::Compression::default()),
+            buf: Vec::with_capacity(FLUSH_AT + 4096),
+            raw: 0,
+        };
+        let names = self.names.ordered();
+        let strings = self.strings.ordered();
+        let chains = self.chains.ordered();
+        let names_at = FIXED.len() as i64;
+        let layout = Layout {
+            names: names_at,
+            strings: names_at + names.len() as i64,
+            chains: names_at + (names.len() + strings.len()) as i64,
+            members: names_at + (names.len() + strings.len() + chains.len()) as i64,
+        };
+        for (t, u) in [("samples", "count"), ("cpu", "nanoseconds")] {
+            let vt = pprof::ValueType {
+                r#type: fixed(t),
+                unit: fixed(u),
+            };
+            out.message(1, &vt)?;
+        }
+        let locations = self.write_samples(&mut out, &layout, &chains)?;
+        out.message(
+            3,
+            &pprof::Mapping {
+                id: 1,
+                filename: fixed("[kernel.kallsyms]"),
+                has_functions: true,
+                ..Default::default()
+            },
+        )?;
+        for (i, &(frame, kernel)) in locations.iter().enumerate() {
+            let location = pprof::Location {
+                id: i as u64 + 1,
+                mapping_id: kernel as u64,
+                line: vec![pprof::Line {
+                    function_id: u64::from(frame) + 1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+            out.message(4, &location)?;
+        }
+        for i in 0..names.len() {
+            let name = layout.names + i as i64;
+            let function = pprof::Function {
+                id: i as u64 + 1,
+                name,
+                system_name: name,
+                ..Default::default()
+            };
+            out.message(5, &function)?;
+        }
+        for s in FIXED.iter().chain(&names).chain(&strings) {
+            out.string(s)?;
+        }
+        let mut chain = String::new();
+        for c in &chains {
+            chain.clear();
+            for (k, pid) in c.iter().enumerate() {
+                if k > 0 {
+                    chain.push(' ');
+                }
+                chain.push_str(&pid.to_string());
+            }
+            out.string(&chain)?;
+        }
+        for &(start, end) in &self.members {
+            out.string(&format!("{start}-{end}"))?;
+        }
+        self.write_header(&mut out, &layout)?;
+        out.flush()?;
+        out.gz.finish()?.flush()?;
+        Ok(out.raw)
+    }
+
+    /// The profile's scalar fields and comments.
+    fn write_header<W: Write>(&self, out: &mut Out<W>, layout: &Layout) -> io::Result<()> {
+        let start = self.members.first().map_or(0, |m| m.0);
+        let end = self.members.last().map_or(0, |m| m.1);
+        out.int64(9, start as i64);
+        out.int64(10, end.saturating_sub(start) as i64);
+        out.message(
+            11,
+            &pprof::ValueType {
+                r#type: fixed("cpu"),
+                unit: fixed("nanoseconds"),
+            },
+        )?;
+        out.int64(12, self.period_ns as i64);
+        let mut comments = vec![fixed(FORMAT_COMMENT), fixed(ROLLUP_COMMENT)];
+        comments.extend((0..self.members.len() as i64).map(|m| layout.members + m));
+        prost::encoding::int64::encode_packed(13, &comments, &mut out.buf);
+        Ok(())
+    }
+
+    /// Every stack as a `Sample`, in order of first appearance; returns the locations the
+    /// samples use, `(name id, kernel)` by location id - 1 (assigned in order of first use,
+    /// as a slice's are).
+    fn write_samples<W: Write>(
+        &self,
+        out: &mut Out<W>,
+        layout: &Layout,
+        chains: &[&[u32]],
+    ) -> io::Result<Vec<(u32, bool)>> {
+        let threads = self.threads();
+        let sequences = self.sequences.ordered();
+        // Location id of (name, kernel) at 2 * name + kernel; 0: none yet.
+        let mut location_of = vec![0u32; 2 * self.names.len()];
+        let mut locations: Vec<(u32, bool)> = Vec::new();
+        let mut sample = pprof::Sample {
+            location_id: Vec::new(),
+            value: Vec::new(),
+            label: Vec::new(),
+            slice_counts: Vec::new(),
+        };
+        for stack in &self.stacks {
+            let frames = sequences[stack.sequence as usize];
+            let n = frames.len();
+            let kernel_from = n - (stack.kernel_frames as usize).min(n);
+            sample.location_id.clear();
+            for (i, &frame) in frames.iter().enumerate().rev() {
+                let kernel = i >= kernel_from;
+                let slot = &mut location_of[2 * frame as usize + kernel as usize];
+                if *slot == 0 {
+                    locations.push((frame, kernel));
+                    *slot = locations.len() as u32;
+                }
+                sample.location_id.push(u64::from(*slot));
+            }
+            sample.value.clear();
+            sample
+                .value
+                .extend([stack.count as i64, stack.cpu_ns as i64]);
+            let thread = &threads[stack.thread as usize];
+            let ppid = chains[thread.ancestors as usize].first().copied();
+            labels(&mut sample.label, thread, stack.kernel_frames, layout, ppid);
+            sample.slice_counts.clear();
+            for e in self.entries_of(stack) {
+                sample.slice_counts.extend([u64::from(e.member), e.count]);
+            }
+            out.message(2, &sample)?;
+        }
+        Ok(locations)
+    }
+}
+
+/// A sample's labels, in the order a slice writes them.
+fn labels(
+    label: &mut Vec<pprof::Label>,
+    t: &Thread,
+    kernel_frames: u32,
+    layout: &Layout,
+    ppid: Option<u32>,
+) {
+    let num = |key: &str, num: i64| pprof::Label {
+        key: fixed(key),
+        num,
+        ..Default::default()
+    };
+    let string = |key: &str, str: i64| pprof::Label {
+        key: fixed(key),
+        str,
+        ..Default::default()
+    };
+    label.clear();
+    label.push(num("pid", i64::from(t.pid)));
+    label.push(num("tid", i64::from(t.tid)));
+    label.push(pprof::Label {
+        num_unit: fixed("nanoseconds"),
+        ..num("process_start", t.process_start as i64)
+    });
+    label.push(num("kernel_frames", i64::from(kernel_frames)));
+    if let Some(uid) = t.uid {
+        label.push(num("uid", i64::from(uid)));
+    }
+    if t.comm > 0 {
+        label.push(string("comm", layout.strings + i64::from(t.comm) - 1));
+    }
+    if let Some(ppid) = ppid {
+        label.push(num("ppid", i64::from(ppid)));
+        label.push(string("ancestors", layout.chains + i64::from(t.ancestors)));
+    }
+    if t.cgroup > 0 {
+        label.push(string("cgroup", layout.strings + i64::from(t.cgroup) - 1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::rollup::Rollup;
+    use crate::rollup_builder::tests::slice;
+    use crate::rollup_builder::RollupBuilder;
+    use crate::slice::Slice;
+
+    fn built(slices: &[Slice]) -> Vec<u8> {
+        let mut b = RollupBuilder::new(1 << 30);
+        for s in slices {
+            b.fold(s, (s.start_ns, s.end_ns)).unwrap();
+        }
+        let mut bytes = Vec::new();
+        b.write_to(&mut bytes).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn the_streamed_roll_up_reads_back_as_the_one_built_whole() {
+        for n in [1, 2, 7, 40] {
+            let slices: Vec<Slice> = (0..n).map(slice).collect();
+            let bytes = built(&slices);
+            let whole = Rollup::build(&slices);
+            assert_eq!(Rollup::decode(&bytes).unwrap(), whole, "{n} slices");
+            // Still a slice to anything that reads slices.
+            assert_eq!(Slice::decode(&bytes).unwrap(), whole.slice);
+            // And a pprof profile to pprof tools (field 100 skipped).
+            let p = ::pprof::decode(&bytes).unwrap();
+            let folded = ::pprof::fold(
+                &p,
+                &::pprof::FoldOptions {
+                    comm_root: true,
+                    lines: false,
+                },
+            )
+            .unwrap();
+            assert_eq!(
+                folded.iter().map(|s| s.count).sum::<u64>(),
+                whole.slice.samples()
+            );
+        }
+    }
+
+    #[test]
+    fn a_restricted_streamed_roll_up_gives_its_members_stacks() {
+        let slices: Vec<Slice> = (0..30).map(slice).collect();
+        let rollup = Rollup::decode(&built(&slices)).unwrap();
+        let (a, b) = (slices[3].start_ns + 1, slices[9].start_ns);
+        let got = rollup.restrict(a, b);
+        let want = Rollup::build(&slices).restrict(a, b);
+        assert_eq!(got, want);
+        assert_eq!(
+            got.samples(),
+            slices[3..9].iter().map(Slice::samples).sum::<u64>()
+        );
+    }
+}
