@@ -351,3 +351,91 @@ mod tests {
         );
     }
 }
+
+/// What an hour's roll-up costs on real slices, the whole (`Rollup::build`) way and the
+/// incremental way: `PROFILERD_BENCH_SLICES=DIR PROFILERD_BENCH_MODE=whole|incremental cargo
+/// test --release -p profiler-daemon --bin profilerd rollup_cost -- --ignored --nocapture`,
+/// DIR a `slices/` directory; one mode per run, so that the peak (VmHWM) is the mode's own.
+#[cfg(test)]
+mod cost {
+    use crate::rollup::Rollup;
+    use crate::rollup_builder::RollupBuilder;
+    use crate::slice::Slice;
+    use std::time::{Duration, Instant};
+
+    fn kb(field: &str) -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn cpu() -> Duration {
+        recorder::ProcessUsage::this_thread().cpu()
+    }
+
+    #[test]
+    #[ignore]
+    fn rollup_cost() {
+        let (Ok(dir), Ok(mode)) = (
+            std::env::var("PROFILERD_BENCH_SLICES"),
+            std::env::var("PROFILERD_BENCH_MODE"),
+        ) else {
+            return;
+        };
+        let mut paths: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let n = p.to_str().unwrap();
+                n.ends_with(".pb.gz") && !n.ends_with(".hour.pb.gz")
+            })
+            .collect();
+        paths.sort();
+        let n = paths.len();
+        let hwm0 = kb("VmHWM:");
+        let (t, c) = (Instant::now(), cpu());
+        let mut out = Vec::new();
+        let mut fold = Duration::ZERO;
+        let mut worst = Duration::ZERO;
+        let mut memory = 0;
+        if mode == "whole" {
+            let slices: Vec<Slice> = paths
+                .iter()
+                .map(|p| Slice::decode(&std::fs::read(p).unwrap()).unwrap())
+                .collect();
+            let rollup = Rollup::build(&slices);
+            drop(slices);
+            out = rollup.encode();
+        } else {
+            let mut b = RollupBuilder::new(usize::MAX);
+            for p in &paths {
+                let s = Slice::decode(&std::fs::read(p).unwrap()).unwrap();
+                let c = cpu();
+                b.fold(&s, (s.start_ns, s.end_ns)).unwrap();
+                let spent = cpu() - c;
+                fold += spent;
+                worst = worst.max(spent);
+            }
+            memory = b.memory();
+            let c = cpu();
+            b.write_to(&mut out).unwrap();
+            eprintln!(
+                "incremental: {n} folds {fold:?} (worst {worst:?}), compact form {:.1} MB, write {:?}",
+                memory as f64 / 1e6,
+                cpu() - c
+            );
+        }
+        eprintln!(
+            "{mode}: {n} slices, cpu {:?}, wall {:?}, {} bytes, VmHWM +{:.1} MB (from {:.1}), compact {:.1} MB",
+            cpu() - c,
+            t.elapsed(),
+            out.len(),
+            (kb("VmHWM:") - hwm0) as f64 / 1024.0,
+            hwm0 as f64 / 1024.0,
+            memory as f64 / 1e6
+        );
+    }
+}
