@@ -10,7 +10,9 @@
 //! hour stays as slices (as a roll-up too large to write does).
 
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash, RandomState};
+
+use hashbrown::HashTable;
 
 use crate::slice::Slice;
 
@@ -33,79 +35,146 @@ pub enum BuildError {
     OutOfOrder,
 }
 
-/// "No entry" in the entry arena.
-const NONE: u32 = u32::MAX;
-
-/// Values interned once, by id in order of first appearance.
-#[derive(Debug)]
-pub(crate) struct Interner<K: ?Sized> {
-    ids: HashMap<Box<K>, u32>,
-    /// Heap bytes of the keys (their boxes), for the memory bound.
-    heap: usize,
+/// Bytes a [`HashTable<u32>`] of this capacity takes (an id and a control byte a bucket).
+fn table_bytes(t: &HashTable<u32>) -> usize {
+    t.capacity() * 5
 }
 
-impl<K: ?Sized> Default for Interner<K> {
+/// Values stored once, in order of first appearance, found by a table of their ids.
+#[derive(Debug)]
+pub(crate) struct Table<T> {
+    items: Vec<T>,
+    ids: HashTable<u32>,
+    state: RandomState,
+}
+
+impl<T> Default for Table<T> {
     fn default() -> Self {
-        Interner {
-            ids: HashMap::new(),
-            heap: 0,
+        Table {
+            items: Vec::new(),
+            ids: HashTable::new(),
+            state: RandomState::new(),
         }
     }
 }
 
-/// A key's heap size, for the memory bound.
-pub(crate) trait HeapSize {
-    /// Bytes of heap the boxed key takes.
-    fn heap_size(&self) -> usize;
-}
-
-impl HeapSize for str {
-    fn heap_size(&self) -> usize {
-        self.len()
-    }
-}
-
-impl HeapSize for [u32] {
-    fn heap_size(&self) -> usize {
-        std::mem::size_of_val(self)
-    }
-}
-
-/// Malloc's own overhead per allocation (glibc: a 16-byte minimum chunk granularity).
-const ALLOC_OVERHEAD: usize = 16;
-
-impl<K: ?Sized + Eq + Hash + HeapSize> Interner<K>
-where
-    Box<K>: for<'a> From<&'a K>,
-{
-    /// The id of `key`, interned on first sight.
-    fn intern(&mut self, key: &K) -> u32 {
-        if let Some(&id) = self.ids.get(key) {
+impl<T: Hash + Eq> Table<T> {
+    /// The id of `item`, stored on first sight.
+    fn intern(&mut self, item: T) -> u32 {
+        let Table { items, ids, state } = self;
+        let hash = state.hash_one(&item);
+        if let Some(&id) = ids.find(hash, |&id| items[id as usize] == item) {
             return id;
         }
-        let id = self.ids.len() as u32;
-        self.heap += key.heap_size() + ALLOC_OVERHEAD;
-        self.ids.insert(Box::from(key), id);
+        let id = items.len() as u32;
+        items.push(item);
+        ids.insert_unique(hash, id, |&id| state.hash_one(&items[id as usize]));
         id
     }
 
-    /// Every key, by id.
-    pub(crate) fn ordered(&self) -> Vec<&K> {
-        let mut out: Vec<Option<&K>> = vec![None; self.ids.len()];
-        for (k, &id) in &self.ids {
-            out[id as usize] = Some(k);
+    /// Every item, by id.
+    pub(crate) fn items(&self) -> &[T] {
+        &self.items
+    }
+
+    pub(crate) fn memory(&self) -> usize {
+        self.items.capacity() * std::mem::size_of::<T>() + table_bytes(&self.ids)
+    }
+}
+
+/// Runs of values (names, frame sequences) stored end to end in one buffer, each once, found
+/// by a table of their ids.
+#[derive(Debug)]
+pub(crate) struct Arena<T> {
+    data: Vec<T>,
+    /// Where each run ends in `data` (it starts where the previous one ends).
+    ends: Vec<u32>,
+    ids: HashTable<u32>,
+    state: RandomState,
+}
+
+impl<T> Default for Arena<T> {
+    fn default() -> Self {
+        Arena {
+            data: Vec::new(),
+            ends: Vec::new(),
+            ids: HashTable::new(),
+            state: RandomState::new(),
         }
-        out.into_iter().map(|k| k.expect("dense ids")).collect()
+    }
+}
+
+/// The run `id` of an arena's buffer.
+fn run<'a, T>(data: &'a [T], ends: &[u32], id: u32) -> &'a [T] {
+    let start = if id == 0 { 0 } else { ends[id as usize - 1] };
+    &data[start as usize..ends[id as usize] as usize]
+}
+
+impl<T: Hash + Eq + Copy> Arena<T> {
+    /// The id of `key`, stored on first sight.
+    fn intern(&mut self, key: &[T]) -> u32 {
+        let Arena {
+            data,
+            ends,
+            ids,
+            state,
+        } = self;
+        let hash = state.hash_one(key);
+        if let Some(&id) = ids.find(hash, |&id| run(data, ends, id) == key) {
+            return id;
+        }
+        let id = ends.len() as u32;
+        data.extend_from_slice(key);
+        ends.push(data.len() as u32);
+        ids.insert_unique(hash, id, |&id| state.hash_one(run(data, ends, id)));
+        id
     }
 
-    /// How many keys.
+    /// The run `id`.
+    pub(crate) fn get(&self, id: u32) -> &[T] {
+        run(&self.data, &self.ends, id)
+    }
+
+    /// How many runs.
     pub(crate) fn len(&self) -> usize {
-        self.ids.len()
+        self.ends.len()
     }
 
-    /// Bytes of memory taken (table and keys).
-    fn memory(&self) -> usize {
-        self.heap + self.ids.capacity() * (std::mem::size_of::<(Box<K>, u32)>() + 1)
+    /// Every run, by id.
+    pub(crate) fn ordered(&self) -> Vec<&[T]> {
+        (0..self.ends.len() as u32).map(|id| self.get(id)).collect()
+    }
+
+    pub(crate) fn memory(&self) -> usize {
+        self.data.capacity() * std::mem::size_of::<T>()
+            + self.ends.capacity() * 4
+            + table_bytes(&self.ids)
+    }
+}
+
+/// Strings interned as runs of bytes (every run is a whole string, so valid UTF-8).
+#[derive(Debug, Default)]
+pub(crate) struct Strings(Arena<u8>);
+
+impl Strings {
+    fn intern(&mut self, s: &str) -> u32 {
+        self.0.intern(s.as_bytes())
+    }
+
+    /// How many strings.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Every string, by id.
+    pub(crate) fn ordered(&self) -> Vec<&str> {
+        (0..self.0.len() as u32)
+            .map(|id| std::str::from_utf8(self.0.get(id)).unwrap_or(""))
+            .collect()
+    }
+
+    pub(crate) fn memory(&self) -> usize {
+        self.0.memory()
     }
 }
 
@@ -128,7 +197,7 @@ pub(crate) struct Thread {
     pub ancestors: u32,
 }
 
-/// A merged stack: its identity, its totals and its first and last (member, count) entry.
+/// A merged stack: its identity and its totals.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Stack {
     /// The hour's total count.
@@ -141,21 +210,15 @@ pub(crate) struct Stack {
     pub kernel_frames: u32,
     /// The thread's id in `threads`.
     pub thread: u32,
-    /// First entry in the arena.
-    pub head: u32,
-    /// Last entry in the arena.
-    tail: u32,
 }
 
-/// One stack's count in one member slice; `next` chains the stack's entries.
+/// One stack's count in one member slice (the member: where it lies in `entries`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entry {
-    /// Samples in that member.
-    pub count: u64,
-    /// The member's index.
-    pub member: u32,
-    /// The stack's next entry, or [`NONE`].
-    pub next: u32,
+    /// The stack.
+    pub stack: u32,
+    /// Samples in that member (a count past `u32::MAX` takes several entries).
+    pub count: u32,
 }
 
 /// An hour's roll-up in the making (see the module's documentation).
@@ -168,45 +231,53 @@ pub struct RollupBuilder {
     /// The members' common period (ns per sample).
     pub(crate) period_ns: u64,
     /// Frame names (function names).
-    pub(crate) names: Interner<str>,
+    pub(crate) names: Strings,
     /// Frame sequences, outermost first, as name ids.
-    pub(crate) sequences: Interner<[u32]>,
+    pub(crate) sequences: Arena<u32>,
     /// Command names and cgroup paths.
-    pub(crate) strings: Interner<str>,
+    pub(crate) strings: Strings,
     /// Ancestor chains (pids, parent first).
-    pub(crate) chains: Interner<[u32]>,
+    pub(crate) chains: Arena<u32>,
     /// Threads (every label of a stack).
-    threads: HashMap<Thread, u32>,
-    /// Stacks by (sequence, kernel frames, thread).
-    stack_ids: HashMap<[u32; 3], u32>,
+    pub(crate) threads: Table<Thread>,
     /// Stacks, in order of first appearance.
     pub(crate) stacks: Vec<Stack>,
-    /// The (member, count) entries of every stack.
+    /// Stack ids by (sequence, kernel frames, thread).
+    stack_ids: HashTable<u32>,
+    state: RandomState,
+    /// The (stack, count) entries of every member, member after member.
     pub(crate) entries: Vec<Entry>,
-    /// Scratch: a slice's name ids in the hour's, and a stack's frames.
+    /// Where each member's entries end in `entries`.
+    pub(crate) member_ends: Vec<u32>,
+    /// Scratch: a slice's name ids in the hour's, a stack's frames, the stacks of the slice
+    /// being folded (stack → its entry).
     remap: Vec<u32>,
     frames: Vec<u32>,
+    seen: HashMap<u32, usize>,
 }
 
 impl RollupBuilder {
     /// An empty roll-up whose compact form may take at most `limit` bytes.
     pub fn new(limit: usize) -> RollupBuilder {
-        let mut chains = Interner::default();
-        chains.intern(&[][..]); // id 0: no ancestors
+        let mut chains = Arena::default();
+        chains.intern(&[]); // id 0: no ancestors
         RollupBuilder {
             limit,
             members: Vec::new(),
             period_ns: 0,
-            names: Interner::default(),
-            sequences: Interner::default(),
-            strings: Interner::default(),
+            names: Strings::default(),
+            sequences: Arena::default(),
+            strings: Strings::default(),
             chains,
-            threads: HashMap::new(),
-            stack_ids: HashMap::new(),
+            threads: Table::default(),
             stacks: Vec::new(),
+            stack_ids: HashTable::new(),
+            state: RandomState::new(),
             entries: Vec::new(),
+            member_ends: Vec::new(),
             remap: Vec::new(),
             frames: Vec::new(),
+            seen: HashMap::new(),
         }
     }
 
@@ -216,7 +287,7 @@ impl RollupBuilder {
     }
 
     /// Fold `slice`, known to the index as `span`, in as the next member. On an error the
-    /// builder is left unusable (the hour stays as slices); nothing is half-added to a stack.
+    /// builder is left unusable (the hour stays as slices).
     pub fn fold(&mut self, slice: &Slice, span: (u64, u64)) -> Result<(), BuildError> {
         if self
             .members
@@ -230,13 +301,13 @@ impl RollupBuilder {
         } else if slice.period_ns != self.period_ns {
             return Err(BuildError::PeriodChanged);
         }
-        let member = self.members.len() as u32;
         self.members.push(span);
         self.remap.clear();
         for name in &slice.names {
             let id = self.names.intern(name);
             self.remap.push(id);
         }
+        self.seen.clear();
         for s in &slice.stacks {
             self.frames.clear();
             let remap = &self.remap;
@@ -258,10 +329,10 @@ impl RollupBuilder {
                     .map_or(0, |c| self.strings.intern(c) + 1),
                 ancestors: self.chains.intern(&s.ancestors),
             };
-            let next = self.threads.len() as u32;
-            let thread = *self.threads.entry(thread).or_insert(next);
-            self.add(sequence, s.kernel_frames, thread, member, s.count, s.cpu_ns);
+            let thread = self.threads.intern(thread);
+            self.add(sequence, s.kernel_frames, thread, s.count, s.cpu_ns);
         }
+        self.member_ends.push(self.entries.len() as u32);
         let bytes = self.memory();
         if bytes > self.limit {
             return Err(BuildError::TooLarge {
@@ -272,87 +343,98 @@ impl RollupBuilder {
         Ok(())
     }
 
-    /// Add `count` samples (`cpu_ns`) of member `member` to the stack (sequence, kernel
-    /// frames, thread), created on first sight.
-    fn add(
-        &mut self,
-        sequence: u32,
-        kernel_frames: u32,
-        thread: u32,
-        member: u32,
-        count: u64,
-        cpu_ns: u64,
-    ) {
-        let next = self.stacks.len() as u32;
-        let i = *self
-            .stack_ids
-            .entry([sequence, kernel_frames, thread])
-            .or_insert(next);
-        if i == next {
-            self.stacks.push(Stack {
-                count: 0,
-                cpu_ns: 0,
-                sequence,
-                kernel_frames,
-                thread,
-                head: NONE,
-                tail: NONE,
-            });
-        }
-        let stack = &mut self.stacks[i as usize];
+    /// Add `count` samples (`cpu_ns`) of the member being folded to the stack (sequence,
+    /// kernel frames, thread), created on first sight.
+    fn add(&mut self, sequence: u32, kernel_frames: u32, thread: u32, count: u64, cpu_ns: u64) {
+        let key = (sequence, kernel_frames, thread);
+        let RollupBuilder {
+            stacks,
+            stack_ids,
+            state,
+            ..
+        } = self;
+        let hash = state.hash_one(key);
+        let same = |s: &Stack| (s.sequence, s.kernel_frames, s.thread) == key;
+        let i = match stack_ids.find(hash, |&i| same(&stacks[i as usize])) {
+            Some(&i) => i,
+            None => {
+                let i = stacks.len() as u32;
+                stacks.push(Stack {
+                    count: 0,
+                    cpu_ns: 0,
+                    sequence,
+                    kernel_frames,
+                    thread,
+                });
+                stack_ids.insert_unique(hash, i, |&i| {
+                    let s = &stacks[i as usize];
+                    state.hash_one((s.sequence, s.kernel_frames, s.thread))
+                });
+                i
+            }
+        };
+        let stack = &mut stacks[i as usize];
         stack.count += count;
         stack.cpu_ns += cpu_ns;
-        if stack.tail != NONE && self.entries[stack.tail as usize].member == member {
-            self.entries[stack.tail as usize].count += count;
-            return;
+        // Twice in one slice (never written so, but allowed): one count for the member.
+        let mut rest = match self.seen.get(&i) {
+            Some(&e) => {
+                let entry = &mut self.entries[e];
+                let room = u64::from(u32::MAX - entry.count).min(count);
+                entry.count += room as u32;
+                count - room
+            }
+            None => count,
+        };
+        while rest > 0 || !self.seen.contains_key(&i) {
+            let part = rest.min(u64::from(u32::MAX));
+            self.seen.insert(i, self.entries.len());
+            self.entries.push(Entry {
+                stack: i,
+                count: part as u32,
+            });
+            rest -= part;
         }
-        let e = self.entries.len() as u32;
-        self.entries.push(Entry {
-            count,
-            member,
-            next: NONE,
-        });
-        if stack.tail == NONE {
-            stack.head = e;
-        } else {
-            self.entries[stack.tail as usize].next = e;
-        }
-        stack.tail = e;
     }
 
-    /// Bytes of memory the compact form takes (tables at their capacity, keys, malloc's
-    /// overhead per key): what [`RollupBuilder::new`]'s bound applies to.
+    /// Bytes of memory the compact form takes (tables and buffers at their capacity): what
+    /// [`RollupBuilder::new`]'s bound applies to.
     pub fn memory(&self) -> usize {
         use std::mem::size_of;
-        let table = |cap: usize, entry: usize| cap * (entry + 1);
         self.names.memory()
             + self.sequences.memory()
             + self.strings.memory()
             + self.chains.memory()
-            + table(self.threads.capacity(), size_of::<(Thread, u32)>())
-            + table(self.stack_ids.capacity(), size_of::<([u32; 3], u32)>())
+            + self.threads.memory()
+            + table_bytes(&self.stack_ids)
             + self.stacks.capacity() * size_of::<Stack>()
             + self.entries.capacity() * size_of::<Entry>()
+            + self.member_ends.capacity() * 4
             + self.members.capacity() * size_of::<(u64, u64)>()
     }
 
-    /// Threads by id.
-    pub(crate) fn threads(&self) -> Vec<Thread> {
-        let mut out = vec![None; self.threads.len()];
-        for (t, &id) in &self.threads {
-            out[id as usize] = Some(*t);
+    /// Each stack's (member, count) pairs, oldest member first: `(starts, pairs)`, the pairs
+    /// of stack `i` at `pairs[starts[i]..starts[i + 1]]` (a counting sort of the entries).
+    pub(crate) fn member_counts(&self) -> (Vec<u32>, Vec<(u32, u32)>) {
+        let mut starts = vec![0u32; self.stacks.len() + 1];
+        for e in &self.entries {
+            starts[e.stack as usize + 1] += 1;
         }
-        out.into_iter().map(|t| t.expect("dense ids")).collect()
-    }
-
-    /// A stack's (member, count) entries, oldest member first.
-    pub(crate) fn entries_of(&self, stack: &Stack) -> impl Iterator<Item = &Entry> + '_ {
-        let mut e = stack.head;
-        std::iter::from_fn(move || {
-            let entry = self.entries.get(e as usize)?;
-            e = entry.next;
-            Some(entry)
-        })
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let mut next = starts.clone();
+        let mut pairs = vec![(0u32, 0u32); self.entries.len()];
+        let mut member = 0u32;
+        for (k, e) in self.entries.iter().enumerate() {
+            while self.member_ends[member as usize] as usize <= k {
+                member += 1;
+            }
+            let at = &mut next[e.stack as usize];
+            pairs[*at as usize] = (member, e.count);
+            *at += 1;
+        }
+        (starts, pairs)
     }
 }
 
@@ -408,10 +490,14 @@ pub(crate) mod tests {
         assert_eq!(b.members().len(), 20);
         let total: u64 = slices.iter().map(Slice::samples).sum();
         assert_eq!(b.stacks.iter().map(|s| s.count).sum::<u64>(), total);
-        for stack in &b.stacks {
-            let entries: Vec<_> = b.entries_of(stack).collect();
-            assert_eq!(entries.iter().map(|e| e.count).sum::<u64>(), stack.count);
-            assert!(entries.windows(2).all(|w| w[0].member < w[1].member));
+        let (starts, pairs) = b.member_counts();
+        for (i, stack) in b.stacks.iter().enumerate() {
+            let these = &pairs[starts[i] as usize..starts[i + 1] as usize];
+            assert_eq!(
+                these.iter().map(|e| u64::from(e.1)).sum::<u64>(),
+                stack.count
+            );
+            assert!(these.windows(2).all(|w| w[0].0 < w[1].0));
         }
         // Merged as a whole roll-up merges them: fewer stacks than the slices hold.
         let whole = crate::rollup::Rollup::build(&slices);
@@ -434,10 +520,10 @@ pub(crate) mod tests {
             b.fold(&s1, (s1.start_ns, s1.end_ns)),
             Err(BuildError::PeriodChanged)
         );
-        let mut small = RollupBuilder::new(1000);
+        let mut small = RollupBuilder::new(200);
         assert!(matches!(
             small.fold(&s0, (s0.start_ns, s0.end_ns)),
-            Err(BuildError::TooLarge { limit: 1000, .. })
+            Err(BuildError::TooLarge { limit: 200, .. })
         ));
     }
 }

@@ -211,8 +211,9 @@ impl RollupBuilder {
         layout: &Layout,
         chains: &[&[u32]],
     ) -> io::Result<Vec<(u32, bool)>> {
-        let threads = self.threads();
+        let threads = self.threads.items();
         let sequences = self.sequences.ordered();
+        let (starts, pairs) = self.member_counts();
         // Location id of (name, kernel) at 2 * name + kernel; 0: none yet.
         let mut location_of = vec![0u32; 2 * self.names.len()];
         let mut locations: Vec<(u32, bool)> = Vec::new();
@@ -222,7 +223,7 @@ impl RollupBuilder {
             label: Vec::new(),
             slice_counts: Vec::new(),
         };
-        for stack in &self.stacks {
+        for (i, stack) in self.stacks.iter().enumerate() {
             let frames = sequences[stack.sequence as usize];
             let n = frames.len();
             let kernel_from = n - (stack.kernel_frames as usize).min(n);
@@ -244,8 +245,10 @@ impl RollupBuilder {
             let ppid = chains[thread.ancestors as usize].first().copied();
             labels(&mut sample.label, thread, stack.kernel_frames, layout, ppid);
             sample.slice_counts.clear();
-            for e in self.entries_of(stack) {
-                sample.slice_counts.extend([u64::from(e.member), e.count]);
+            for &(member, count) in &pairs[starts[i] as usize..starts[i + 1] as usize] {
+                sample
+                    .slice_counts
+                    .extend([u64::from(member), u64::from(count)]);
             }
             out.message(2, &sample)?;
         }
@@ -338,6 +341,18 @@ mod tests {
     }
 
     #[test]
+    fn counts_past_u32_and_a_stack_twice_in_a_slice_add_up() {
+        let mut s = slice(0);
+        s.stacks[0].count = u64::from(u32::MAX) + 5;
+        let twice = s.stacks[0].clone();
+        s.stacks.push(twice);
+        let next = slice(1);
+        let rollup = Rollup::decode(&built(&[s.clone(), next.clone()])).unwrap();
+        assert_eq!(rollup.slice.samples(), s.samples() + next.samples());
+        assert_eq!(rollup.restrict(0, next.start_ns).samples(), s.samples());
+    }
+
+    #[test]
     fn a_restricted_streamed_roll_up_gives_its_members_stacks() {
         let slices: Vec<Slice> = (0..30).map(slice).collect();
         let rollup = Rollup::decode(&built(&slices)).unwrap();
@@ -420,6 +435,18 @@ mod cost {
                 worst = worst.max(spent);
             }
             memory = b.memory();
+            eprintln!(
+                "names {} ({} B), sequences {} ({} B), strings {}, chains {}, threads {}, stacks {}, entries {}",
+                b.names.len(),
+                b.names.memory(),
+                b.sequences.len(),
+                b.sequences.memory(),
+                b.strings.len(),
+                b.chains.len(),
+                b.threads.items().len(),
+                b.stacks.len(),
+                b.entries.len()
+            );
             let c = cpu();
             b.write_to(&mut out).unwrap();
             eprintln!(
