@@ -35,6 +35,14 @@ pub enum BuildError {
     OutOfOrder,
 }
 
+/// Make room for `more` items in `v`, growing by a quarter (not doubling: an hour's tables
+/// are large, and doubling would leave up to half of them unused).
+fn room<T>(v: &mut Vec<T>, more: usize) {
+    if v.capacity() - v.len() < more {
+        v.reserve_exact(more.max(v.capacity() / 4).max(64));
+    }
+}
+
 /// Bytes a [`HashTable<u32>`] of this capacity takes (an id and a control byte a bucket).
 fn table_bytes(t: &HashTable<u32>) -> usize {
     t.capacity() * 5
@@ -67,6 +75,7 @@ impl<T: Hash + Eq> Table<T> {
             return id;
         }
         let id = items.len() as u32;
+        room(items, 1);
         items.push(item);
         ids.insert_unique(hash, id, |&id| state.hash_one(&items[id as usize]));
         id
@@ -124,7 +133,9 @@ impl<T: Hash + Eq + Copy> Arena<T> {
             return id;
         }
         let id = ends.len() as u32;
+        room(data, key.len());
         data.extend_from_slice(key);
+        room(ends, 1);
         ends.push(data.len() as u32);
         ids.insert_unique(hash, id, |&id| state.hash_one(run(data, ends, id)));
         id
@@ -359,6 +370,7 @@ impl RollupBuilder {
             Some(&i) => i,
             None => {
                 let i = stacks.len() as u32;
+                room(stacks, 1);
                 stacks.push(Stack {
                     count: 0,
                     cpu_ns: 0,
@@ -389,6 +401,7 @@ impl RollupBuilder {
         while rest > 0 || !self.seen.contains_key(&i) {
             let part = rest.min(u64::from(u32::MAX));
             self.seen.insert(i, self.entries.len());
+            room(&mut self.entries, 1);
             self.entries.push(Entry {
                 stack: i,
                 count: part as u32,
