@@ -9,6 +9,7 @@ mod common;
 mod daemon;
 mod daemon_ops;
 mod daemon_serve;
+mod docs;
 mod errors;
 mod fork_exec;
 mod go;
