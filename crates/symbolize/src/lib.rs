@@ -21,6 +21,7 @@ mod disk_cache;
 pub mod elf;
 pub mod elf_layout;
 pub mod error;
+mod frame;
 pub mod frame_cache;
 mod go;
 pub mod kernel;
@@ -37,10 +38,11 @@ pub use demangle::{demangle, function_name};
 pub use elf::{ElfFile, Symbol};
 pub use elf_layout::ElfLayout;
 pub use error::Error;
+pub use frame::ResolvedFrame;
 pub use frame_cache::FrameCache;
 pub use kernel::{KernelSymbol, KernelSymbols};
 pub use service::SymbolService;
-pub use symbolizer::{crc32, DebugSearch, FileSymbolizer, ResolvedFrame};
+pub use symbolizer::{crc32, DebugSearch, FileSymbolizer};
 pub use vdso::own_vdso_image;
 
 #[cfg(test)]

@@ -18,6 +18,9 @@ use procmap::Access;
 
 use crate::elf::{map_file_as, ElfFile, FileIdentity};
 use crate::error::{hex, Error};
+use crate::frame::cut_name;
+
+pub use crate::frame::{ResolvedFrame, MAX_FRAME_NAME};
 
 /// Where to look for separate debug files.
 #[derive(Clone, Debug, Default)]
@@ -53,20 +56,6 @@ impl DebugSearch {
     }
 }
 
-/// One symbolized frame.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedFrame {
-    /// The function name, demangled.
-    pub function: String,
-    /// The source file (as DWARF names it, usually absolute), when asked
-    /// for and known.
-    pub file: Option<String>,
-    /// The source line, when asked for and known.
-    pub line: Option<u32>,
-    /// True for a call inlined into the frame before it.
-    pub inlined: bool,
-}
-
 /// CRC-32 (IEEE 802.3, as zlib computes it): the checksum a
 /// `.gnu_debuglink` section records for its debug file.
 pub fn crc32(data: &[u8]) -> u32 {
@@ -76,9 +65,6 @@ pub fn crc32(data: &[u8]) -> u32 {
 /// A debug file named by `.gnu_debuglink` is CRC-checked (read whole) only up to this size;
 /// a larger one is skipped (a multi-GB sparse file would cost seconds of reading).
 pub const MAX_DEBUGLINK_BYTES: u64 = 1 << 30;
-
-/// Longest function name or source path a frame carries (longer ones are cut, ending in `…`).
-pub const MAX_FRAME_NAME: usize = 4096;
 
 /// The mapped ELF file holding the DWARF, and its dwz supplementary file.
 struct DwarfOwner {
@@ -337,18 +323,6 @@ fn xz_decompress(data: &[u8], binary: &Path) -> Option<Vec<u8>> {
             tracing::debug!(file = %binary.display(), %err, "cannot decompress .gnu_debugdata");
             None
         }
-    }
-}
-
-/// `s` cut to at most [`MAX_FRAME_NAME`] bytes (at a character boundary, ending in `…`).
-fn cut_name(s: &mut String) {
-    if s.len() > MAX_FRAME_NAME {
-        let mut end = MAX_FRAME_NAME - '…'.len_utf8();
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push('…');
     }
 }
 
