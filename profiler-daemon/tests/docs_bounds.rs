@@ -14,7 +14,7 @@ fn figure(text: &str) -> Option<f64> {
     let (number, unit) = text.split_at(split);
     let number: f64 = number.parse().ok()?;
     // What follows the unit (`2% of a core`) is prose.
-    let unit = unit.trim().split_whitespace().next().unwrap_or("");
+    let unit = unit.split_whitespace().next().unwrap_or("");
     let scale = match unit {
         "" | "Hz" | "%" => 1.0,
         "s" => 1.0,

@@ -231,7 +231,7 @@ fn is_synopsis(words: &[String]) -> bool {
 
 /// A stand-in for a placeholder a document writes in capitals (`--pid N`, `--socket PATH`).
 fn stand_in(word: &str, flag: Option<&str>) -> String {
-    let is_placeholder = word.len() > 0
+    let is_placeholder = !word.is_empty()
         && word
             .chars()
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_' || c == ':')
