@@ -14,7 +14,7 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/profilerd/profilerd.toml";
 
 /// The documented default configuration file (kept equal to [`Config::default`] by a test).
 #[cfg(test)]
-pub const DEFAULT_CONFIG_TEXT: &str = include_str!("../../config/profilerd.toml");
+pub const DEFAULT_CONFIG_TEXT: &str = include_str!("../../../config/profilerd.toml");
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
