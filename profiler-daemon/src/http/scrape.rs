@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::access::Visibility;
+use crate::config::Config;
 use crate::filter::Filter;
 use crate::http::common::error;
 use crate::http::status::metrics_response;
@@ -227,6 +229,35 @@ pub fn covering(slices: &[SliceMeta], t0: u64, t1: u64) -> Vec<SliceMeta> {
         .collect()
 }
 
+/// The time range a profile stands for: the latest `seconds` of kept history (`past`), or the
+/// next `seconds`, waited out, and then for its last slice to be named.
+async fn window(shared: &Shared, config: &Config, p: &ProfileParams) -> (u64, u64) {
+    let window = Duration::from_secs(p.seconds);
+    if p.past {
+        // The latest `seconds` of kept history: up to the newest slice named (a slice and its
+        // close grace behind now), so that the answer is never cut by what is being named.
+        let newest = match shared.store.newest_end() {
+            0 => unix_now_ns(),
+            t => t,
+        };
+        return (newest.saturating_sub(window.as_nanos() as u64), newest);
+    }
+    // Live: wait out the window, then for its last slice to be named. Dropped (and so
+    // stopped) when the client goes away.
+    let t0 = unix_now_ns();
+    tokio::time::sleep(window).await;
+    let t1 = t0 + window.as_nanos() as u64;
+    let slice = config.sampling.slice.0;
+    let deadline = Instant::now() + slice + Duration::from_secs(10);
+    while shared.store.newest_end() < t1
+        && Instant::now() < deadline
+        && !shared.sampling_ended.load(Ordering::Relaxed)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (t0, t1)
+}
+
 async fn profile(
     State(state): State<Arc<ScrapeState>>,
     headers: HeaderMap,
@@ -257,33 +288,7 @@ async fn profile(
             "too many profiles at once (scrape.max_concurrent); try again",
         );
     };
-    let window = Duration::from_secs(p.seconds);
-    let (t0, t1) = if p.past {
-        // The latest `seconds` of kept history: up to the newest slice named (a slice and its
-        // close grace behind now), so that the answer is never cut by what is being named.
-        let newest = match shared.store.newest_end() {
-            0 => unix_now_ns(),
-            t => t,
-        };
-        (newest.saturating_sub(window.as_nanos() as u64), newest)
-    } else {
-        // Live: wait out the window, then for its last slice to be named. Dropped (and so
-        // stopped) when the client goes away.
-        let t0 = unix_now_ns();
-        tokio::time::sleep(window).await;
-        let t1 = t0 + window.as_nanos() as u64;
-        let slice = config.sampling.slice.0;
-        let deadline = Instant::now() + slice + Duration::from_secs(10);
-        while shared.store.newest_end() < t1
-            && Instant::now() < deadline
-            && !shared
-                .sampling_ended
-                .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        (t0, t1)
-    };
+    let (t0, t1) = window(&shared, &config, &p).await;
     // Read after the wait: a reload meanwhile applies.
     let bounds = query::Bounds::from_api(&shared.live().api);
     let store = Arc::clone(&shared.store);

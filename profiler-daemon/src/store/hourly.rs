@@ -339,6 +339,8 @@ mod bench {
     use prost::Message;
     use std::collections::HashMap;
     use std::io::Read;
+    use std::path::Path;
+    use std::sync::Arc;
     use std::time::Duration;
 
     #[test]
@@ -347,14 +349,6 @@ mod bench {
         let Ok(src) = std::env::var("PROFILERD_BENCH_SLICES") else {
             return;
         };
-        let mut names: Vec<_> = std::fs::read_dir(&src)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.to_str().unwrap().ends_with(".pb.gz"))
-            .collect();
-        names.sort();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("slices")).unwrap();
         let s = 1_000_000_000u64;
         let now = (std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -363,18 +357,7 @@ mod bench {
             / 10)
             * 10
             * s;
-        let n = 8641u64;
-        for k in 0..n {
-            let start = now - (n - k) * 10 * s;
-            std::fs::hard_link(
-                &names[k as usize % names.len()],
-                dir.path()
-                    .join(format!("slices/{start}-{}.pb.gz", start + 10 * s)),
-            )
-            .unwrap();
-        }
-        let week = Duration::from_secs(7 * 86_400);
-        let store = Store::open(dir.path(), week, u64::MAX, now).unwrap();
+        let (dir, store) = day_of_history(&src, now);
         let bounds = Bounds {
             max_bytes: 1 << 30,
             deadline: Instant::now() + Duration::from_secs(600),
@@ -414,29 +397,7 @@ mod bench {
             fold += t.elapsed();
         }
         eprintln!("1h: read {read:?}, fold {fold:?}");
-        let (mut gz, mut pb, mut fp, mut raw_bytes) =
-            (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0);
-        for meta in &sel.slices {
-            let bytes = std::fs::read(
-                dir.path()
-                    .join(format!("slices/{}-{}.pb.gz", meta.start_ns, meta.end_ns)),
-            )
-            .unwrap();
-            let t = Instant::now();
-            let mut raw = Vec::new();
-            flate2::read::GzDecoder::new(&bytes[..])
-                .read_to_end(&mut raw)
-                .unwrap();
-            gz += t.elapsed();
-            raw_bytes += raw.len();
-            let t = Instant::now();
-            let p = pprof::Profile::decode(raw.as_slice()).unwrap();
-            pb += t.elapsed();
-            let t = Instant::now();
-            let _ = Slice::from_pprof(&p).unwrap();
-            fp += t.elapsed();
-        }
-        eprintln!("1h: gunzip {gz:?} ({raw_bytes} bytes), prost {pb:?}, from_pprof {fp:?}");
+        decode_times(dir.path(), &sel.slices);
         let t = Instant::now();
         // Rolls up every past hour (a slice in the current hour is the newest).
         let mut pending = Pending::default();
@@ -464,5 +425,56 @@ mod bench {
         }
         eprintln!("{n} roll-ups: read {read:?}, fold {fold:?}, {stacks} stacks");
         time("roll-ups, again");
+    }
+
+    /// A day of history (8641 slices, now back) linked from the slice files in `src`.
+    fn day_of_history(src: &str, now: u64) -> (tempfile::TempDir, Arc<Store>) {
+        let mut names: Vec<_> = std::fs::read_dir(src)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_str().unwrap().ends_with(".pb.gz"))
+            .collect();
+        names.sort();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("slices")).unwrap();
+        let s = 1_000_000_000u64;
+        let n = 8641u64;
+        for k in 0..n {
+            let start = now - (n - k) * 10 * s;
+            std::fs::hard_link(
+                &names[k as usize % names.len()],
+                dir.path()
+                    .join(format!("slices/{start}-{}.pb.gz", start + 10 * s)),
+            )
+            .unwrap();
+        }
+        let week = Duration::from_secs(7 * 86_400);
+        let store = Store::open(dir.path(), week, u64::MAX, now).unwrap();
+        (dir, store)
+    }
+
+    /// Time the steps of reading `slices` back: gunzip, protobuf, slice.
+    fn decode_times(dir: &Path, slices: &[crate::store::SliceMeta]) {
+        let (mut gz, mut pb, mut fp, mut raw_bytes) =
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0);
+        for meta in slices {
+            let bytes =
+                std::fs::read(dir.join(format!("slices/{}-{}.pb.gz", meta.start_ns, meta.end_ns)))
+                    .unwrap();
+            let t = Instant::now();
+            let mut raw = Vec::new();
+            flate2::read::GzDecoder::new(&bytes[..])
+                .read_to_end(&mut raw)
+                .unwrap();
+            gz += t.elapsed();
+            raw_bytes += raw.len();
+            let t = Instant::now();
+            let p = pprof::Profile::decode(raw.as_slice()).unwrap();
+            pb += t.elapsed();
+            let t = Instant::now();
+            let _ = Slice::from_pprof(&p).unwrap();
+            fp += t.elapsed();
+        }
+        eprintln!("1h: gunzip {gz:?} ({raw_bytes} bytes), prost {pb:?}, from_pprof {fp:?}");
     }
 }
