@@ -8,15 +8,13 @@
 //! each importing only those below it:
 //!
 //! ```text
-//! main, service          flags, configuration, wiring, signals, systemd
-//! http/                  routes: status, folded, recordings, scrape (parse, authorize, encode)
-//! reload, recordings     SIGHUP; on-demand recordings of one process
-//! pipeline               the sampling and naming threads
-//! state                  what threads and listeners share: live config, store, counters
-//! budget, options, query the overhead budget; recorder options; queries over the store
-//! store/ (hourly, mod, rollup)   slice files, index, retention, hourly roll-ups
-//! slice, filter, cgroup, access  the slice and its format; selection; who sees what
-//! config/, metric, logging, slice_proto, sys   the ground floor
+//! main.rs, service.rs     flags, configuration; start, signals, systemd, shutdown
+//! http/                   routes: status + /metrics, folded, recordings, scrape (TCP)
+//! reload.rs, recordings/  SIGHUP; on-demand recordings of one process
+//! pipeline.rs             drain thread -> bounded queue -> naming thread -> store
+//! state.rs                Shared: live configuration, store, counters, clock
+//! query.rs, budget.rs, options.rs, store/ (hourly -> mod -> rollup)
+//! slice.rs, filter.rs, cgroup.rs, access.rs, config/, metric.rs, logging.rs, sys.rs
 //! ```
 
 mod access;
