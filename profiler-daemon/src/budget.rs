@@ -28,7 +28,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::daemon::Shared;
+use crate::config::{Budget, Config};
+use crate::metric::Metric;
 
 /// How often the budget is checked.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -109,7 +110,7 @@ impl BudgetState {
     }
 
     /// For status and metrics; `caps` from the configuration in effect.
-    pub fn status(&self, caps: &crate::config::Budget) -> BudgetStatus {
+    pub fn status(&self, caps: &Budget) -> BudgetStatus {
         let cpu = self.cpu_limited.load(Ordering::Relaxed);
         let memory = self.memory_over.load(Ordering::Relaxed);
         BudgetStatus {
@@ -132,69 +133,69 @@ impl BudgetState {
     }
 }
 
-/// The budget's Prometheus metrics, through `metric(name, kind, help, value)`.
-pub fn metrics(b: &BudgetStatus, metric: &mut impl FnMut(&str, &str, &str, f64)) {
-    metric(
-        "configured_frequency_hertz",
-        "gauge",
-        "Samples per second per CPU the configuration asks for.",
-        b.configured_frequency as f64,
-    );
-    metric(
-        "budget_cpu_percent",
-        "gauge",
-        "CPU used over the budget window, percent of one core.",
-        b.budget_cpu_percent,
-    );
-    metric(
-        "budget_max_cpu_percent",
-        "gauge",
-        "The CPU cap, percent of one core.",
-        b.budget_max_cpu_percent,
-    );
-    metric(
-        "budget_memory_bytes",
-        "gauge",
-        "Resident memory plus pinned ring buffers.",
-        b.budget_memory_bytes as f64,
-    );
-    metric(
-        "budget_max_resident_bytes",
-        "gauge",
-        "The memory cap.",
-        b.budget_max_resident as f64,
-    );
-    metric(
-        "pinned_memory_bytes",
-        "gauge",
-        "Pinned ring buffer memory (VmPin + VmLck).",
-        b.pinned_bytes as f64,
-    );
-    metric(
-        "budget_cpu_limited",
-        "gauge",
-        "1 while the CPU cap holds the frequency below the configured one.",
-        f64::from(u8::from(b.budget.contains("cpu"))),
-    );
-    metric(
-        "budget_memory_over",
-        "gauge",
-        "1 while memory is over the cap.",
-        f64::from(u8::from(b.budget.contains("memory"))),
-    );
-    metric(
-        "budget_frequency_changes_total",
-        "counter",
-        "Times the budget changed the sampling frequency.",
-        b.budget_frequency_changes as f64,
-    );
-    metric(
-        "budget_cache_sheds_total",
-        "counter",
-        "Times the symbol caches were shed.",
-        b.budget_cache_sheds as f64,
-    );
-}
+/// The budget's Prometheus metrics.
+pub const METRICS: &[Metric<BudgetStatus>] = &[
+    Metric {
+        name: "configured_frequency_hertz",
+        kind: "gauge",
+        help: "Samples per second per CPU the configuration asks for.",
+        value: |b| b.configured_frequency as f64,
+    },
+    Metric {
+        name: "budget_cpu_percent",
+        kind: "gauge",
+        help: "CPU used over the budget window, percent of one core.",
+        value: |b| b.budget_cpu_percent,
+    },
+    Metric {
+        name: "budget_max_cpu_percent",
+        kind: "gauge",
+        help: "The CPU cap, percent of one core.",
+        value: |b| b.budget_max_cpu_percent,
+    },
+    Metric {
+        name: "budget_memory_bytes",
+        kind: "gauge",
+        help: "Resident memory plus pinned ring buffers.",
+        value: |b| b.budget_memory_bytes as f64,
+    },
+    Metric {
+        name: "budget_max_resident_bytes",
+        kind: "gauge",
+        help: "The memory cap.",
+        value: |b| b.budget_max_resident as f64,
+    },
+    Metric {
+        name: "pinned_memory_bytes",
+        kind: "gauge",
+        help: "Pinned ring buffer memory (VmPin + VmLck).",
+        value: |b| b.pinned_bytes as f64,
+    },
+    Metric {
+        name: "budget_cpu_limited",
+        kind: "gauge",
+        help: "1 while the CPU cap holds the frequency below the configured one.",
+        value: |b| f64::from(u8::from(b.budget.contains("cpu"))),
+    },
+    Metric {
+        name: "budget_memory_over",
+        kind: "gauge",
+        help: "1 while memory is over the cap.",
+        value: |b| f64::from(u8::from(b.budget.contains("memory"))),
+    },
+    Metric {
+        name: "budget_frequency_changes_total",
+        kind: "counter",
+        help: "Times the budget changed the sampling frequency.",
+        value: |b| b.budget_frequency_changes as f64,
+    },
+    Metric {
+        name: "budget_cache_sheds_total",
+        kind: "counter",
+        help: "Times the symbol caches were shed.",
+        value: |b| b.budget_cache_sheds as f64,
+    },
+];
 
 /// The caps, as the controller uses them.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -349,7 +350,7 @@ impl Controller {
 }
 
 /// The caps of the configuration in effect.
-pub fn caps_of(config: &crate::config::Config, target: u64) -> Caps {
+pub fn caps_of(config: &Config, target: u64) -> Caps {
     let b = &config.budget;
     Caps {
         max_cpu_percent: b.max_cpu_percent.0,
@@ -381,21 +382,27 @@ pub fn memory() -> (u64, u64) {
     (kb("VmRSS:") + pinned, pinned)
 }
 
-/// Check the budget every [`TICK`] until the process ends; apply what the controller decides.
-pub async fn run(shared: Arc<Shared>) {
+/// Check the budget every [`TICK`] until the task is dropped; apply what the controller
+/// decides. `rate` tells and changes the frequency in effect, `config` gives the configuration
+/// in effect, `sampling` whether the drain loop reports.
+pub async fn run(
+    state: &BudgetState,
+    rate: &recorder::FrequencyControl,
+    config: impl Fn() -> Arc<Config>,
+    sampling: impl Fn() -> bool,
+) {
     let mut controller = Controller::default();
     let started = Instant::now();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let state = &shared.budget;
     let mut warned_floor = false;
     loop {
         tick.tick().await;
-        let current = shared.rate.in_effect();
-        if current == 0 || !shared.drain_alive(Duration::from_secs(5)) {
+        let current = rate.in_effect();
+        if current == 0 || !sampling() {
             continue; // not sampling (yet, or any more)
         }
-        let config = shared.live();
+        let config = config();
         let caps = caps_of(&config, state.target_frequency());
         let (memory, pinned) = memory();
         let reading = Reading {
@@ -441,7 +448,7 @@ pub async fn run(shared: Arc<Shared>) {
                     "CPU within budget: raising the sampling frequency"
                 );
             }
-            shared.rate.request(hz);
+            rate.request(hz);
             warned_floor = false;
         } else if d.cpu_limited
             && !warned_floor

@@ -3,37 +3,44 @@
 //! Samples every CPU continuously, names each closed slice (10 s by default) on a thread of
 //! its own, keeps slices on disk, and answers queries for folded stacks of a time range,
 //! authorized per request with the peer's credentials. See docs/daemon.md.
+//!
+//! This file reads the flags and the configuration; `service.rs` runs the daemon. The layers,
+//! each importing only those below it:
+//!
+//! ```text
+//! main.rs, service.rs     flags, configuration; start, signals, systemd, shutdown
+//! http/                   routes: status + /metrics, folded, recordings, scrape (TCP)
+//! reload.rs, recordings/  SIGHUP; on-demand recordings of one process
+//! pipeline.rs             drain thread -> bounded queue -> naming thread -> store
+//! state.rs                Shared: live configuration, store, counters, clock
+//! query.rs, budget.rs, options.rs, store/ (hourly -> mod -> rollup)
+//! slice.rs, filter.rs, cgroup.rs, access.rs, config/, metric.rs, logging.rs, sys.rs
+//! ```
 
-mod api;
+mod access;
 mod budget;
+mod cgroup;
 mod config;
-mod daemon;
 mod filter;
-mod pprof;
+mod http;
+mod logging;
+mod metric;
+mod options;
+mod pipeline;
 mod query;
-mod recording;
+mod recordings;
 mod reload;
-mod rollup;
-// Not yet used by the store: wired in once the store's restructuring has landed.
-#[allow(dead_code)]
-mod rollup_builder;
-#[allow(dead_code)]
-mod rollup_writer;
-mod scrape;
+mod service;
 mod slice;
+mod slice_proto;
+mod state;
 mod store;
 mod sys;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use anyhow::{Context, Result};
 use clap::Parser;
-use tokio::signal::unix::{signal, SignalKind};
-use tracing::info;
 
 use crate::config::{Config, ConfigError, DEFAULT_CONFIG_PATH};
 
@@ -78,8 +85,9 @@ fn main() -> ExitCode {
         eprintln!("profilerd: configuration is valid");
         return ExitCode::SUCCESS;
     }
-    let set_log_filter = reload::init_logging(&config.log.level.0);
-    match run(config, args, set_log_filter) {
+    let set_log_filter = logging::init_logging(&config.log.level.0);
+    let load = Box::new(move || load_config(&args));
+    match service::run(config, load, set_log_filter) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&format!("{err:#}"))]);
@@ -128,171 +136,4 @@ fn load_config(args: &Args) -> Result<Config, ConfigError> {
 
 fn absolute(path: &std::path::Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
-}
-
-fn run(config: Config, args: Args, set_log_filter: reload::SetLogFilter) -> Result<()> {
-    let admin_gid = config
-        .access
-        .admin_group
-        .as_deref()
-        .map(api::resolve_group)
-        .transpose()
-        .context("access.admin_group")?;
-    let socket_gid = config
-        .api
-        .socket_group
-        .as_deref()
-        .map(api::resolve_group)
-        .transpose()
-        .context("api.socket_group")?;
-    let event = sampler::auto_event();
-    let frequency = reload::target_frequency(&config, u64::MAX);
-    let cpus = sampler::online_cpus().map(|c| c.len()).unwrap_or(0);
-    let store = store::Store::open(
-        &config.storage.state_dir,
-        config.storage.max_age.0,
-        config.storage.max_bytes.0,
-        daemon::unix_now_ns(),
-    )
-    .with_context(|| {
-        format!(
-            "opening the history under {}",
-            config.storage.state_dir.display()
-        )
-    })?;
-    std::fs::create_dir_all(&config.storage.cache_dir).with_context(|| {
-        format!(
-            "creating the cache directory {}",
-            config.storage.cache_dir.display()
-        )
-    })?;
-    let scrape_token = config
-        .scrape
-        .token_file
-        .as_deref()
-        .map(scrape::read_token)
-        .transpose()?;
-    let mut config = config;
-    config.sampling.frequency = config::Frequency(frequency);
-    let max_queries = config.api.max_concurrent_queries.0;
-    let socket_path = config.api.socket.clone();
-    let admin_gid = Arc::new(reload::GroupId::new(admin_gid));
-    let reloader = reload::Reloader {
-        load: Box::new(move || load_config(&args)),
-        set_log_filter,
-        ring_limit: reload::ring_frequency_limit(&daemon::record_options(&config, event)),
-        admin_gid: Arc::clone(&admin_gid),
-    };
-    let shared = Arc::new(daemon::Shared {
-        live: reload::LiveConfig::new(config.clone()),
-        config,
-        store,
-        event,
-        cpus,
-        rate: recorder::FrequencyControl::new(),
-        budget: budget::BudgetState::new(frequency),
-        started_ns: daemon::unix_now_ns(),
-        samples: AtomicU64::new(0),
-        lost: AtomicU64::new(0),
-        slices_named: AtomicU64::new(0),
-        slices_dropped: AtomicU64::new(0),
-        naming_backlog: AtomicU64::new(0),
-        unwritten: AtomicU64::new(0),
-        tracked: Mutex::new(Default::default()),
-        symbols: Mutex::new(Default::default()),
-        heartbeat_ns: AtomicU64::new(0),
-        sampling_ended: AtomicBool::new(false),
-    });
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    runtime.block_on(async move {
-        let mut terminate = signal(SignalKind::terminate()).context("watching SIGTERM")?;
-        let mut interrupt = signal(SignalKind::interrupt()).context("watching SIGINT")?;
-        let mut hangup = signal(SignalKind::hangup()).context("watching SIGHUP")?;
-        let listener = api::bind(&socket_path, socket_gid)?;
-        let mut pipeline = daemon::Pipeline::start(Arc::clone(&shared))?;
-        info!(
-            event = %event,
-            frequency,
-            cpus,
-            slice_seconds = shared.config.sampling.slice.0.as_secs_f64(),
-            socket = %socket_path.display(),
-            state_dir = %shared.config.storage.state_dir.display(),
-            "profilerd started"
-        );
-        let state = Arc::new(api::ApiState {
-            shared: Arc::clone(&shared),
-            admin_gid,
-            queries: tokio::sync::Semaphore::new(max_queries),
-            recordings: Default::default(),
-        });
-        let scrape_server = match shared.config.scrape.listen.as_deref() {
-            Some(addr) => {
-                let scrape_state = Arc::new(scrape::ScrapeState {
-                    api: Arc::clone(&state),
-                    token: scrape_token,
-                    profiles: tokio::sync::Semaphore::new(shared.config.scrape.max_concurrent.0),
-                });
-                let addr = addr.parse().context("scrape.listen")?;
-                Some(scrape::serve(addr, scrape_state, std::future::pending()).await?)
-            }
-            None => None,
-        };
-        let recordings_state = Arc::clone(&state);
-        let (api_stop_tx, api_stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(api::serve(listener, state, async {
-            let _ = api_stop_rx.await;
-        }));
-        let budget = tokio::spawn(budget::run(Arc::clone(&shared)));
-        let mut tick = tokio::time::interval(Duration::from_millis(250));
-        let watchdog = sd_notify::watchdog_enabled();
-        let mut last_ping = tokio::time::Instant::now();
-        let mut ready = false;
-        let reason = loop {
-            tokio::select! {
-                _ = terminate.recv() => break "SIGTERM",
-                _ = interrupt.recv() => break "SIGINT",
-                _ = hangup.recv() => reload::reload(&reloader, &shared),
-                _ = tick.tick() => {
-                    if pipeline.sampling_finished() {
-                        break "sampling ended";
-                    }
-                    let alive = shared.drain_alive(Duration::from_secs(5));
-                    if !ready && alive {
-                        ready = true;
-                        let _ = sd_notify::notify(&[
-                            sd_notify::NotifyState::Ready,
-                            sd_notify::NotifyState::Status("sampling"),
-                        ]);
-                    }
-                    if let Some(interval) = watchdog {
-                        // Pinged only while the drain loop reports: a wedged drain stops the
-                        // pings, and systemd restarts the daemon.
-                        if alive && last_ping.elapsed() >= interval / 3 {
-                            last_ping = tokio::time::Instant::now();
-                            let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
-                        }
-                    }
-                }
-            }
-        };
-        info!("{reason}: stopping (the open slice is named and written first)");
-        recordings_state.recordings.stop_all();
-        if let Some(server) = scrape_server {
-            server.abort();
-        }
-        let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
-        budget.abort();
-        let stopped = tokio::task::spawn_blocking(move || pipeline.stop())
-            .await
-            .context("stopping")?;
-        let _ = api_stop_tx.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
-        let _ = std::fs::remove_file(&socket_path);
-        stopped?;
-        info!("profilerd stopped");
-        Ok(())
-    })
 }

@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Instant;
 
+use crate::access::Visibility;
+use crate::config::Api;
+use crate::filter::Filter;
 use crate::slice::{Slice, SliceStack};
 use crate::store::{SliceMeta, Store};
-
-pub use crate::filter::{Filter, Visibility};
 
 /// Why a query was not answered.
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +104,17 @@ pub struct Bounds {
     pub deadline: Instant,
     /// The time allowed (for the message).
     pub timeout: std::time::Duration,
+}
+
+impl Bounds {
+    /// The bounds `[api]` sets, for a query starting now.
+    pub fn from_api(api: &Api) -> Bounds {
+        Bounds {
+            max_bytes: api.max_response_bytes.0,
+            timeout: api.request_timeout.0,
+            deadline: Instant::now() + api.request_timeout.0,
+        }
+    }
 }
 
 /// Folded stacks of `[since_ns, until_ns)` from `store`, within `bounds`.

@@ -11,82 +11,15 @@
 //! systemd is told `RELOADING=1` with `MONOTONIC_USEC=`, then `READY=1` (with a `STATUS=`
 //! saying how the reload went).
 
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use tracing::{error, info, warn};
 
+use crate::access::{resolve_group, set_socket_group, GroupId};
 use crate::config::{Config, ConfigError};
-use crate::daemon::Shared;
-
-/// The configuration in effect, replaced as a whole on reload.
-#[derive(Debug)]
-pub struct LiveConfig(RwLock<Arc<Config>>);
-
-impl LiveConfig {
-    /// `config` in effect.
-    pub fn new(config: Config) -> LiveConfig {
-        LiveConfig(RwLock::new(Arc::new(config)))
-    }
-
-    /// The configuration in effect now.
-    pub fn get(&self) -> Arc<Config> {
-        Arc::clone(&self.0.read().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// Replace it.
-    pub fn set(&self, config: Config) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
-    }
-}
-
-/// A group id that can change while running (`access.admin_group`).
-#[derive(Debug)]
-pub struct GroupId(AtomicU64);
-
-impl GroupId {
-    const NONE: u64 = u64::MAX;
-
-    /// `gid`, or none.
-    pub fn new(gid: Option<u32>) -> GroupId {
-        GroupId(AtomicU64::new(gid.map_or(Self::NONE, u64::from)))
-    }
-
-    /// The group now.
-    pub fn get(&self) -> Option<u32> {
-        u32::try_from(self.0.load(Ordering::Relaxed)).ok()
-    }
-
-    fn set(&self, gid: Option<u32>) {
-        self.0
-            .store(gid.map_or(Self::NONE, u64::from), Ordering::Relaxed);
-    }
-}
-
-/// Changes the log filter of the running process.
-pub type SetLogFilter = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
-
-/// Start logging to stderr with `level` (or `PROFILERD_LOG` when set); returns what changes
-/// the filter later.
-pub fn init_logging(level: &str) -> SetLogFilter {
-    let filter = match std::env::var("PROFILERD_LOG") {
-        Ok(env) if !env.is_empty() => tracing_subscriber::EnvFilter::new(env),
-        _ => tracing_subscriber::EnvFilter::new(level),
-    };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_target(false)
-        .with_filter_reloading();
-    let handle = builder.reload_handle();
-    builder.init();
-    Box::new(move |level: &str| {
-        let filter = tracing_subscriber::EnvFilter::try_new(level).map_err(|e| e.to_string())?;
-        handle.reload(filter).map_err(|e| e.to_string())
-    })
-}
+use crate::logging::SetLogFilter;
+use crate::options::target_frequency;
+use crate::state::{unix_now_ns, Shared};
 
 /// What a reload needs besides the shared state.
 pub struct Reloader {
@@ -95,53 +28,10 @@ pub struct Reloader {
     /// Changes the log filter.
     pub set_log_filter: SetLogFilter,
     /// The highest frequency the ring buffers opened at start hold (see
-    /// [`ring_frequency_limit`]).
+    /// `options::ring_frequency_limit`).
     pub ring_limit: u64,
     /// The admin group (read by the API).
     pub admin_gid: Arc<GroupId>,
-}
-
-/// The highest sampling frequency that the ring buffers of a recording opened with
-/// `options` hold as well as ones sized for it would: raising the frequency past it needs a
-/// restart (larger rings).
-pub fn ring_frequency_limit(options: &recorder::RecordOptions) -> u64 {
-    const MAX: u64 = 100_000;
-    let pages = |hz: u64| match options.call_graph {
-        recorder::CallGraph::Fp => sampler::defaults::RING_PAGES,
-        _ => recorder::defaults::ring_pages_streaming(hz, options.stack_bytes),
-    };
-    if pages(MAX) <= options.ring_pages {
-        return MAX;
-    }
-    // The pages grow with the frequency: the highest that needs no more than those opened.
-    let (mut lo, mut hi) = (1, MAX);
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        if pages(mid) <= options.ring_pages {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    lo.max(options.frequency)
-}
-
-/// The frequency `config` asks for, within the kernel's maximum and `ring_limit`, logging
-/// why when lower.
-pub fn target_frequency(config: &Config, ring_limit: u64) -> u64 {
-    let asked = config.sampling.frequency.0;
-    let mut hz = asked;
-    if let Some(max) = sampler::max_sample_rate().filter(|&m| m > 0) {
-        if hz > max {
-            warn!("sampling.frequency {hz} Hz is above the kernel's maximum: {max} Hz (kernel.perf_event_max_sample_rate)");
-            hz = max;
-        }
-    }
-    if hz > ring_limit {
-        warn!("sampling.frequency {asked} Hz needs larger ring buffers than those opened at start: {ring_limit} Hz until profilerd is restarted");
-        hz = ring_limit;
-    }
-    hz
 }
 
 /// A key that changed, with its old and new values.
@@ -284,14 +174,14 @@ fn apply(reloader: &Reloader, shared: &Shared) -> Result<(), ConfigError> {
         .access
         .admin_group
         .as_deref()
-        .map(crate::api::resolve_group)
+        .map(resolve_group)
         .transpose()
         .map_err(|e| invalid("access.admin_group", e))?;
     let socket_gid = new
         .api
         .socket_group
         .as_deref()
-        .map(crate::api::resolve_group)
+        .map(resolve_group)
         .transpose()
         .map_err(|e| invalid("api.socket_group", e))?;
     let (live, restart) = changes(&old, &new);
@@ -320,7 +210,7 @@ fn apply(reloader: &Reloader, shared: &Shared) -> Result<(), ConfigError> {
         shared
             .store
             .set_retention(new.storage.max_age.0, new.storage.max_bytes.0);
-        shared.store.apply_retention(crate::daemon::unix_now_ns());
+        shared.store.apply_retention(unix_now_ns());
     }
     reloader.admin_gid.set(admin_gid);
     if old.log.level != new.log.level {
@@ -352,19 +242,6 @@ fn apply(reloader: &Reloader, shared: &Shared) -> Result<(), ConfigError> {
         "SIGHUP: configuration reloaded"
     );
     Ok(())
-}
-
-/// Give the API socket to `gid` (mode 0660), or to every local user (0666) when None.
-fn set_socket_group(socket: &Path, gid: Option<u32>) -> anyhow::Result<()> {
-    use anyhow::Context;
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(gid) = gid {
-        std::os::unix::fs::chown(socket, None, Some(gid))
-            .with_context(|| format!("giving {} to group {gid}", socket.display()))?;
-    }
-    let mode = if gid.is_some() { 0o660 } else { 0o666 };
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("setting the mode of {}", socket.display()))
 }
 
 #[cfg(test)]
@@ -442,26 +319,5 @@ level = "warn"
         assert!(restart.iter().all(|c| c.key != "other keys"), "{restart:?}");
         assert_eq!(live.len() + restart.len(), 22, "{live:?} {restart:?}");
         assert_eq!(in_effect(&new, &new), new);
-    }
-
-    #[test]
-    fn the_ring_limit_follows_the_pages_opened() {
-        let mut options = recorder::RecordOptions::new(recorder::RecordTarget::System);
-        options.stack_bytes = 16 * 1024;
-        options.frequency = 99;
-        options.ring_pages = recorder::defaults::ring_pages_streaming(99, 16 * 1024);
-        let limit = ring_frequency_limit(&options);
-        assert!((99..999).contains(&limit), "{limit}");
-        assert_eq!(
-            recorder::defaults::ring_pages_streaming(limit, 16 * 1024),
-            options.ring_pages
-        );
-        assert!(
-            recorder::defaults::ring_pages_streaming(limit + 1, 16 * 1024) > options.ring_pages
-        );
-        // Rings at their largest: any frequency.
-        options.frequency = 999;
-        options.ring_pages = recorder::defaults::ring_pages_streaming(999, 16 * 1024);
-        assert_eq!(ring_frequency_limit(&options), 100_000);
     }
 }

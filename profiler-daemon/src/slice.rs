@@ -6,7 +6,11 @@ use std::io::{Read, Write};
 
 use prost::Message;
 
-use crate::pprof;
+use profile::FrameId;
+use sampler::EventKind;
+use symbolize::service::NamedStack;
+
+use crate::slice_proto as proto;
 
 /// Format version, in the profile's first comment (`profilerd slice v1`).
 pub const FORMAT_COMMENT: &str = "profilerd slice v1";
@@ -70,8 +74,61 @@ impl Slice {
         self.stacks.iter().map(|s| s.count).sum()
     }
 
+    /// A named window as a slice: frames by name, labels kept, times in UNIX ns. `period_ns`:
+    /// what one sample stands for at the frequency in effect when the window closed; on
+    /// cpu-clock, each stack's CPU time is the sum of its samples' own periods (exact across a
+    /// change of frequency), on cycles (whose periods are cycles) its count times `period_ns`.
+    pub fn from_named(
+        window: &profile::NormalizedWindow,
+        profile: &profile::Profile,
+        stacks: &[NamedStack],
+        period_ns: u64,
+        event: EventKind,
+        unix_offset_ns: u64,
+    ) -> Slice {
+        let mut names: Vec<String> = Vec::new();
+        let mut ids: HashMap<FrameId, u32> = HashMap::new();
+        let mut out = Vec::with_capacity(stacks.len());
+        for (stack, named) in window.stacks.iter().zip(stacks) {
+            let thread = &window.threads[stack.thread as usize];
+            let frames = named
+                .frames
+                .iter()
+                .map(|&id| {
+                    *ids.entry(id).or_insert_with(|| {
+                        names.push(profile.name(id).to_string());
+                        names.len() as u32 - 1
+                    })
+                })
+                .collect();
+            out.push(SliceStack {
+                frames,
+                kernel_frames: named.kernel_frames,
+                pid: thread.pid,
+                tid: thread.tid,
+                process_start: thread.process_start,
+                comm: thread.comm.clone(),
+                uid: thread.uid,
+                ancestors: thread.ancestors.clone(),
+                cgroup: None,
+                count: stack.count,
+                cpu_ns: match event {
+                    EventKind::CpuClock => stack.period,
+                    EventKind::Cycles => stack.count.saturating_mul(period_ns),
+                },
+            });
+        }
+        Slice {
+            start_ns: window.start.saturating_add(unix_offset_ns),
+            end_ns: window.end.saturating_add(unix_offset_ns),
+            period_ns,
+            names,
+            stacks: out,
+        }
+    }
+
     /// The slice as a pprof profile.
-    pub fn to_pprof(&self) -> pprof::Profile {
+    pub fn to_pprof(&self) -> proto::Profile {
         let mut strings = Strings::default();
         strings.get(""); // index 0 is always ""
         let samples_t = strings.get("samples");
@@ -80,123 +137,52 @@ impl Slice {
         let ns_u = strings.get("nanoseconds");
         let kernel_file = strings.get("[kernel.kallsyms]");
         let comment = strings.get(FORMAT_COMMENT);
-        let keys = LabelKeys {
-            pid: strings.get("pid"),
-            tid: strings.get("tid"),
-            process_start: strings.get("process_start"),
-            comm: strings.get("comm"),
-            uid: strings.get("uid"),
-            ppid: strings.get("ppid"),
-            ancestors: strings.get("ancestors"),
-            cgroup: strings.get("cgroup"),
-            kernel_frames: strings.get("kernel_frames"),
-        };
+        let keys = LabelKeys::new(&mut strings);
         let mut function = Vec::with_capacity(self.names.len());
         for (i, name) in self.names.iter().enumerate() {
             let name = strings.get(name);
-            function.push(pprof::Function {
+            function.push(proto::Function {
                 id: i as u64 + 1,
                 name,
                 system_name: name,
                 ..Default::default()
             });
         }
-        // One location per (name, kernel or not); kernel ones in the kernel mapping.
-        let mut locations: HashMap<(u32, bool), u64> = HashMap::new();
-        let mut location = Vec::new();
-        let mut sample = Vec::with_capacity(self.stacks.len());
-        for stack in &self.stacks {
-            let n = stack.frames.len();
-            let kernel_from = n - (stack.kernel_frames as usize).min(n);
-            let mut ids = Vec::with_capacity(n);
-            for (i, &frame) in stack.frames.iter().enumerate().rev() {
-                let kernel = i >= kernel_from;
-                let next = location.len() as u64 + 1;
-                let id = *locations.entry((frame, kernel)).or_insert(next);
-                if id == next {
-                    location.push(pprof::Location {
-                        id,
-                        mapping_id: kernel as u64,
-                        line: vec![pprof::Line {
-                            function_id: frame as u64 + 1,
-                            ..Default::default()
-                        }],
-                        ..Default::default()
-                    });
-                }
-                ids.push(id);
-            }
-            let num = |key, num| pprof::Label {
-                key,
-                num,
-                ..Default::default()
-            };
-            let mut label = vec![
-                num(keys.pid, stack.pid as i64),
-                num(keys.tid, stack.tid as i64),
-                pprof::Label {
-                    num_unit: ns_u,
-                    ..num(keys.process_start, stack.process_start as i64)
-                },
-                num(keys.kernel_frames, stack.kernel_frames as i64),
-            ];
-            if let Some(uid) = stack.uid {
-                label.push(num(keys.uid, uid as i64));
-            }
-            if let Some(comm) = &stack.comm {
-                label.push(pprof::Label {
-                    key: keys.comm,
-                    str: strings.get(comm),
-                    ..Default::default()
-                });
-            }
-            if let Some(&ppid) = stack.ancestors.first() {
-                label.push(num(keys.ppid, ppid as i64));
-                let chain: Vec<String> = stack.ancestors.iter().map(u32::to_string).collect();
-                label.push(pprof::Label {
-                    key: keys.ancestors,
-                    str: strings.get(&chain.join(" ")),
-                    ..Default::default()
-                });
-            }
-            if let Some(cgroup) = &stack.cgroup {
-                label.push(pprof::Label {
-                    key: keys.cgroup,
-                    str: strings.get(cgroup),
-                    ..Default::default()
-                });
-            }
-            sample.push(pprof::Sample {
-                location_id: ids,
+        let mut locations = Locations::default();
+        let sample = self
+            .stacks
+            .iter()
+            .map(|stack| proto::Sample {
+                location_id: locations.of(stack),
                 value: vec![stack.count as i64, stack.cpu_ns as i64],
-                label,
+                label: keys.labels(stack, &mut strings, ns_u),
                 slice_counts: Vec::new(),
-            });
-        }
-        pprof::Profile {
+            })
+            .collect();
+        proto::Profile {
             sample_type: vec![
-                pprof::ValueType {
+                proto::ValueType {
                     r#type: samples_t,
                     unit: count_u,
                 },
-                pprof::ValueType {
+                proto::ValueType {
                     r#type: cpu_t,
                     unit: ns_u,
                 },
             ],
             sample,
-            mapping: vec![pprof::Mapping {
+            mapping: vec![proto::Mapping {
                 id: 1,
                 filename: kernel_file,
                 has_functions: true,
                 ..Default::default()
             }],
-            location,
+            location: locations.table,
             function,
             string_table: strings.table,
             time_nanos: self.start_ns as i64,
             duration_nanos: self.end_ns.saturating_sub(self.start_ns) as i64,
-            period_type: Some(pprof::ValueType {
+            period_type: Some(proto::ValueType {
                 r#type: cpu_t,
                 unit: ns_u,
             }),
@@ -218,7 +204,7 @@ impl Slice {
     }
 
     /// A slice from a pprof profile written by [`Slice::to_pprof`].
-    pub fn from_pprof(p: &pprof::Profile) -> Result<Slice, SliceError> {
+    pub fn from_pprof(p: &proto::Profile) -> Result<Slice, SliceError> {
         let string = |i: i64| -> Result<&str, SliceError> {
             usize::try_from(i)
                 .ok()
@@ -308,7 +294,7 @@ impl Slice {
 }
 
 /// A profile as a slice or roll-up file's bytes: protobuf, gzipped.
-pub fn encode_profile(profile: &pprof::Profile) -> Vec<u8> {
+pub fn encode_profile(profile: &proto::Profile) -> Vec<u8> {
     let raw = profile.encode_to_vec();
     let mut gz = flate2::write::GzEncoder::new(
         Vec::with_capacity(raw.len() / 4),
@@ -320,7 +306,7 @@ pub fn encode_profile(profile: &pprof::Profile) -> Vec<u8> {
 
 /// The profile in a slice or roll-up file's bytes, at most [`MAX_SLICE_BYTES`] unzipped; a
 /// truncated or corrupt file (gzip CRC or length, protobuf) is an error.
-pub fn decode_profile(bytes: &[u8]) -> Result<pprof::Profile, SliceError> {
+pub fn decode_profile(bytes: &[u8]) -> Result<proto::Profile, SliceError> {
     let mut raw = Vec::new();
     flate2::read::GzDecoder::new(bytes)
         .take(MAX_SLICE_BYTES + 1)
@@ -329,12 +315,15 @@ pub fn decode_profile(bytes: &[u8]) -> Result<pprof::Profile, SliceError> {
     if raw.len() as u64 > MAX_SLICE_BYTES {
         return Err(SliceError::TooLarge);
     }
-    pprof::Profile::decode(raw.as_slice()).map_err(|e| SliceError::Protobuf(e.to_string()))
+    proto::Profile::decode(raw.as_slice()).map_err(|e| SliceError::Protobuf(e.to_string()))
 }
 
 /// Why a slice file could not be read back.
 #[derive(Debug, thiserror::Error)]
 pub enum SliceError {
+    /// The file could not be read.
+    #[error("reading: {0}")]
+    Io(String),
     /// Not gzip, truncated, or a CRC mismatch.
     #[error("gzip: {0}")]
     Gzip(String),
@@ -349,6 +338,7 @@ pub enum SliceError {
     Invalid(&'static str),
 }
 
+/// The string ids of the label keys.
 struct LabelKeys {
     pid: i64,
     tid: i64,
@@ -359,6 +349,95 @@ struct LabelKeys {
     ancestors: i64,
     cgroup: i64,
     kernel_frames: i64,
+}
+
+impl LabelKeys {
+    fn new(strings: &mut Strings) -> LabelKeys {
+        LabelKeys {
+            pid: strings.get("pid"),
+            tid: strings.get("tid"),
+            process_start: strings.get("process_start"),
+            comm: strings.get("comm"),
+            uid: strings.get("uid"),
+            ppid: strings.get("ppid"),
+            ancestors: strings.get("ancestors"),
+            cgroup: strings.get("cgroup"),
+            kernel_frames: strings.get("kernel_frames"),
+        }
+    }
+
+    /// The labels of `stack`; `ns_u` is the id of "nanoseconds".
+    fn labels(&self, stack: &SliceStack, strings: &mut Strings, ns_u: i64) -> Vec<proto::Label> {
+        let num = |key, num| proto::Label {
+            key,
+            num,
+            ..Default::default()
+        };
+        let mut text = |key, value: &str| proto::Label {
+            key,
+            str: strings.get(value),
+            ..Default::default()
+        };
+        let mut label = vec![
+            num(self.pid, stack.pid as i64),
+            num(self.tid, stack.tid as i64),
+            proto::Label {
+                num_unit: ns_u,
+                ..num(self.process_start, stack.process_start as i64)
+            },
+            num(self.kernel_frames, stack.kernel_frames as i64),
+        ];
+        if let Some(uid) = stack.uid {
+            label.push(num(self.uid, uid as i64));
+        }
+        if let Some(comm) = &stack.comm {
+            label.push(text(self.comm, comm));
+        }
+        if let Some(&ppid) = stack.ancestors.first() {
+            label.push(num(self.ppid, ppid as i64));
+            let chain: Vec<String> = stack.ancestors.iter().map(u32::to_string).collect();
+            label.push(text(self.ancestors, &chain.join(" ")));
+        }
+        if let Some(cgroup) = &stack.cgroup {
+            label.push(text(self.cgroup, cgroup));
+        }
+        label
+    }
+}
+
+/// The locations of a profile: one per (name, kernel or not); kernel ones in the kernel
+/// mapping.
+#[derive(Default)]
+struct Locations {
+    ids: HashMap<(u32, bool), u64>,
+    table: Vec<proto::Location>,
+}
+
+impl Locations {
+    /// The location ids of `stack`'s frames, leaf first (added as needed).
+    fn of(&mut self, stack: &SliceStack) -> Vec<u64> {
+        let n = stack.frames.len();
+        let kernel_from = n - (stack.kernel_frames as usize).min(n);
+        let mut ids = Vec::with_capacity(n);
+        for (i, &frame) in stack.frames.iter().enumerate().rev() {
+            let kernel = i >= kernel_from;
+            let next = self.table.len() as u64 + 1;
+            let id = *self.ids.entry((frame, kernel)).or_insert(next);
+            if id == next {
+                self.table.push(proto::Location {
+                    id,
+                    mapping_id: kernel as u64,
+                    line: vec![proto::Line {
+                        function_id: frame as u64 + 1,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                });
+            }
+            ids.push(id);
+        }
+        ids
+    }
 }
 
 #[derive(Default)]
@@ -465,10 +544,10 @@ pub(crate) mod tests {
         }
         assert_eq!(slice, expected);
         assert_eq!(Slice::decode(&slice.encode()).unwrap(), slice);
-        let p = ::pprof::decode(old).unwrap();
-        let folded = ::pprof::fold(
+        let p = pprof::decode(old).unwrap();
+        let folded = pprof::fold(
             &p,
-            &::pprof::FoldOptions {
+            &pprof::FoldOptions {
                 comm_root: true,
                 lines: false,
             },

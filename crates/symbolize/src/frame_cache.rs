@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use rustc_hash::FxBuildHasher;
 
-use crate::symbolizer::ResolvedFrame;
+use crate::frame::ResolvedFrame;
 use crate::table::{Bytes, Reader};
 
 /// First bytes of a frames file.

@@ -7,7 +7,7 @@ use gosym::GoTable;
 use memmap2::Mmap;
 
 use crate::elf::map_file;
-use crate::symbolizer::ResolvedFrame;
+use crate::frame::ResolvedFrame;
 
 /// The Go function table of the binary at `path`, whose bytes `first` were mapped already
 /// (looked at, not kept: the table holds a mapping of its own, since the first may be handed

@@ -15,12 +15,15 @@
 //! names and JIT maps, and opens files ahead on a thread of its own.
 
 pub mod address;
+mod debug_search;
 pub mod decompress;
 pub mod demangle;
 mod disk_cache;
+mod dwarf;
 pub mod elf;
 pub mod elf_layout;
 pub mod error;
+mod frame;
 pub mod frame_cache;
 mod go;
 pub mod kernel;
@@ -33,14 +36,16 @@ mod unit_index;
 pub mod vdso;
 
 pub use address::{FileOffset, SymbolAddr};
+pub use debug_search::{crc32, DebugSearch};
 pub use demangle::{demangle, function_name};
 pub use elf::{ElfFile, Symbol};
 pub use elf_layout::ElfLayout;
 pub use error::Error;
+pub use frame::ResolvedFrame;
 pub use frame_cache::FrameCache;
 pub use kernel::{KernelSymbol, KernelSymbols};
 pub use service::SymbolService;
-pub use symbolizer::{crc32, DebugSearch, FileSymbolizer, ResolvedFrame};
+pub use symbolizer::FileSymbolizer;
 pub use vdso::own_vdso_image;
 
 #[cfg(test)]

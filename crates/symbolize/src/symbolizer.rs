@@ -1,138 +1,28 @@
-//! A binary plus every debug-info source found for it, with inline frames
-//! and source lines from DWARF.
+//! The per-file symbolizer: a binary plus every debug-info source found for it, naming an
+//! address from DWARF (inline frames and source lines), the Go function table, or the
+//! symbol tables, in that order.
 //!
 //! [`FileSymbolizer::open`] finds the sources (cheaply: headers, notes and
-//! symbol tables only); the DWARF sections are mapped, decompressed and
+//! symbol tables only; see [`DebugSearch`]); the DWARF sections are mapped, decompressed and
 //! indexed on the first [`FileSymbolizer::frames`] call.
 
-use std::path::{Component, Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::path::Path;
 
-use gimli::{EndianSlice, RunTimeEndian};
 use memmap2::Mmap;
-use object::{CompressionFormat, Object, ObjectSection};
-
-use crate::address::{FileOffset, SymbolAddr};
-use crate::demangle::{demangle, function_name};
 use procmap::Access;
 
+use crate::address::{FileOffset, SymbolAddr};
+use crate::debug_search::{
+    find_sup, inspect, plain_file_name, DwarfSource, Found, Inspect, SearchFrom,
+};
+use crate::demangle::function_name;
+use crate::dwarf::{Dwarf, DwarfFile};
 use crate::elf::{map_file_as, ElfFile, FileIdentity};
 use crate::error::{hex, Error};
+use crate::frame::cut_name;
 
-/// Where to look for separate debug files.
-#[derive(Clone, Debug, Default)]
-pub struct DebugSearch {
-    /// Extra directories (`--debug-dir`), searched last: each for
-    /// `<dir>/.build-id/xx/rest.debug` and `<dir>/<debuglink name>`.
-    pub extra_dirs: Vec<PathBuf>,
-    /// The system debug directory, normally `/usr/lib/debug`: searched for
-    /// `.build-id/xx/rest.debug` and for `<dir of binary>/<debuglink name>`.
-    /// Empty: not searched.
-    pub system_debug_dir: PathBuf,
-    /// Debug files to try last, matched by build-id only (for example fetched from a
-    /// debuginfod server).
-    pub debug_files: Vec<PathBuf>,
-    /// Where the decompressed DWARF sections of large compressed debug files are kept, by
-    /// build-id; None: decompressed again by every process.
-    pub section_cache: Option<PathBuf>,
-    /// Where the symbol tables of large binaries are kept once parsed, by build-id and file
-    /// size; None: parsed again by every process.
-    pub symbol_cache: Option<PathBuf>,
-}
-
-impl DebugSearch {
-    /// The system's debug directory (`/usr/lib/debug`) and no extra ones.
-    pub fn system() -> DebugSearch {
-        DebugSearch {
-            extra_dirs: Vec::new(),
-            system_debug_dir: PathBuf::from("/usr/lib/debug"),
-            debug_files: Vec::new(),
-            section_cache: None,
-            symbol_cache: None,
-        }
-    }
-}
-
-/// One symbolized frame.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedFrame {
-    /// The function name, demangled.
-    pub function: String,
-    /// The source file (as DWARF names it, usually absolute), when asked
-    /// for and known.
-    pub file: Option<String>,
-    /// The source line, when asked for and known.
-    pub line: Option<u32>,
-    /// True for a call inlined into the frame before it.
-    pub inlined: bool,
-}
-
-/// CRC-32 (IEEE 802.3, as zlib computes it): the checksum a
-/// `.gnu_debuglink` section records for its debug file.
-pub fn crc32(data: &[u8]) -> u32 {
-    crc32fast::hash(data)
-}
-
-/// A debug file named by `.gnu_debuglink` is CRC-checked (read whole) only up to this size;
-/// a larger one is skipped (a multi-GB sparse file would cost seconds of reading).
-pub const MAX_DEBUGLINK_BYTES: u64 = 1 << 30;
-
-/// Longest function name or source path a frame carries (longer ones are cut, ending in `…`).
-pub const MAX_FRAME_NAME: usize = 4096;
-
-/// The mapped ELF file holding the DWARF, and its dwz supplementary file.
-struct DwarfOwner {
-    main: DwarfFile,
-    sup: Option<DwarfFile>,
-    /// The access `main` was read with.
-    access: Access,
-}
-
-struct DwarfFile {
-    name: String,
-    map: Mmap,
-    /// Which file `map` is (the section cache's key, with the build-id).
-    identity: FileIdentity,
-    /// Compressed sections, decompressed (or mapped from the section cache) on first use.
-    decompressed: OnceLock<Vec<(gimli::SectionId, crate::section_cache::SectionBytes)>>,
-    /// The section cache directory (without the build-id part), if any.
-    section_cache: Option<PathBuf>,
-}
-
-type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
-
-/// The whole-file addr2line context: built on the first lookup that needs it, dropped when a
-/// [`FileSymbolizer::release_idle`] finds it unused since the one before (it holds every
-/// unit's ranges and every unit it parsed: megabytes for a large binary).
-enum WholeContext<'a> {
-    /// Not built (or dropped while idle).
-    Unbuilt,
-    /// The DWARF cannot be indexed; not tried again.
-    Unusable,
-    /// Built; `used` since the last [`FileSymbolizer::release_idle`].
-    Built {
-        ctx: Box<addr2line::Context<Reader<'a>>>,
-        used: bool,
-    },
-}
-
-/// The lazily built addr2line contexts, borrowing [`DwarfOwner`].
-struct DwarfState<'a> {
-    /// The whole-file context.
-    whole: Mutex<WholeContext<'a>>,
-    /// The per-unit index from `.debug_aranges`; `None` inside when the file cannot use it.
-    units: OnceLock<Option<crate::unit_index::UnitIndex<'a>>>,
-    /// Bytes of `.debug_info` the whole-file context covers, once built (a size estimate).
-    whole_bytes: std::sync::atomic::AtomicU64,
-}
-
-self_cell::self_cell!(
-    struct DwarfCell {
-        owner: DwarfOwner,
-        #[not_covariant]
-        dependent: DwarfState,
-    }
-);
+pub use crate::debug_search::{crc32, DebugSearch, MAX_DEBUGLINK_BYTES};
+pub use crate::frame::{ResolvedFrame, MAX_FRAME_NAME};
 
 /// A binary plus all its debug info sources, opened once, DWARF parsed
 /// lazily.
@@ -149,237 +39,87 @@ pub struct FileSymbolizer {
     /// Symbol tables of the debug sources, in search order.
     extra_symbols: Vec<ElfFile>,
     sources: Vec<String>,
-    dwarf: Option<DwarfCell>,
+    dwarf: Option<Dwarf>,
     /// Never use the per-unit index (see [`FileSymbolizer::set_whole_file_dwarf`]).
     whole_file_dwarf: bool,
     /// A Go binary's function table: frames where DWARF has none (stripped binaries).
     go: Option<gosym::GoTable<Mmap>>,
 }
 
-/// Facts about an ELF image needed to look for its debug info.
-#[derive(Default)]
-struct Inspect {
-    build_id: Option<Vec<u8>>,
-    has_dwarf: bool,
-    debuglink: Option<(String, u32)>,
-    altlink: Option<(Vec<u8>, Vec<u8>)>,
-    mini_debug_info: Option<Vec<u8>>,
-}
-
-fn inspect(data: &[u8]) -> Inspect {
-    let Ok(obj) = object::File::parse(data) else {
-        return Inspect::default();
-    };
-    let has_dwarf = obj
-        .section_by_name(".debug_info")
-        .is_some_and(|s| s.file_range().is_some_and(|(_, size)| size > 0));
-    Inspect {
-        build_id: obj.build_id().ok().flatten().map(<[u8]>::to_vec),
-        has_dwarf,
-        debuglink: obj
-            .gnu_debuglink()
-            .ok()
-            .flatten()
-            .map(|(name, crc)| (String::from_utf8_lossy(name).into_owned(), crc)),
-        altlink: obj
-            .gnu_debugaltlink()
-            .ok()
-            .flatten()
-            .map(|(name, id)| (name.to_vec(), id.to_vec())),
-        mini_debug_info: obj
-            .section_by_name(".gnu_debugdata")
-            .and_then(|s| s.data().ok())
-            .filter(|d| !d.is_empty())
-            .map(<[u8]>::to_vec),
-    }
-}
-
-/// A separate debug file that matched.
-struct DebugFile {
-    map: Mmap,
-    identity: FileIdentity,
+/// The binary itself, opened, when it is the one profiled.
+struct OwnBinary {
     elf: ElfFile,
     info: Inspect,
+    map: Mmap,
+    identity: FileIdentity,
+    go: Option<gosym::GoTable<Mmap>>,
 }
 
-/// What a candidate debug file must match.
-#[derive(Clone, Copy)]
-struct Want<'a> {
-    /// Required build-id (`None`: the file may have any or none).
-    build_id: Option<&'a [u8]>,
-    /// False: a file without any build-id passes (debuglink: the CRC
-    /// decides); one with another build-id still fails.
-    build_id_required: bool,
-    /// Required CRC-32 of the whole file.
-    crc: Option<u32>,
-    /// Where parsed symbol tables are kept ([`DebugSearch::symbol_cache`]).
-    symbol_cache: Option<&'a Path>,
-}
-
-/// A debug file at `path`, opened with `access` (the binary's owner's, for a path beside a
-/// binary another user owns), if it matches `want`. A candidate found with a user's access
-/// must also be that user's or root's: another user's file never names this binary's frames.
-fn try_debug_file(path: &Path, want: Want<'_>, access: &Access) -> Option<DebugFile> {
-    let (map, identity) = match map_file_as(path, access) {
-        Ok(m) => m,
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            tracing::debug!(candidate = %path.display(), "no debug file here");
-            return None;
-        }
+/// The binary read from `read_from` (named `path`), if readable and its build-id is
+/// `expected_build_id` (when given); its Go function table too.
+fn open_binary(
+    read_from: &Path,
+    path: &Path,
+    expected_build_id: Option<&[u8]>,
+    search: &DebugSearch,
+    access: &Access,
+) -> Result<OwnBinary, Error> {
+    let opened = map_file_as(read_from, access).and_then(|(map, identity)| {
+        let elf = ElfFile::parse_cached(
+            &map,
+            &path.display().to_string(),
+            search.symbol_cache.as_deref().map(|dir| (dir, identity)),
+        )?;
+        Ok((elf, map, identity))
+    });
+    let (elf, map, identity) = match opened {
+        Ok(o) => o,
         Err(err) => {
-            tracing::debug!(candidate = %path.display(), %err, "cannot read debug file");
-            return None;
+            tracing::debug!(%err, "cannot read binary; looking for its debug file only");
+            return Err(err);
         }
     };
-    if let Access::User { uid, .. } = access {
-        if identity.uid() != *uid && identity.uid() != 0 {
-            tracing::debug!(
-                candidate = %path.display(),
-                owner = identity.uid(),
-                "debug file owned by neither the binary's owner nor root; ignored"
-            );
-            return None;
-        }
-    }
     let info = inspect(&map);
-    if let Some(want_id) = want.build_id {
-        let missing_ok = !want.build_id_required && info.build_id.is_none();
-        if !missing_ok && info.build_id.as_deref() != Some(want_id) {
-            tracing::debug!(
-                candidate = %path.display(),
-                expected = %hex(want_id),
-                found = %info.build_id.as_deref().map_or_else(|| "none".to_owned(), hex),
-                "debug file has the wrong build-id; ignored"
-            );
-            return None;
+    match (expected_build_id, elf.build_id()) {
+        (Some(want), got) if got != Some(want) => {
+            let err = Error::BuildIdMismatch {
+                path: path.to_owned(),
+                expected: hex(want),
+                found: got.map_or_else(|| "none".to_owned(), hex),
+            };
+            tracing::debug!(%err, "binary is not the one profiled; looking for its debug file only");
+            Err(err)
+        }
+        _ => {
+            let go = crate::go::open_table(read_from, &map);
+            Ok(OwnBinary {
+                elf,
+                info,
+                map,
+                identity,
+                go,
+            })
         }
     }
-    if let Some(want_crc) = want.crc {
-        if map.len() as u64 > MAX_DEBUGLINK_BYTES {
-            tracing::warn!(
-                candidate = %path.display(),
-                bytes = map.len(),
-                limit = MAX_DEBUGLINK_BYTES,
-                "debuglink file too large to check its CRC; skipped"
-            );
-            return None;
-        }
-        let found = crc32(&map);
-        if found != want_crc {
-            tracing::debug!(
-                candidate = %path.display(),
-                expected = format_args!("{want_crc:08x}"),
-                found = format_args!("{found:08x}"),
-                "debug file has the wrong CRC; ignored"
-            );
-            return None;
-        }
-    }
-    let cache = want.symbol_cache.map(|dir| (dir, identity));
-    let elf = match ElfFile::parse_cached(&map, &path.display().to_string(), cache) {
-        Ok(e) => e,
-        Err(err) => {
-            tracing::debug!(candidate = %path.display(), %err, "cannot parse debug file");
-            return None;
-        }
-    };
-    tracing::debug!(debug_file = %path.display(), dwarf = info.has_dwarf, "debug file matches");
-    Some(DebugFile {
+}
+
+/// The DWARF of `source`, with the dwz supplementary file it names (if found).
+fn open_dwarf(source: DwarfSource, search: &DebugSearch) -> Dwarf {
+    let DwarfSource {
+        name,
         map,
         identity,
-        elf,
-        info,
-    })
-}
-
-/// `/usr/lib/debug/.build-id/xx/rest.debug` under `dir`.
-fn build_id_path_in(dir: &Path, build_id: &[u8]) -> Option<PathBuf> {
-    let (first, rest) = build_id.split_first()?;
-    if rest.is_empty() {
-        return None;
-    }
-    Some(
-        dir.join(".build-id")
-            .join(format!("{first:02x}"))
-            .join(format!("{}.debug", hex(rest))),
-    )
-}
-
-/// `/proc/PID/root/usr/bin` → `/usr/bin`: the directory as the process sees it.
-fn without_proc_root(dir: &Path) -> PathBuf {
-    let mut comps = dir.components();
-    let is_proc_root = matches!(
-        (comps.next(), comps.next(), comps.next(), comps.next()),
-        (Some(Component::RootDir), Some(Component::Normal(p)), Some(Component::Normal(pid)), Some(Component::Normal(r)))
-            if p == "proc" && r == "root" && pid.to_str().is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit()))
-    );
-    if is_proc_root {
-        Path::new("/").join(comps.as_path())
-    } else {
-        dir.to_path_buf()
-    }
-}
-
-/// A debuglink name must be a plain file name: no directories, no `..`.
-fn plain_file_name(name: &str) -> bool {
-    !name.is_empty() && !name.contains('/') && name != "." && name != ".."
-}
-
-/// Decompress `.gnu_debugdata` (xz), bounded (see [`crate::decompress::xz`]).
-fn xz_decompress(data: &[u8], binary: &Path) -> Option<Vec<u8>> {
-    match crate::decompress::xz(data) {
-        Ok(out) => Some(out),
-        Err(err @ crate::decompress::DecompressError::TooLarge { .. }) => {
-            tracing::warn!(file = %binary.display(), %err, "MiniDebugInfo (.gnu_debugdata) skipped");
-            None
-        }
-        Err(err) => {
-            tracing::debug!(file = %binary.display(), %err, "cannot decompress .gnu_debugdata");
-            None
-        }
-    }
-}
-
-/// `s` cut to at most [`MAX_FRAME_NAME`] bytes (at a character boundary, ending in `…`).
-fn cut_name(s: &mut String) {
-    if s.len() > MAX_FRAME_NAME {
-        let mut end = MAX_FRAME_NAME - '…'.len_utf8();
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push('…');
-    }
-}
-
-/// Search state while opening.
-struct Found {
-    extra_symbols: Vec<ElfFile>,
-    sources: Vec<String>,
-    /// The file with DWARF, and the access it was read with (its dwz file is read so too).
-    dwarf: Option<(String, Mmap, FileIdentity, Inspect, Access)>,
-}
-
-impl Found {
-    /// Record a matching debug file; true when it has DWARF (search done).
-    fn add(&mut self, label: String, file: DebugFile, access: &Access) -> bool {
-        tracing::debug!(source = %label, "debug info source found");
-        self.sources.push(label);
-        let DebugFile {
-            map,
-            identity,
-            elf,
-            info,
-        } = file;
-        let name = elf.name().to_owned();
-        self.extra_symbols.push(elf);
-        if info.has_dwarf {
-            self.dwarf = Some((name, map, identity, info, access.clone()));
-            true
-        } else {
-            false
-        }
-    }
+        altlink,
+        access,
+    } = source;
+    let sup = altlink
+        .as_ref()
+        .and_then(|(file, id)| find_sup(Path::new(&name), file, id, search, &access))
+        .map(|(name, map, identity)| {
+            DwarfFile::new(name, map, identity, search.section_cache.clone())
+        });
+    let main = DwarfFile::new(name, map, identity, search.section_cache.clone());
+    Dwarf::new(main, sup, access)
 }
 
 impl FileSymbolizer {
@@ -421,180 +161,47 @@ impl FileSymbolizer {
         search: &DebugSearch,
         access: &Access,
     ) -> Result<FileSymbolizer, Error> {
-        let mut found = Found {
-            extra_symbols: Vec::new(),
-            sources: Vec::new(),
-            dwarf: None,
-        };
-        // The binary itself.
-        let mut binary_err = None;
-        let mut binary: Option<(ElfFile, Inspect, Mmap, FileIdentity)> = None;
-        let mut go = None;
-        match map_file_as(read_from, access).and_then(|(map, identity)| {
-            let elf = ElfFile::parse_cached(
-                &map,
-                &path.display().to_string(),
-                search.symbol_cache.as_deref().map(|dir| (dir, identity)),
-            )?;
-            Ok((elf, map, identity))
-        }) {
-            Ok((elf, map, identity)) => {
-                let info = inspect(&map);
-                match (expected_build_id, elf.build_id()) {
-                    (Some(want), got) if got != Some(want) => {
-                        let err = Error::BuildIdMismatch {
-                            path: path.to_owned(),
-                            expected: hex(want),
-                            found: got.map_or_else(|| "none".to_owned(), hex),
-                        };
-                        tracing::debug!(%err, "binary is not the one profiled; looking for its debug file only");
-                        binary_err = Some(err);
-                    }
-                    _ => {
-                        go = crate::go::open_table(read_from, &map);
-                        binary = Some((elf, info, map, identity));
-                    }
-                }
-            }
-            Err(err) => {
-                tracing::debug!(%err, "cannot read binary; looking for its debug file only");
-                binary_err = Some(err);
-            }
-        }
+        let (binary, binary_err) =
+            match open_binary(read_from, path, expected_build_id, search, access) {
+                Ok(b) => (Some(b), None),
+                Err(err) => (None, Some(err)),
+            };
         let build_id: Option<Vec<u8>> = binary
             .as_ref()
-            .and_then(|(elf, _, _, _)| elf.build_id().map(<[u8]>::to_vec))
+            .and_then(|b| b.elf.build_id().map(<[u8]>::to_vec))
             .or_else(|| expected_build_id.map(<[u8]>::to_vec));
-        let mut elf_own = None;
-        let mut debuglink = None;
-        let mut mini = None;
+        let mut found = Found::default();
+        let (mut elf_own, mut go, mut debuglink, mut mini) = (None, None, None, None);
         // Whose access files beside the binary are read with.
         let mut beside = access.clone();
-        if let Some((elf, info, map, identity)) = binary {
-            if let owner @ Access::User { .. } = identity.owner() {
+        if let Some(b) = binary {
+            if let owner @ Access::User { .. } = b.identity.owner() {
                 beside = owner;
             }
-            tracing::debug!(binary = %path.display(), dwarf = info.has_dwarf, "debug info source: the binary");
+            tracing::debug!(binary = %path.display(), dwarf = b.info.has_dwarf, "debug info source: the binary");
             found.sources.push("binary".to_owned());
-            debuglink = info.debuglink.clone().filter(|(n, _)| plain_file_name(n));
-            mini = info.mini_debug_info.clone();
-            if info.has_dwarf {
-                found.dwarf = Some((elf.name().to_owned(), map, identity, info, beside.clone()));
+            debuglink = b.info.debuglink.filter(|(n, _)| plain_file_name(n));
+            mini = b.info.mini_debug_info;
+            if b.info.has_dwarf {
+                found.dwarf = Some(DwarfSource {
+                    name: b.elf.name().to_owned(),
+                    map: b.map,
+                    identity: b.identity,
+                    altlink: b.info.altlink,
+                    access: beside.clone(),
+                });
             }
-            elf_own = Some(elf);
+            elf_own = Some(b.elf);
+            go = b.go;
         }
-        let system = &search.system_debug_dir;
-        let done = |f: &Found| f.dwarf.is_some();
-
-        // 1. <system>/.build-id/xx/rest.debug
-        if !done(&found) && !system.as_os_str().is_empty() {
-            if let Some(p) = build_id
-                .as_deref()
-                .and_then(|id| build_id_path_in(system, id))
-            {
-                let want = Want {
-                    build_id: build_id.as_deref(),
-                    build_id_required: true,
-                    crc: None,
-                    symbol_cache: search.symbol_cache.as_deref(),
-                };
-                if let Some(f) = try_debug_file(&p, want, &Access::Own) {
-                    found.add(format!("build-id dir {}", p.display()), f, &Access::Own);
-                }
-            }
-        }
-        // 2. .gnu_debuglink
-        let link_want = |crc| Want {
+        let from = SearchFrom {
+            path,
             build_id: build_id.as_deref(),
-            build_id_required: false,
-            crc: Some(crc),
-            symbol_cache: search.symbol_cache.as_deref(),
+            debuglink: debuglink.as_ref(),
+            mini_debug_info: mini.as_deref(),
+            beside: &beside,
         };
-        if let (false, Some((name, crc))) = (done(&found), &debuglink) {
-            let dir = path.parent().unwrap_or(Path::new("/"));
-            // Beside the binary: with its owner's access; under the system directory: ours.
-            let mut candidates = vec![
-                (dir.join(name), &beside),
-                (dir.join(".debug").join(name), &beside),
-            ];
-            if !system.as_os_str().is_empty() {
-                let rel = without_proc_root(dir);
-                let rel = rel.strip_prefix("/").unwrap_or(&rel);
-                candidates.push((system.join(rel).join(name), &Access::Own));
-            }
-            for (p, reader) in candidates {
-                // A debuglink naming the binary itself is no debug file.
-                if p == path {
-                    continue;
-                }
-                if let Some(f) = try_debug_file(&p, link_want(*crc), reader) {
-                    if found.add(format!("debuglink {}", p.display()), f, reader) {
-                        break;
-                    }
-                }
-            }
-        }
-        // 3. MiniDebugInfo
-        if let (false, Some(xz)) = (done(&found), &mini) {
-            if let Some(data) = xz_decompress(xz, path) {
-                let name = format!("{} [.gnu_debugdata]", path.display());
-                match ElfFile::parse(&data, &name) {
-                    Ok(mini_elf) => match (mini_elf.build_id(), build_id.as_deref()) {
-                        (Some(a), Some(b)) if a != b => {
-                            tracing::debug!("MiniDebugInfo has another build-id; ignored");
-                        }
-                        _ => {
-                            tracing::debug!(binary = %path.display(), symbols = mini_elf.symbol_count(), "debug info source: MiniDebugInfo");
-                            found.sources.push("minidebuginfo".to_owned());
-                            found.extra_symbols.push(mini_elf);
-                        }
-                    },
-                    Err(err) => tracing::debug!(%err, "cannot parse MiniDebugInfo"),
-                }
-            }
-        }
-        // 4. Extra directories.
-        'dirs: for dir in &search.extra_dirs {
-            if done(&found) {
-                break;
-            }
-            if let Some(p) = build_id.as_deref().and_then(|id| build_id_path_in(dir, id)) {
-                let want = Want {
-                    build_id: build_id.as_deref(),
-                    build_id_required: true,
-                    crc: None,
-                    symbol_cache: search.symbol_cache.as_deref(),
-                };
-                if let Some(f) = try_debug_file(&p, want, &Access::Own) {
-                    if found.add(format!("extra dir {}", p.display()), f, &Access::Own) {
-                        break 'dirs;
-                    }
-                }
-            }
-            if let Some((name, crc)) = &debuglink {
-                let p = dir.join(name);
-                if let Some(f) = try_debug_file(&p, link_want(*crc), &Access::Own) {
-                    if found.add(format!("extra dir {}", p.display()), f, &Access::Own) {
-                        break 'dirs;
-                    }
-                }
-            }
-        }
-        // 5. Explicit debug files, by build-id.
-        for p in &search.debug_files {
-            if done(&found) || build_id.is_none() {
-                break;
-            }
-            let want = Want {
-                build_id: build_id.as_deref(),
-                build_id_required: true,
-                crc: None,
-                symbol_cache: search.symbol_cache.as_deref(),
-            };
-            if let Some(f) = try_debug_file(p, want, &Access::Own) {
-                found.add(format!("debug file {}", p.display()), f, &Access::Own);
-            }
-        }
+        found.search(&from, search);
 
         let Found {
             mut extra_symbols,
@@ -615,36 +222,12 @@ impl FileSymbolizer {
                 }))
             }
         };
-        let dwarf = dwarf.map(|(name, map, identity, info, reader)| {
-            let sup = info
-                .altlink
-                .as_ref()
-                .and_then(|(file, id)| find_sup(Path::new(&name), file, id, search, &reader));
-            DwarfCell::new(
-                DwarfOwner {
-                    main: DwarfFile {
-                        name,
-                        map,
-                        identity,
-                        decompressed: OnceLock::new(),
-                        section_cache: search.section_cache.clone(),
-                    },
-                    sup,
-                    access: reader,
-                },
-                |_| DwarfState {
-                    whole: Mutex::new(WholeContext::Unbuilt),
-                    units: OnceLock::new(),
-                    whole_bytes: Default::default(),
-                },
-            )
-        });
         Ok(FileSymbolizer {
             elf,
             rebuilt_segments,
             extra_symbols,
             sources,
-            dwarf,
+            dwarf: dwarf.map(|source| open_dwarf(source, search)),
             whole_file_dwarf: false,
             go,
         })
@@ -677,16 +260,15 @@ impl FileSymbolizer {
     /// The separate debug file the DWARF comes from (found by build-id, debuglink, an extra
     /// directory or debuginfod); None when the DWARF is the binary's own, or there is none.
     pub fn debug_file(&self) -> Option<&Path> {
-        let name = &self.dwarf.as_ref()?.borrow_owner().main.name;
-        (name != self.elf.name()).then(|| Path::new(name.as_str()))
+        let name = self.dwarf.as_ref()?.name();
+        (name != self.elf.name()).then(|| Path::new(name))
     }
 
     /// [`FileSymbolizer::debug_file`] and the access it was read with (to open it again as
     /// it was found: a path beside another user's binary with that user's access).
     pub fn debug_file_access(&self) -> Option<(&Path, &Access)> {
-        let owner = self.dwarf.as_ref()?.borrow_owner();
-        (owner.main.name != self.elf.name())
-            .then(|| (Path::new(owner.main.name.as_str()), &owner.access))
+        let dwarf = self.dwarf.as_ref()?;
+        (dwarf.name() != self.elf.name()).then(|| (Path::new(dwarf.name()), dwarf.access()))
     }
 
     /// Which sources were found, in search order: `binary`,
@@ -699,29 +281,13 @@ impl FileSymbolizer {
     /// Whether the DWARF index has been built (by a
     /// [`FileSymbolizer::frames`] call); false also when there is no DWARF.
     pub fn dwarf_parsed(&self) -> bool {
-        self.dwarf.as_ref().is_some_and(|c| {
-            c.with_dependent(|_, d| {
-                d.whole_built()
-                    || d.units
-                        .get()
-                        .is_some_and(|u| u.as_ref().is_some_and(|u| u.units_parsed() > 0))
-            })
-        })
+        self.dwarf.as_ref().is_some_and(Dwarf::parsed)
     }
 
     /// How many DWARF units were indexed one by one (found through `.debug_aranges`), and
     /// whether the whole-file index was built: for tests and statistics.
     pub fn dwarf_units_parsed(&self) -> (usize, bool) {
-        self.dwarf.as_ref().map_or((0, false), |c| {
-            c.with_dependent(|_, d| {
-                let units = d
-                    .units
-                    .get()
-                    .and_then(Option::as_ref)
-                    .map_or(0, |u| u.units_parsed());
-                (units, d.whole_built())
-            })
-        })
+        self.dwarf.as_ref().map_or((0, false), Dwarf::units_parsed)
     }
 
     /// Always use the whole-file DWARF index, never the per-unit one (to compare the two).
@@ -738,24 +304,7 @@ impl FileSymbolizer {
             .chain(&self.extra_symbols)
             .map(ElfFile::table_bytes)
             .sum();
-        let dwarf = self.dwarf.as_ref().map_or(0, |cell| {
-            cell.with_dependent(|owner, state| {
-                let file = |f: &DwarfFile| {
-                    let decompressed: u64 = f
-                        .decompressed
-                        .get()
-                        .map_or(0, |v| v.iter().map(|(_, b)| b.bytes().len() as u64).sum());
-                    f.map.len() as u64 + decompressed
-                };
-                let files = file(&owner.main) + owner.sup.as_ref().map_or(0, file);
-                let units = state
-                    .units
-                    .get()
-                    .and_then(Option::as_ref)
-                    .map_or(0, |u| u.parsed_bytes());
-                files + units + state.whole_bytes.load(std::sync::atomic::Ordering::Relaxed)
-            })
-        });
+        let dwarf = self.dwarf.as_ref().map_or(0, Dwarf::estimated_bytes);
         let go = self.go.as_ref().map_or(0, |t| t.table_bytes() as u64);
         tables + dwarf + go
     }
@@ -769,16 +318,8 @@ impl FileSymbolizer {
         for elf in std::iter::once(&self.elf).chain(&self.extra_symbols) {
             elf.release_resident_pages();
         }
-        if let Some(cell) = &self.dwarf {
-            let owner = cell.borrow_owner();
-            for file in std::iter::once(&owner.main).chain(owner.sup.as_ref()) {
-                crate::sys::release_resident_pages(&file.map);
-                for (_, bytes) in file.decompressed.get().into_iter().flatten() {
-                    if let crate::section_cache::SectionBytes::Mapped(map) = bytes {
-                        crate::sys::release_resident_pages(map);
-                    }
-                }
-            }
+        if let Some(dwarf) = &self.dwarf {
+            dwarf.release_resident_pages();
         }
         if let Some(go) = &self.go {
             crate::sys::release_resident_pages(go.data());
@@ -792,29 +333,7 @@ impl FileSymbolizer {
     /// hold megabytes for lookups that seldom come. Returns whether the whole-file index was
     /// dropped.
     pub fn release_idle(&self) -> bool {
-        let Some(cell) = &self.dwarf else {
-            return false;
-        };
-        cell.with_dependent(|_, state| {
-            if let Some(units) = state.units.get().and_then(Option::as_ref) {
-                units.release_idle();
-            }
-            let mut whole = state.whole.lock().unwrap_or_else(|e| e.into_inner());
-            match &mut *whole {
-                WholeContext::Built { used, .. } if *used => {
-                    *used = false;
-                    false
-                }
-                WholeContext::Built { .. } => {
-                    *whole = WholeContext::Unbuilt;
-                    state
-                        .whole_bytes
-                        .store(0, std::sync::atomic::Ordering::Relaxed);
-                    true
-                }
-                _ => false,
-            }
-        })
+        self.dwarf.as_ref().is_some_and(Dwarf::release_idle)
     }
 
     /// Whether some source has DWARF (`.debug_info`).
@@ -899,79 +418,11 @@ impl FileSymbolizer {
     }
 
     fn dwarf_frames(&self, addr: SymbolAddr, with_lines: bool, out: &mut Vec<ResolvedFrame>) {
-        let Some(cell) = &self.dwarf else {
+        let Some(dwarf) = &self.dwarf else {
             return;
         };
-        // No DWARF range (`[low, high)`) holds the last address; addr2line would compute
-        // `addr + 1` for it (an overflow the fuzzer found).
-        if addr.0 == u64::MAX {
-            return;
-        }
-        cell.with_dependent(|owner, state| {
-            let symbol = |a: u64| self.symbol(SymbolAddr(a)).map(|s| (s.start.0, s.name));
-            // Only the unit holding the address is parsed when `.debug_aranges` says which
-            // it is: indexing every unit of a large library costs tens of milliseconds.
-            let units = match self.whole_file_dwarf {
-                true => None,
-                false => state
-                    .units
-                    .get_or_init(|| crate::unit_index::UnitIndex::new(owner_dwarf(owner)?))
-                    .as_ref(),
-            };
-            if let Some(units) = units {
-                let mut done = false;
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    done = units.with_unit_context(addr.0, |ctx| {
-                        collect_frames(ctx, addr.0, with_lines, &symbol, out)
-                    });
-                }));
-                match result {
-                    Ok(()) if done => return,
-                    Ok(()) => {}
-                    Err(_) => {
-                        out.clear();
-                        tracing::debug!(file = %owner.main.name, addr = addr.0, "DWARF lookup panicked");
-                        return;
-                    }
-                }
-            }
-            let mut whole = state.whole.lock().unwrap_or_else(|e| e.into_inner());
-            if let WholeContext::Unbuilt = *whole {
-                *whole = match build_context(owner) {
-                    Some((ctx, bytes)) => {
-                        state.whole_bytes.store(bytes, std::sync::atomic::Ordering::Relaxed);
-                        WholeContext::Built {
-                            ctx: Box::new(ctx),
-                            used: true,
-                        }
-                    }
-                    None => WholeContext::Unusable,
-                };
-            }
-            let WholeContext::Built { ctx, used } = &mut *whole else {
-                return;
-            };
-            *used = true;
-            // gimli and addr2line return errors on corrupt input; the guard
-            // is belt and braces so a bug there costs frames, not the process.
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                collect_frames(ctx, addr.0, with_lines, &symbol, out)
-            }));
-            if result.is_err() {
-                out.clear();
-                tracing::debug!(file = %owner.main.name, addr = addr.0, "DWARF lookup panicked");
-            }
-        });
-    }
-}
-
-impl DwarfState<'_> {
-    /// Whether the whole-file context is built now.
-    fn whole_built(&self) -> bool {
-        matches!(
-            *self.whole.lock().unwrap_or_else(|e| e.into_inner()),
-            WholeContext::Built { .. }
-        )
+        let symbol = |a: u64| self.symbol(SymbolAddr(a)).map(|s| (s.start.0, s.name));
+        dwarf.frames_into(addr.0, with_lines, self.whole_file_dwarf, &symbol, out);
     }
 }
 
@@ -983,257 +434,6 @@ impl std::fmt::Debug for FileSymbolizer {
             .field("dwarf_parsed", &self.dwarf_parsed())
             .finish()
     }
-}
-
-/// Innermost-first frames from addr2line, stored outermost first.
-///
-/// `symbol` gives the symbol-table entry (start, raw name) containing an
-/// address: like binutils, a function DWARF names without a linkage name
-/// (C, C++ in an anonymous namespace, GCC clones such as `f.constprop.0`)
-/// takes the symbol's name when that symbol starts where the function does.
-fn collect_frames<'s>(
-    ctx: &addr2line::Context<Reader<'_>>,
-    probe: u64,
-    with_lines: bool,
-    symbol: &dyn Fn(u64) -> Option<(u64, &'s str)>,
-    out: &mut Vec<ResolvedFrame>,
-) {
-    let mut outer_die = None;
-    let mut outer_is_linkage = false;
-    let mut iter = match ctx.find_frames(probe).skip_all_loads() {
-        Ok(it) => it,
-        Err(err) => {
-            tracing::trace!(%err, probe, "DWARF lookup failed");
-            return;
-        }
-    };
-    loop {
-        match iter.next() {
-            Ok(Some(frame)) => {
-                let raw = frame.function.as_ref().and_then(|f| f.raw_name().ok());
-                outer_is_linkage = raw
-                    .as_deref()
-                    .is_some_and(|r| r.starts_with("_Z") || r.starts_with("_R"));
-                outer_die = frame.dw_die_offset;
-                let function = raw.map(|r| demangle(&r).into_owned()).unwrap_or_default();
-                let (file, line) = match (with_lines, &frame.location) {
-                    (true, Some(loc)) => (loc.file.map(str::to_owned), loc.line),
-                    _ => (None, None),
-                };
-                out.push(ResolvedFrame {
-                    function,
-                    file,
-                    line,
-                    inlined: true,
-                });
-            }
-            Ok(None) => break,
-            Err(err) => {
-                tracing::trace!(%err, probe, "DWARF frame walk stopped early");
-                break;
-            }
-        }
-    }
-    out.reverse();
-    let Some(first) = out.first_mut() else {
-        return;
-    };
-    first.inlined = false;
-    if !outer_is_linkage && !first.function.is_empty() {
-        if let (Some(die), Some((start, name))) = (outer_die, symbol(probe)) {
-            if function_low_pc(ctx, probe, die) == Some(start) {
-                first.function = function_name(name).into_owned();
-            }
-        }
-    }
-    // Inlined calls DWARF cannot name; the outermost is named by the
-    // caller from the symbol tables.
-    for f in out.iter_mut().skip(1) {
-        if f.function.is_empty() {
-            f.function = "??".to_owned();
-        }
-    }
-}
-
-/// The entry address of the function DIE at `die` (in the unit holding
-/// `probe`): its `DW_AT_low_pc`, else the start of its first range.
-fn function_low_pc(
-    ctx: &addr2line::Context<Reader<'_>>,
-    probe: u64,
-    die: gimli::UnitOffset<usize>,
-) -> Option<u64> {
-    let unit = ctx.find_dwarf_and_unit(probe).skip_all_loads()?;
-    let entry = unit.entry(die).ok()?;
-    if let Ok(Some(v)) = entry.attr_value(gimli::DW_AT_low_pc) {
-        if let Ok(Some(a)) = unit.attr_address(v) {
-            return Some(a);
-        }
-    }
-    let mut ranges = unit.die_ranges(&entry).ok()?;
-    ranges.next().ok().flatten().map(|r| r.begin)
-}
-
-/// The main file's sections for the per-unit index, or `None` when a dwz supplementary file
-/// is in play (its units are referenced across files, which only the whole index follows).
-fn owner_dwarf(owner: &DwarfOwner) -> Option<gimli::Dwarf<Reader<'_>>> {
-    if owner.sup.is_some() {
-        return None;
-    }
-    load_dwarf(&owner.main)
-}
-
-/// The whole-file context, and the bytes of `.debug_info` it covers.
-fn build_context(owner: &DwarfOwner) -> Option<(addr2line::Context<Reader<'_>>, u64)> {
-    tracing::debug!(file = %owner.main.name, "indexing DWARF");
-    let mut dwarf = load_dwarf(&owner.main)?;
-    let info_bytes = gimli::Section::reader(&dwarf.debug_info).len() as u64;
-    if let Some(sup_dwarf) = owner.sup.as_ref().and_then(load_dwarf) {
-        dwarf.set_sup(sup_dwarf);
-    }
-    // Units that share an abbreviation table (common in large libraries) parse it once.
-    dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
-    match addr2line::Context::from_dwarf(dwarf) {
-        Ok(ctx) => Some((ctx, info_bytes)),
-        Err(err) => {
-            tracing::debug!(file = %owner.main.name, %err, "unusable DWARF");
-            None
-        }
-    }
-}
-
-/// The gimli sections of `f`, borrowed from the mapping or from its
-/// decompressed copies.
-fn load_dwarf(f: &DwarfFile) -> Option<gimli::Dwarf<Reader<'_>>> {
-    let obj = object::File::parse(&*f.map).ok()?;
-    let endian = if obj.is_little_endian() {
-        RunTimeEndian::Little
-    } else {
-        RunTimeEndian::Big
-    };
-    let decompressed = f.decompressed.get_or_init(|| {
-        let cache = f
-            .section_cache
-            .as_deref()
-            .and_then(|dir| crate::section_cache::SectionCache::for_file(dir, &obj, &f.identity));
-        let mut v = Vec::new();
-        // Every section of one file together stays under the absolute cap too.
-        let mut budget = crate::decompress::MAX_SECTION_BYTES;
-        for id in NAMING_SECTIONS {
-            let Some(sec) = obj.section_by_name(id.name()) else {
-                continue;
-            };
-            let Ok(c) = sec.compressed_data() else {
-                continue;
-            };
-            if c.format == CompressionFormat::None {
-                continue;
-            }
-            let cap = crate::decompress::cap_for(c.data.len() as u64, budget);
-            let cached = (c.uncompressed_size <= cap)
-                .then(|| cache.as_ref()?.get(id.name(), c.uncompressed_size))
-                .flatten();
-            if let Some(bytes) = cached {
-                budget -= bytes.bytes().len() as u64;
-                v.push((id, bytes));
-                continue;
-            }
-            match crate::decompress::section(&c, budget) {
-                Ok(data) => {
-                    budget -= data.len() as u64;
-                    if let Some(cache) = &cache {
-                        cache.put(id.name(), &data);
-                    }
-                    v.push((id, crate::section_cache::SectionBytes::Owned(data)));
-                }
-                Err(err) => {
-                    // Over a cap (or corrupt): the section is left out, the file's other
-                    // sections and symbols still name what they can.
-                    tracing::warn!(file = %f.name, section = id.name(), %err, "compressed DWARF section skipped")
-                }
-            }
-        }
-        v
-    });
-    let load = |id: gimli::SectionId| -> Result<Reader<'_>, gimli::Error> {
-        if let Some((_, data)) = decompressed.iter().find(|(i, _)| *i == id) {
-            return Ok(EndianSlice::new(data.bytes(), endian));
-        }
-        if !NAMING_SECTIONS.contains(&id) {
-            return Ok(EndianSlice::new(&[], endian));
-        }
-        let data = obj
-            .section_by_name(id.name())
-            .filter(|s| {
-                s.compressed_data()
-                    .is_ok_and(|c| c.format == CompressionFormat::None)
-            })
-            .and_then(|s| s.data().ok())
-            .unwrap_or(&[]);
-        Ok(EndianSlice::new(data, endian))
-    };
-    gimli::Dwarf::load(load).ok()
-}
-
-/// The DWARF sections that naming and inline chains read. Location lists (`.debug_loc`,
-/// `.debug_loclists`, a sixth of libc's debug file) are never read, so they are not
-/// decompressed.
-const NAMING_SECTIONS: [gimli::SectionId; 10] = [
-    gimli::SectionId::DebugAbbrev,
-    gimli::SectionId::DebugAddr,
-    gimli::SectionId::DebugAranges,
-    gimli::SectionId::DebugInfo,
-    gimli::SectionId::DebugLine,
-    gimli::SectionId::DebugLineStr,
-    gimli::SectionId::DebugRanges,
-    gimli::SectionId::DebugRngLists,
-    gimli::SectionId::DebugStr,
-    gimli::SectionId::DebugStrOffsets,
-];
-
-/// The dwz supplementary file named by `.gnu_debugaltlink`, matched by
-/// build-id: the path as given (relative to the debug file's directory),
-/// else by build-id under the system and extra debug directories.
-///
-/// The path the debug file names is read with `access` (the debug file's reader's: a user's
-/// debug file may name any path); the debug directories with our own.
-fn find_sup(
-    debug_file: &Path,
-    file: &[u8],
-    id: &[u8],
-    search: &DebugSearch,
-    access: &Access,
-) -> Option<DwarfFile> {
-    let name = Path::new(std::str::from_utf8(file).ok()?);
-    let mut candidates = Vec::new();
-    if name.is_absolute() {
-        candidates.push((name.to_path_buf(), access));
-    } else if let Some(dir) = debug_file.parent() {
-        candidates.push((dir.join(name), access));
-    }
-    for dir in std::iter::once(&search.system_debug_dir).chain(&search.extra_dirs) {
-        if !dir.as_os_str().is_empty() {
-            candidates.extend(build_id_path_in(dir, id).map(|p| (p, &Access::Own)));
-        }
-    }
-    let want = Want {
-        build_id: Some(id),
-        build_id_required: true,
-        crc: None,
-        symbol_cache: search.symbol_cache.as_deref(),
-    };
-    for (p, reader) in candidates {
-        if let Some(f) = try_debug_file(&p, want, reader) {
-            tracing::debug!(sup = %p.display(), "using the dwz supplementary file");
-            return Some(DwarfFile {
-                name: p.display().to_string(),
-                map: f.map,
-                identity: f.identity,
-                decompressed: OnceLock::new(),
-                section_cache: search.section_cache.clone(),
-            });
-        }
-    }
-    None
 }
 
 /// File offsets for `PT_LOAD` segments given as (vaddr, memsz): each
@@ -1259,37 +459,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn crc32_known_values() {
-        assert_eq!(crc32(b""), 0);
-        assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
-    }
-
-    #[test]
-    fn proc_root_stripped() {
-        assert_eq!(
-            without_proc_root(Path::new("/proc/123/root/usr/bin")),
-            Path::new("/usr/bin")
-        );
-        assert_eq!(
-            without_proc_root(Path::new("/proc/self/root/usr/bin")),
-            Path::new("/proc/self/root/usr/bin")
-        );
-        assert_eq!(
-            without_proc_root(Path::new("/usr/bin")),
-            Path::new("/usr/bin")
-        );
-    }
-
-    #[test]
-    fn build_id_paths() {
-        assert_eq!(
-            build_id_path_in(Path::new("/x"), &[0xab, 0xcd, 0xef]).unwrap(),
-            Path::new("/x/.build-id/ab/cdef.debug")
-        );
-        assert!(build_id_path_in(Path::new("/x"), &[0xab]).is_none());
-    }
-
-    #[test]
     fn offsets_rebuilt_like_ld() {
         // readelf -l of a PIE and of its objcopy --only-keep-debug file.
         let segs = [
@@ -1313,14 +482,6 @@ mod tests {
             rebuild_offsets(segs.into_iter()),
             [(0, 0x400000, 0x70c), (0xe10, 0x600e10, 0x230)]
         );
-    }
-
-    #[test]
-    fn names() {
-        assert!(plain_file_name("a.debug"));
-        assert!(!plain_file_name("../a.debug"));
-        assert!(!plain_file_name(""));
-        assert_eq!(crate::demangle::without_version("f@@GLIBC_2.2"), "f");
     }
 
     #[test]

@@ -8,7 +8,9 @@
 mod common;
 mod daemon;
 mod daemon_ops;
+mod daemon_reload;
 mod daemon_serve;
+mod docs;
 mod errors;
 mod fork_exec;
 mod go;

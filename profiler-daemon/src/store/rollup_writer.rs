@@ -1,5 +1,5 @@
 //! Writes a [`RollupBuilder`] as a roll-up file, one protobuf message at a time into gzip:
-//! the file [`crate::rollup::Rollup::decode`] reads (the same profile as
+//! the file [`crate::store::rollup::Rollup::decode`] reads (the same profile as
 //! `Rollup::encode` of the same slices), without a whole `pprof::Profile` in memory.
 //!
 //! A protobuf message's repeated fields may be written one element at a time and in any
@@ -13,10 +13,10 @@ use std::io::{self, Write};
 use prost::encoding::{encode_key, encode_varint, WireType};
 use prost::Message;
 
-use crate::pprof;
-use crate::rollup::ROLLUP_COMMENT;
-use crate::rollup_builder::{RollupBuilder, Thread};
 use crate::slice::{FORMAT_COMMENT, MAX_SLICE_BYTES};
+use crate::slice_proto as pprof;
+use crate::store::rollup::ROLLUP_COMMENT;
+use crate::store::rollup_builder::{RollupBuilder, Thread};
 
 /// The strings every roll-up starts its table with, in this order.
 const FIXED: [&str; 17] = [
@@ -299,10 +299,10 @@ fn labels(
 
 #[cfg(test)]
 mod tests {
-    use crate::rollup::Rollup;
-    use crate::rollup_builder::tests::slice;
-    use crate::rollup_builder::RollupBuilder;
     use crate::slice::Slice;
+    use crate::store::rollup::Rollup;
+    use crate::store::rollup_builder::tests::slice;
+    use crate::store::rollup_builder::RollupBuilder;
 
     fn built(slices: &[Slice]) -> Vec<u8> {
         let mut b = RollupBuilder::new(1 << 30);
@@ -373,9 +373,9 @@ mod tests {
 /// DIR a `slices/` directory; one mode per run, so that the peak (VmHWM) is the mode's own.
 #[cfg(test)]
 mod cost {
-    use crate::rollup::Rollup;
-    use crate::rollup_builder::RollupBuilder;
     use crate::slice::Slice;
+    use crate::store::rollup::Rollup;
+    use crate::store::rollup_builder::RollupBuilder;
     use std::time::{Duration, Instant};
 
     fn kb(field: &str) -> u64 {

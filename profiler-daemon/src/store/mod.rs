@@ -1,9 +1,21 @@
 //! Local history: one file per slice under `<state_dir>/slices/`, named
-//! `<start_ns>-<end_ns>.pb.gz` (UNIX ns), written atomically (a temporary name, fsync, rename,
+//! `<start_ns>-<end_ns>.pb.gz` (UNIX ns), and hourly roll-ups beside them
+//! (`<start_ns>-<end_ns>.hour.pb.gz`), written atomically (a temporary name, fsync, rename,
 //! fsync of the directory), and an in-memory index of them by time, rebuilt from the directory
 //! at start without reading the files. Retention by age and bytes runs after each write and at
 //! start. A file that cannot be read back is skipped, reported, counted, and renamed aside
 //! (`.corrupt`, the newest 16 kept).
+//!
+//! Beneath the store: the slice format (`slice.rs`) and the roll-up format (`rollup`). Above
+//! it: when hours are rolled up (`hourly`).
+
+pub mod hourly;
+pub mod rollup;
+// Not yet used by the hourly roll-ups: wired in by the next commit.
+#[allow(dead_code)]
+pub mod rollup_builder;
+#[allow(dead_code)]
+pub mod rollup_writer;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
@@ -11,12 +23,19 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tracing::{info, warn};
 
 use crate::slice::{Slice, SliceError, MAX_SLICE_BYTES};
+use crate::store::rollup::{is_member, Rollup};
+
+/// File name suffix of a plain slice.
+const SLICE_SUFFIX: &str = ".pb.gz";
+
+/// File name suffix of a roll-up.
+pub const ROLLUP_SUFFIX: &str = ".hour.pb.gz";
 
 /// Corrupt files kept aside for inspection; older ones are deleted.
 const CORRUPT_KEPT: usize = 16;
@@ -30,7 +49,7 @@ pub struct SliceMeta {
     pub end_ns: u64,
     /// File size.
     pub bytes: u64,
-    /// An hourly roll-up of slices (`rollup.rs`), not one slice.
+    /// An hourly roll-up of slices (`rollup`), not one slice.
     pub rollup: bool,
 }
 
@@ -63,8 +82,6 @@ pub struct Store {
     /// Retention: ns of age, bytes (changed on reload).
     max_age_ns: AtomicU64,
     max_bytes: AtomicU64,
-    /// Roll-up state: member files waiting for deletion (`rollup.rs`).
-    rolled: Mutex<crate::rollup::Pending>,
     /// Counters, for status and metrics.
     pub counters: StoreCounters,
 }
@@ -103,9 +120,9 @@ impl Store {
                 ));
                 continue;
             }
-            let rollup = crate::rollup::parse_name(name);
-            let (Some(key), Ok(meta)) = (rollup.or_else(|| parse_name(name)), entry.metadata())
-            else {
+            let rollup = parse_name(name, ROLLUP_SUFFIX);
+            let plain = || parse_name(name, SLICE_SUFFIX);
+            let (Some(key), Ok(meta)) = (rollup.or_else(plain), entry.metadata()) else {
                 continue;
             };
             if meta.is_file() {
@@ -116,7 +133,7 @@ impl Store {
                 index.slices.insert(key, meta.len());
             }
         }
-        crate::rollup::remove_members_at_start(&dir, &mut index.slices, &index.rollups);
+        remove_members_at_start(&dir, &mut index.slices, &index.rollups);
         index.bytes = index.slices.values().sum();
         corrupt.sort();
         let excess = corrupt.len().saturating_sub(CORRUPT_KEPT);
@@ -134,7 +151,6 @@ impl Store {
             index: Mutex::new(index),
             max_age_ns: AtomicU64::new(max_age.as_nanos().min(u64::MAX as u128) as u64),
             max_bytes: AtomicU64::new(max_bytes),
-            rolled: Mutex::default(),
             counters: StoreCounters::default(),
         });
         store.apply_retention(now_ns);
@@ -152,25 +168,32 @@ impl Store {
 
     /// Slices and bytes kept.
     pub fn totals(&self) -> (usize, u64) {
-        let index = self.index.lock().expect("store index");
+        let index = self.index();
         (index.slices.len(), index.bytes)
     }
 
     /// End of the newest slice kept (UNIX ns), 0 when none.
     pub fn newest_end(&self) -> u64 {
-        let index = self.index.lock().expect("store index");
+        let index = self.index();
         index.slices.keys().map(|&(_, end)| end).max().unwrap_or(0)
+    }
+
+    /// The index, recovered if a thread panicked while holding it (every change to it is
+    /// made in one step, under the lock).
+    fn index(&self) -> MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn path_of(&self, start_ns: u64, end_ns: u64, rollup: bool) -> PathBuf {
         if rollup {
-            self.dir.join(crate::rollup::file_name(start_ns, end_ns))
+            self.dir.join(rollup_file_name(start_ns, end_ns))
         } else {
-            self.dir.join(format!("{start_ns}-{end_ns}.pb.gz"))
+            self.dir.join(slice_file_name(start_ns, end_ns))
         }
     }
 
-    /// Write `slice` atomically and index it; then apply retention as of `now_ns`.
+    /// Write `slice` atomically and index it; then apply retention as of `now_ns`. (The writer
+    /// then runs the roll-ups: `hourly::roll_past_hours`.)
     pub fn write(&self, slice: &Slice, now_ns: u64) -> std::io::Result<SliceMeta> {
         let bytes = slice.encode();
         let path = self.path_of(slice.start_ns, slice.end_ns, false);
@@ -179,7 +202,7 @@ impl Store {
             return Err(err);
         }
         {
-            let mut index = self.index.lock().expect("store index");
+            let mut index = self.index();
             let key = (slice.start_ns, slice.end_ns);
             if let Some(old) = index.slices.insert(key, bytes.len() as u64) {
                 index.bytes -= old;
@@ -188,7 +211,6 @@ impl Store {
         }
         self.counters.written.fetch_add(1, Ordering::Relaxed);
         self.apply_retention(now_ns);
-        crate::rollup::roll_past_hours(self, slice.start_ns);
         Ok(SliceMeta {
             start_ns: slice.start_ns,
             end_ns: slice.end_ns,
@@ -231,7 +253,7 @@ impl Store {
         members: &[(u64, u64)],
     ) -> std::io::Result<()> {
         self.write_file(bytes, &self.path_of(key.0, key.1, true), key.0)?;
-        let mut index = self.index.lock().expect("store index");
+        let mut index = self.index();
         for m in members {
             if let Some(b) = index.slices.remove(m) {
                 index.bytes -= b;
@@ -247,7 +269,7 @@ impl Store {
 
     /// The plain slices (not roll-ups) that start before `before_ns`, oldest first.
     pub(crate) fn plain_slices_before(&self, before_ns: u64) -> Vec<(u64, u64)> {
-        let index = self.index.lock().expect("store index");
+        let index = self.index();
         index
             .slices
             .range(..(before_ns, 0))
@@ -258,7 +280,7 @@ impl Store {
 
     /// Is there a roll-up for the hour starting at `hour_ns`?
     pub(crate) fn has_rollup_in(&self, hour_ns: u64, end_ns: u64) -> bool {
-        let index = self.index.lock().expect("store index");
+        let index = self.index();
         index
             .rollups
             .range((hour_ns, 0)..(end_ns, 0))
@@ -269,7 +291,7 @@ impl Store {
     /// Read one plain slice file (no index change on failure).
     pub(crate) fn read_plain(&self, key: (u64, u64)) -> Result<Slice, SliceError> {
         let bytes = read_bounded(&self.path_of(key.0, key.1, false))
-            .map_err(|e| SliceError::Gzip(e.to_string()))?;
+            .map_err(|e| SliceError::Io(e.to_string()))?;
         Slice::decode(&bytes)
     }
 
@@ -284,11 +306,6 @@ impl Store {
         }
     }
 
-    /// The roll-up state (members waiting for deletion).
-    pub(crate) fn rolled(&self) -> std::sync::MutexGuard<'_, crate::rollup::Pending> {
-        self.rolled.lock().expect("roll-up state")
-    }
-
     /// Delete slices that ended before `now_ns - max_age`, then the oldest while the total is
     /// over `max_bytes`.
     pub fn apply_retention(&self, now_ns: u64) {
@@ -296,7 +313,7 @@ impl Store {
         let max_bytes = self.max_bytes.load(Ordering::Relaxed);
         let mut doomed = Vec::new();
         {
-            let mut index = self.index.lock().expect("store index");
+            let mut index = self.index();
             while let Some((&key, &bytes)) = index.slices.iter().next() {
                 let expired = key.1 < oldest_kept;
                 if !expired && index.bytes <= max_bytes {
@@ -317,7 +334,7 @@ impl Store {
 
     /// The slices overlapping `[since_ns, until_ns)`, oldest first.
     pub fn select(&self, since_ns: u64, until_ns: u64) -> Selection {
-        let index = self.index.lock().expect("store index");
+        let index = self.index();
         let slices = index
             .slices
             .iter()
@@ -351,10 +368,10 @@ impl Store {
         let bytes = match read_bounded(&path) {
             Ok(b) => b,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => return Err(SliceError::Gzip(err.to_string())),
+            Err(err) => return Err(SliceError::Io(err.to_string())),
         };
         let decoded = if meta.rollup {
-            crate::rollup::Rollup::decode(&bytes).map(|r| r.restrict(since_ns, until_ns))
+            Rollup::decode(&bytes).map(|r| r.restrict(since_ns, until_ns))
         } else {
             Slice::decode(&bytes)
         };
@@ -364,7 +381,7 @@ impl Store {
                 self.counters.corrupt.fetch_add(1, Ordering::Relaxed);
                 warn!(file = %path.display(), %err, "skipping a corrupt slice file (renamed to .corrupt)");
                 {
-                    let mut index = self.index.lock().expect("store index");
+                    let mut index = self.index();
                     if let Some(b) = index.slices.remove(&(meta.start_ns, meta.end_ns)) {
                         index.bytes -= b;
                     }
@@ -394,12 +411,67 @@ pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// `(start, end)` of a slice file name.
-fn parse_name(name: &str) -> Option<(u64, u64)> {
-    let stem = name.strip_suffix(".pb.gz")?;
+/// The file name of a plain slice.
+fn slice_file_name(start_ns: u64, end_ns: u64) -> String {
+    format!("{start_ns}-{end_ns}{SLICE_SUFFIX}")
+}
+
+/// The file name of a roll-up.
+pub fn rollup_file_name(start_ns: u64, end_ns: u64) -> String {
+    format!("{start_ns}-{end_ns}{ROLLUP_SUFFIX}")
+}
+
+/// `(start, end)` of a file name ending in `suffix`.
+fn parse_name(name: &str, suffix: &str) -> Option<(u64, u64)> {
+    let stem = name.strip_suffix(suffix)?;
     let (start, end) = stem.split_once('-')?;
     let (start, end) = (start.parse().ok()?, end.parse().ok()?);
     (start < end).then_some((start, end))
+}
+
+/// At start, before the index is used: a plain slice listed as a member of a roll-up (a crash
+/// came between the roll-up's write and its members' deletion) is deleted and taken out of
+/// `slices`. Only roll-ups whose range holds a plain slice are decoded; an unreadable roll-up
+/// keeps its members (a query then skips it and reads them).
+fn remove_members_at_start(
+    dir: &Path,
+    slices: &mut BTreeMap<(u64, u64), u64>,
+    rollups: &BTreeSet<(u64, u64)>,
+) {
+    for &(start, end) in rollups {
+        let inside: Vec<(u64, u64)> = slices
+            .range((start, 0)..=(end, 0))
+            .map(|(&k, _)| k)
+            .filter(|k| k.1 <= end && !rollups.contains(k))
+            .collect();
+        if inside.is_empty() {
+            continue;
+        }
+        let rollup = match read_bounded(&dir.join(rollup_file_name(start, end)))
+            .map_err(|e| SliceError::Io(e.to_string()))
+            .and_then(|b| Rollup::decode(&b))
+        {
+            Ok(r) => r,
+            Err(err) => {
+                warn!(start_ns = start, %err, "an unreadable roll-up: its slices are kept");
+                continue;
+            }
+        };
+        let mut removed = 0;
+        for key in inside {
+            if is_member(&rollup, key) {
+                let _ = fs::remove_file(dir.join(slice_file_name(key.0, key.1)));
+                slices.remove(&key);
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            info!(
+                start_ns = start,
+                removed, "deleted slices already rolled up"
+            );
+        }
+    }
 }
 
 #[cfg(test)]

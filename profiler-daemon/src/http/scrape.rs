@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,26 +27,22 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::api::{error, ApiState, Peer};
-use crate::daemon::unix_now_ns;
-use crate::filter::{Filter, Visibility};
+use crate::access::Visibility;
+use crate::config::Config;
+use crate::filter::Filter;
+use crate::http::common::error;
+use crate::http::status::metrics_response;
 use crate::query;
-use crate::slice::Slice;
+use crate::state::{unix_now_ns, Shared};
 use crate::store::SliceMeta;
 
 /// Go's default `seconds`.
 const DEFAULT_SECONDS: u64 = 30;
 
-/// A slice's bytes as a pprof file: gzipped `profile.proto`. The one place profiles are
-/// encoded for scrapers and recordings.
-pub fn encode_pprof(slice: &Slice) -> Vec<u8> {
-    slice.encode()
-}
-
 /// What the scrape handlers share.
 pub struct ScrapeState {
-    /// The API's state (status, store, limits).
-    pub api: Arc<ApiState>,
+    /// The daemon's shared state (status, store, the configuration in effect).
+    pub shared: Arc<Shared>,
     /// The bearer token asked of every request, if one is configured.
     pub token: Option<String>,
     /// Bounds profiles answered at once.
@@ -149,13 +146,7 @@ async fn metrics(State(state): State<Arc<ScrapeState>>, headers: HeaderMap) -> R
     if let Err(r) = authorize(&state, &headers) {
         return *r;
     }
-    let peer = Peer {
-        uid: 0,
-        gid: 0,
-        groups: Vec::new(),
-        pid: None,
-    };
-    crate::api::metrics_response(&state.api, &peer)
+    metrics_response(&state.shared)
 }
 
 /// The profile's parameters, parsed leniently for `seconds` as Go does.
@@ -238,6 +229,35 @@ pub fn covering(slices: &[SliceMeta], t0: u64, t1: u64) -> Vec<SliceMeta> {
         .collect()
 }
 
+/// The time range a profile stands for: the latest `seconds` of kept history (`past`), or the
+/// next `seconds`, waited out, and then for its last slice to be named.
+async fn window(shared: &Shared, config: &Config, p: &ProfileParams) -> (u64, u64) {
+    let window = Duration::from_secs(p.seconds);
+    if p.past {
+        // The latest `seconds` of kept history: up to the newest slice named (a slice and its
+        // close grace behind now), so that the answer is never cut by what is being named.
+        let newest = match shared.store.newest_end() {
+            0 => unix_now_ns(),
+            t => t,
+        };
+        return (newest.saturating_sub(window.as_nanos() as u64), newest);
+    }
+    // Live: wait out the window, then for its last slice to be named. Dropped (and so
+    // stopped) when the client goes away.
+    let t0 = unix_now_ns();
+    tokio::time::sleep(window).await;
+    let t1 = t0 + window.as_nanos() as u64;
+    let slice = config.sampling.slice.0;
+    let deadline = Instant::now() + slice + Duration::from_secs(10);
+    while shared.store.newest_end() < t1
+        && Instant::now() < deadline
+        && !shared.sampling_ended.load(Ordering::Relaxed)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (t0, t1)
+}
+
 async fn profile(
     State(state): State<Arc<ScrapeState>>,
     headers: HeaderMap,
@@ -250,8 +270,9 @@ async fn profile(
         Ok(p) => p,
         Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
-    let shared = Arc::clone(&state.api.shared);
-    let max = shared.config.scrape.max_seconds.0;
+    let shared = Arc::clone(&state.shared);
+    let config = shared.live();
+    let max = config.scrape.max_seconds.0;
     if p.seconds > max.as_secs() {
         return error(
             StatusCode::BAD_REQUEST,
@@ -267,39 +288,9 @@ async fn profile(
             "too many profiles at once (scrape.max_concurrent); try again",
         );
     };
-    let window = Duration::from_secs(p.seconds);
-    let (t0, t1) = if p.past {
-        // The latest `seconds` of kept history: up to the newest slice named (a slice and its
-        // close grace behind now), so that the answer is never cut by what is being named.
-        let newest = match shared.store.newest_end() {
-            0 => unix_now_ns(),
-            t => t,
-        };
-        (newest.saturating_sub(window.as_nanos() as u64), newest)
-    } else {
-        // Live: wait out the window, then for its last slice to be named. Dropped (and so
-        // stopped) when the client goes away.
-        let t0 = unix_now_ns();
-        tokio::time::sleep(window).await;
-        let t1 = t0 + window.as_nanos() as u64;
-        let slice = shared.config.sampling.slice.0;
-        let deadline = Instant::now() + slice + Duration::from_secs(10);
-        while shared.store.newest_end() < t1
-            && Instant::now() < deadline
-            && !shared
-                .sampling_ended
-                .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        (t0, t1)
-    };
-    let api = &shared.config.api;
-    let bounds = query::Bounds {
-        max_bytes: api.max_response_bytes.0,
-        timeout: api.request_timeout.0,
-        deadline: Instant::now() + api.request_timeout.0,
-    };
+    let (t0, t1) = window(&shared, &config, &p).await;
+    // Read after the wait: a reload meanwhile applies.
+    let bounds = query::Bounds::from_api(&shared.live().api);
     let store = Arc::clone(&shared.store);
     let filter = p.filter;
     let answer = tokio::task::spawn_blocking(move || {
@@ -307,7 +298,7 @@ async fn profile(
         let selection = store.select(t0.saturating_sub(1), t1 + 1);
         let slices = covering(&selection.slices, t0, t1);
         query::merged(&store, &slices, (t0, t1), &filter, Visibility::All, &bounds)
-            .map(|(slice, counts)| (encode_pprof(&slice), counts))
+            .map(|(slice, counts)| (slice.encode(), counts))
     })
     .await;
     let (bytes, counts) = match answer {

@@ -1,28 +1,29 @@
-//! The daemon's threads: sampling (the recorder's drain loop, closing a slice every
-//! `sampling.slice`), naming (a long-lived symbol service naming each closed slice and the
-//! store writing it), and what they share with the API (counters, the store).
+//! The daemon's stream: the sampling thread (the recorder's drain loop, closing a slice every
+//! `sampling.slice`) and the naming thread (a long-lived symbol service naming each closed
+//! slice, the store writing it, then the hourly roll-ups).
 //!
 //! The drain never waits: closed slices go to the naming thread through a bounded queue
 //! (`sampling.naming_queue`); when it is full the slice is dropped, logged and counted (what
 //! it says about released files and ended processes is carried to the next one, so that the
-//! symbol service still lets them go). The API only reads counters and the store.
+//! symbol service still lets them go). Both threads report through [`Shared`]'s counters;
+//! they never wait on the API, the budget or the recordings.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use profile::FrameId;
-use recorder::{ClosedWindow, RecordOptions, RecordTarget, Symbolizer};
-use sampler::EventKind;
-use symbolize::service::NamedStack;
+use recorder::{ClosedWindow, RecordOptions, Symbolizer};
 use tracing::{info, warn};
 
-use crate::config::Config;
-use crate::slice::{Slice, SliceStack};
+use crate::budget::TICK;
+use crate::cgroup::CgroupCache;
+use crate::options::{daemon_debug_search, record_options};
+use crate::slice::Slice;
+use crate::state::{unix_now_ns, Shared};
+use crate::store::hourly::{self, Pending};
 use crate::store::Store;
 
 /// Slices kept in memory while the disk refuses them (full): past this, the oldest is dropped.
@@ -31,82 +32,6 @@ const UNWRITTEN_KEPT: usize = 64;
 /// Windows named between two saves of the frame cache.
 const SAVE_CACHES_EVERY: u64 = 360;
 
-/// What the threads and the API share.
-pub struct Shared {
-    /// The configuration the daemon started with: keys that need a restart are read here.
-    /// Keys that a reload changes live are read from [`Shared::live`].
-    pub config: Config,
-    /// The configuration in effect (replaced on SIGHUP).
-    pub live: crate::reload::LiveConfig,
-    /// The history.
-    pub store: Arc<Store>,
-    /// The event sampled on.
-    pub event: EventKind,
-    /// CPUs sampled (online at start).
-    pub cpus: usize,
-    /// Changes the sampling frequency while sampling; tells the frequency in effect.
-    pub rate: recorder::FrequencyControl,
-    /// The overhead budget's state.
-    pub budget: crate::budget::BudgetState,
-    /// When the daemon started, UNIX ns.
-    pub started_ns: u64,
-    /// Samples read.
-    pub samples: AtomicU64,
-    /// Samples the kernel dropped.
-    pub lost: AtomicU64,
-    /// Slices named.
-    pub slices_named: AtomicU64,
-    /// Slices dropped because naming fell behind.
-    pub slices_dropped: AtomicU64,
-    /// Slices waiting to be named.
-    pub naming_backlog: AtomicU64,
-    /// Slices waiting to be written (the disk refused them).
-    pub unwritten: AtomicU64,
-    /// The recorder's process model at the last closed slice.
-    pub tracked: Mutex<recorder::Tracked>,
-    /// The symbol service's sizes at the last named slice.
-    pub symbols: Mutex<symbolize::service::ServiceSizes>,
-    /// Monotonic ns of the drain loop's last progress (0: not started).
-    pub heartbeat_ns: AtomicU64,
-    /// Whether sampling ended (on stop or error).
-    pub sampling_ended: AtomicBool,
-}
-
-impl Shared {
-    /// Samples per second per CPU in effect now (the budget or a reload may change it).
-    pub fn frequency(&self) -> u64 {
-        match self.rate.in_effect() {
-            0 => self.budget.target_frequency(),
-            hz => hz,
-        }
-    }
-
-    /// The configuration in effect now.
-    pub fn live(&self) -> Arc<Config> {
-        self.live.get()
-    }
-
-    /// Replace the configuration in effect (on reload).
-    pub fn set_live(&self, config: Config) {
-        self.live.set(config);
-    }
-
-    /// Whether the drain loop reported within `within`.
-    pub fn drain_alive(&self, within: Duration) -> bool {
-        let beat = self.heartbeat_ns.load(Ordering::Relaxed);
-        beat != 0
-            && !self.sampling_ended.load(Ordering::Relaxed)
-            && sampler::now_ns().saturating_sub(beat) < within.as_nanos() as u64
-    }
-}
-
-/// UNIX time now, in ns.
-pub fn unix_now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// The running sampling and naming threads.
 pub struct Pipeline {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -114,46 +39,15 @@ pub struct Pipeline {
     naming: Option<JoinHandle<()>>,
 }
 
-/// The recorder's options for the daemon's configuration.
-pub fn record_options(config: &Config, event: EventKind) -> RecordOptions {
-    let s = &config.sampling;
-    let cache = &config.storage.cache_dir;
-    let mut options = RecordOptions::new(RecordTarget::System);
-    options.frequency = s.frequency.0;
-    options.include_kernel = s.kernel;
-    options.call_graph = s.call_graph.to_recorder();
-    options.stack_bytes = s.stack_bytes.0;
-    options.event = sampler::EventChoice::Force(event);
-    options.window = Some(s.slice.0);
-    options.drain_interval = recorder::defaults::WINDOW_DRAIN_INTERVAL;
-    options.ring_pages = match options.call_graph {
-        recorder::CallGraph::Fp => sampler::defaults::RING_PAGES,
-        _ => recorder::defaults::ring_pages_streaming(options.frequency, options.stack_bytes),
-    };
-    options.preload_symbols = Some(daemon_debug_search(config));
-    options.frame_cache_dir = Some(cache.join("frames"));
-    options
-}
-
-/// The debug-file search with the daemon's caches.
-fn daemon_debug_search(config: &Config) -> symbolize::DebugSearch {
-    let cache = &config.storage.cache_dir;
-    symbolize::DebugSearch {
-        section_cache: Some(cache.join("dwarf")),
-        symbol_cache: Some(cache.join("symbols")),
-        ..symbolize::DebugSearch::system()
-    }
-}
-
 impl Pipeline {
     /// Start sampling and naming.
     pub fn start(shared: Arc<Shared>) -> Result<Pipeline> {
-        let config = &shared.config;
-        let mut options = record_options(config, shared.event);
+        let config = shared.live();
+        let mut options = record_options(&config, shared.event);
         options.frequency = shared.budget.target_frequency();
         options.frequency_control = Some(shared.rate.clone());
         let service_options = recorder::ResolveOptions {
-            debug_search: daemon_debug_search(config),
+            debug_search: daemon_debug_search(&config),
             kernel_cache_dir: Some(config.storage.cache_dir.clone()),
             ..recorder::ResolveOptions::default()
         };
@@ -283,11 +177,12 @@ fn sample(
 fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, shared: &Shared) {
     let mut unwritten: VecDeque<Slice> = VecDeque::new();
     let mut named: u64 = 0;
-    let mut cgroups = crate::filter::CgroupCache::new(sampler::now_ns());
+    let mut rollups = Pending::default();
+    let mut cgroups = CgroupCache::new(sampler::now_ns());
     loop {
         // Woken at least every second, so that the budget's request to shed the caches is
         // served between slices.
-        let closed = match slices.recv_timeout(crate::budget::TICK) {
+        let closed = match slices.recv_timeout(TICK) {
             Ok(closed) => closed,
             Err(RecvTimeoutError::Timeout) => {
                 shed_if_asked(&mut symbolizer, shared);
@@ -311,7 +206,7 @@ fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, share
         recorder::release_free_memory();
         // Monotonic (the samples' clock) to UNIX time, as of now.
         let offset = unix_now_ns().saturating_sub(sampler::now_ns());
-        let mut slice = to_slice(
+        let mut slice = Slice::from_named(
             &closed.window,
             &profile,
             &stacks,
@@ -341,7 +236,7 @@ fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, share
                 warn!("the disk refuses slices: the oldest unwritten slice was dropped");
             }
         }
-        write_pending(&shared.store, &mut unwritten);
+        write_pending(&shared.store, &mut rollups, &mut unwritten);
         shared
             .unwritten
             .store(unwritten.len() as u64, Ordering::Relaxed);
@@ -349,7 +244,7 @@ fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, share
             symbolizer.save_caches();
         }
     }
-    write_pending(&shared.store, &mut unwritten);
+    write_pending(&shared.store, &mut rollups, &mut unwritten);
     if !unwritten.is_empty() {
         warn!(
             slices = unwritten.len(),
@@ -383,11 +278,13 @@ fn shed_if_asked(symbolizer: &mut Symbolizer, shared: &Shared) {
     );
 }
 
-/// Write the slices waiting, oldest first, until one fails (logged once per outage).
-fn write_pending(store: &Store, unwritten: &mut VecDeque<Slice>) {
+/// Write the slices waiting, oldest first, until one fails (logged once per outage); after
+/// each write, the hourly roll-ups of past hours.
+fn write_pending(store: &Store, rollups: &mut Pending, unwritten: &mut VecDeque<Slice>) {
     while let Some(slice) = unwritten.front() {
         match store.write(slice, unix_now_ns()) {
             Ok(_) => {
+                hourly::roll_past_hours(store, rollups, slice.start_ns);
                 if unwritten.len() > 1 {
                     info!("writing slices again");
                 }
@@ -400,58 +297,5 @@ fn write_pending(store: &Store, unwritten: &mut VecDeque<Slice>) {
                 break;
             }
         }
-    }
-}
-
-/// A named window as a slice: frames by name, labels kept, times in UNIX ns. `period_ns`:
-/// what one sample stands for at the frequency in effect when the window closed; on
-/// cpu-clock, each stack's CPU time is the sum of its samples' own periods (exact across a
-/// change of frequency), on cycles (whose periods are cycles) its count times `period_ns`.
-pub fn to_slice(
-    window: &profile::NormalizedWindow,
-    profile: &profile::Profile,
-    stacks: &[NamedStack],
-    period_ns: u64,
-    event: EventKind,
-    unix_offset_ns: u64,
-) -> Slice {
-    let mut names: Vec<String> = Vec::new();
-    let mut ids: HashMap<FrameId, u32> = HashMap::new();
-    let mut out = Vec::with_capacity(stacks.len());
-    for (stack, named) in window.stacks.iter().zip(stacks) {
-        let thread = &window.threads[stack.thread as usize];
-        let frames = named
-            .frames
-            .iter()
-            .map(|&id| {
-                *ids.entry(id).or_insert_with(|| {
-                    names.push(profile.name(id).to_string());
-                    names.len() as u32 - 1
-                })
-            })
-            .collect();
-        out.push(SliceStack {
-            frames,
-            kernel_frames: named.kernel_frames,
-            pid: thread.pid,
-            tid: thread.tid,
-            process_start: thread.process_start,
-            comm: thread.comm.clone(),
-            uid: thread.uid,
-            ancestors: thread.ancestors.clone(),
-            cgroup: None,
-            count: stack.count,
-            cpu_ns: match event {
-                EventKind::CpuClock => stack.period,
-                EventKind::Cycles => stack.count.saturating_mul(period_ns),
-            },
-        });
-    }
-    Slice {
-        start_ns: window.start.saturating_add(unix_offset_ns),
-        end_ns: window.end.saturating_add(unix_offset_ns),
-        period_ns,
-        names,
-        stacks: out,
     }
 }

@@ -1,6 +1,6 @@
 //! An hour's roll-up built one slice at a time, in a compact form: each slice is folded in as
 //! it is written (or read back), so that the end of the hour costs only the encoding
-//! (`rollup_writer.rs`), never a re-read of its slices nor a whole [`crate::rollup::Rollup`]
+//! (`rollup_writer.rs`), never a re-read of its slices nor a whole [`crate::store::rollup::Rollup`]
 //! in memory.
 //!
 //! Compact form: frame names, frame sequences, label strings, ancestor chains and threads
@@ -513,7 +513,7 @@ pub(crate) mod tests {
             assert!(these.windows(2).all(|w| w[0].0 < w[1].0));
         }
         // Merged as a whole roll-up merges them: fewer stacks than the slices hold.
-        let whole = crate::rollup::Rollup::build(&slices);
+        let whole = crate::store::rollup::Rollup::build(&slices);
         assert_eq!(b.stacks.len(), whole.slice.stacks.len());
         assert!(b.stacks.len() < slices.iter().map(|s| s.stacks.len()).sum());
     }

@@ -5,7 +5,7 @@
 
 #![allow(missing_docs)] // The proto's own field comments are the documentation.
 
-pub use ::pprof::proto::{Function, Label, Line, Location, Mapping, ValueType};
+pub use pprof::proto::{Function, Label, Line, Location, Mapping, ValueType};
 
 /// A profile: samples, and the tables they refer to.
 #[derive(Clone, PartialEq, prost::Message)]

@@ -1,0 +1,121 @@
+//! The configuration in effect is one for every listener: a bound lowered by SIGHUP
+//! (`api.max_response_bytes`) is applied at once by the Unix socket API and by the scrape
+//! listener alike, as docs/daemon.md says.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::daemon::{unix_now, Daemon};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The status code and body of `GET path`, over the Unix socket or TCP.
+fn get_status(stream: &mut dyn ReadWrite, path: &str) -> (u16, Vec<u8>) {
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut bytes = Vec::new();
+    stream.read_to_end(&mut bytes).unwrap();
+    let end = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP answer to {path}: {bytes:?}"));
+    let head = String::from_utf8_lossy(&bytes[..end]).to_string();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, bytes[end + 4..].to_vec())
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+fn socket_get(socket: &Path, path: &str) -> (u16, Vec<u8>) {
+    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    get_status(&mut s, path)
+}
+
+fn scrape_get(port: u16, path: &str) -> (u16, Vec<u8>) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    get_status(&mut s, path)
+}
+
+fn write_config(config: &Path, dir: &Path, port: u16, api_extra: &str) {
+    let text = format!(
+        "[sampling]\nfrequency = 499\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n\
+         [api]\nsocket = \"{}\"\n{api_extra}\n[budget]\nmax_cpu_percent = 10000\n\n\
+         [scrape]\nlisten = \"127.0.0.1:{port}\"\n",
+        dir.join("state").display(),
+        dir.join("cache").display(),
+        dir.join("profilerd.sock").display()
+    );
+    let tmp = config.with_extension("tmp");
+    fs::write(&tmp, text).unwrap();
+    fs::rename(&tmp, config).unwrap();
+}
+
+#[test]
+fn daemon_reload_lowers_the_response_bound_for_the_socket_api_and_the_scrape_listener() {
+    let _guard = sampling_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = dir.path().join("profilerd.toml");
+    write_config(&config, dir.path(), port, "");
+    let daemon = Daemon::start(&config);
+
+    // A few seconds of a busy process, so that both answers hold some kilobytes.
+    let mut busy = Command::new("sh");
+    busy.args(["-c", "while :; do :; done"]);
+    let busy = Spawned::spawn(busy, "spinner");
+    let started = unix_now();
+    thread::sleep(Duration::from_secs(4));
+    drop(busy);
+    daemon.wait_slices_through(started + 3.0);
+
+    let folded = format!("/v1/folded?since={}", started - 1.0);
+    let scrape = "/debug/pprof/profile?seconds=10&past=1";
+    let (status, body) = socket_get(&daemon.socket, &folded);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(body.len() > 100, "a small folded answer: {} bytes", body.len());
+    let (status, body) = scrape_get(port, scrape);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(body.len() > 100, "a small scrape: {} bytes", body.len());
+
+    // The bound lowered below both answers, then SIGHUP.
+    write_config(&config, dir.path(), port, "max_response_bytes = \"64B\"\n");
+    assert!(send_signal(daemon.process.pid(), "HUP"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !daemon.process.stderr_now().contains("max_response_bytes") {
+        assert!(
+            Instant::now() < deadline,
+            "the reload was not logged:\n{}",
+            daemon.process.stderr_now()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+
+    let (status, body) = socket_get(&daemon.socket, &folded);
+    assert_eq!(
+        status,
+        413,
+        "the socket API after the reload: {}",
+        String::from_utf8_lossy(&body)
+    );
+    let (status, body) = scrape_get(port, scrape);
+    assert_eq!(
+        status,
+        413,
+        "the scrape listener after the reload: {}",
+        String::from_utf8_lossy(&body)
+    );
+    daemon.stop();
+}

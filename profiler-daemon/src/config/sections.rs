@@ -1,0 +1,200 @@
+//! The configuration's sections (`[sampling]`, `[storage]`, …) and their defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::values::{
+    Bytes, CallGraphName, Frequency, LogFilter, Percent, QueueLen, Seconds, StackBytes,
+};
+
+/// `[sampling]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sampling {
+    /// Samples per second per CPU.
+    pub frequency: Frequency,
+    /// Length of a slice: samples are kept per slice of this length.
+    pub slice: Seconds,
+    /// Sample kernel code and kernel call chains.
+    pub kernel: bool,
+    /// How user stacks are walked: "fp", "dwarf" or "auto".
+    pub call_graph: CallGraphName,
+    /// Bytes of user stack copied per sample (dwarf and auto).
+    pub stack_bytes: StackBytes,
+    /// Closed slices waiting to be named; past this, a closed slice is dropped (and counted)
+    /// rather than the drain made to wait.
+    pub naming_queue: QueueLen,
+}
+
+impl Default for Sampling {
+    fn default() -> Sampling {
+        Sampling {
+            frequency: Frequency(99),
+            slice: Seconds(Duration::from_secs(10)),
+            kernel: true,
+            call_graph: CallGraphName::Auto,
+            stack_bytes: StackBytes(16 * 1024),
+            naming_queue: QueueLen(6),
+        }
+    }
+}
+
+/// `[storage]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Storage {
+    /// Where slices are kept (`slices/` under it).
+    pub state_dir: PathBuf,
+    /// Where symbol caches are kept (kernel symbols, frames per build-id, decompressed debug
+    /// sections, symbol tables).
+    pub cache_dir: PathBuf,
+    /// Slices older than this are deleted.
+    pub max_age: Seconds,
+    /// Past this many bytes of slices, the oldest are deleted.
+    pub max_bytes: Bytes,
+}
+
+impl Default for Storage {
+    fn default() -> Storage {
+        Storage {
+            state_dir: PathBuf::from("/var/lib/profilerd"),
+            cache_dir: PathBuf::from("/var/cache/profilerd"),
+            max_age: Seconds(Duration::from_secs(3 * 86_400)),
+            max_bytes: Bytes(1 << 30),
+        }
+    }
+}
+
+/// `[api]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Api {
+    /// The Unix socket the API listens on.
+    pub socket: PathBuf,
+    /// When set, only this group (name or number) may connect (socket mode 0660); otherwise
+    /// every local user may (0666) and each request is authorized on its own.
+    pub socket_group: Option<String>,
+    /// Longest time range one query may cover.
+    pub max_range: Seconds,
+    /// Largest response body.
+    pub max_response_bytes: Bytes,
+    /// Longest time a query may take.
+    pub request_timeout: Seconds,
+    /// Queries answered at once; more are refused (503) until one ends.
+    pub max_concurrent_queries: QueueLen,
+}
+
+impl Default for Api {
+    fn default() -> Api {
+        Api {
+            socket: PathBuf::from("/run/profilerd/profilerd.sock"),
+            socket_group: None,
+            max_range: Seconds(Duration::from_secs(86_400)),
+            max_response_bytes: Bytes(64 << 20),
+            request_timeout: Seconds(Duration::from_secs(30)),
+            max_concurrent_queries: QueueLen(2),
+        }
+    }
+}
+
+/// `[access]`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Access {
+    /// Members of this group (name or number) see everything, as root does. Unset: root only.
+    pub admin_group: Option<String>,
+}
+
+/// `[recordings]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Recordings {
+    /// Recordings running at once; more are refused (429) until one ends.
+    pub max_concurrent: QueueLen,
+    /// Longest recording.
+    pub max_duration: Seconds,
+    /// Highest frequency a recording may ask for.
+    pub max_frequency: Frequency,
+}
+
+impl Default for Recordings {
+    fn default() -> Recordings {
+        Recordings {
+            max_concurrent: QueueLen(2),
+            max_duration: Seconds(Duration::from_secs(600)),
+            max_frequency: Frequency(4999),
+        }
+    }
+}
+
+/// `[budget]`: caps on the daemon's own CPU and memory (see `budget.rs`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Budget {
+    /// Most CPU time the daemon may use, in percent of one core, averaged over `window`; past
+    /// it the sampling frequency is lowered (down to `min_frequency`), and raised back step by
+    /// step once the daemon is well under.
+    pub max_cpu_percent: Percent,
+    /// Most memory: resident (VmRSS) plus pinned ring buffers (VmPin, VmLck); past it the
+    /// symbol caches are shed.
+    pub max_resident: Bytes,
+    /// The budget never lowers the frequency below this (nor below `sampling.frequency`).
+    pub min_frequency: Frequency,
+    /// The span CPU use is averaged over, and the least time between two changes.
+    pub window: Seconds,
+}
+
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget {
+            max_cpu_percent: Percent(2.0),
+            max_resident: Bytes(512 << 20),
+            min_frequency: Frequency(9),
+            window: Seconds(Duration::from_secs(30)),
+        }
+    }
+}
+
+/// `[scrape]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Scrape {
+    /// `ADDR:PORT` to serve `/debug/pprof/*` and `/metrics` on over TCP. Unset: no listener.
+    pub listen: Option<String>,
+    /// A file holding the bearer token scrapers must send. Unset: none asked.
+    pub token_file: Option<PathBuf>,
+    /// Profiles being answered at once; more are refused (503).
+    pub max_concurrent: QueueLen,
+    /// Longest `seconds` a scrape may ask for.
+    pub max_seconds: Seconds,
+}
+
+impl Default for Scrape {
+    fn default() -> Scrape {
+        Scrape {
+            listen: None,
+            token_file: None,
+            max_concurrent: QueueLen(4),
+            max_seconds: Seconds(Duration::from_secs(300)),
+        }
+    }
+}
+
+/// `[log]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Log {
+    /// What is logged: a level (`error`, `warn`, `info`, `debug`, `trace`) or a tracing
+    /// filter (`info,recorder=debug`). `PROFILERD_LOG`, when set, takes its place.
+    pub level: LogFilter,
+}
+
+impl Default for Log {
+    fn default() -> Log {
+        Log {
+            level: LogFilter("info".into()),
+        }
+    }
+}

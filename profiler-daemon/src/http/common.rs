@@ -1,0 +1,87 @@
+//! What every route of the Unix socket API needs: the handlers' shared state, who is asking
+//! (the peer's credentials at `connect(2)`), and error answers.
+
+use std::sync::Arc;
+
+use axum::extract::connect_info::Connected;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use tokio::net::UnixListener;
+use tokio::sync::Semaphore;
+
+use crate::access::{is_admin, GroupId, Visibility};
+use crate::recordings::{Recordings, Requester};
+use crate::state::Shared;
+
+/// Who is asking: the peer's credentials at `connect(2)`.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    /// Effective uid (`u32::MAX` when it could not be read: such a peer sees nothing).
+    pub uid: u32,
+    /// Effective gid.
+    pub gid: u32,
+    /// Supplementary groups (empty when they could not be read).
+    pub groups: Vec<u32>,
+    /// Process id (logged only: it may be reused).
+    pub pid: Option<i32>,
+}
+
+impl Connected<axum::serve::IncomingStream<'_, UnixListener>> for Peer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, UnixListener>) -> Peer {
+        let io = stream.io();
+        match io.peer_cred() {
+            Ok(cred) => Peer {
+                uid: cred.uid(),
+                gid: cred.gid(),
+                groups: crate::sys::peer_groups(io).unwrap_or_default(),
+                pid: cred.pid(),
+            },
+            Err(err) => {
+                tracing::warn!(%err, "cannot read a peer's credentials; it will see nothing");
+                Peer {
+                    uid: u32::MAX,
+                    gid: u32::MAX,
+                    groups: Vec::new(),
+                    pid: None,
+                }
+            }
+        }
+    }
+}
+
+/// What the API handlers share.
+pub struct ApiState {
+    /// The daemon's shared state.
+    pub shared: Arc<Shared>,
+    /// The admin group's gid, if one is configured (changes on reload).
+    pub admin_gid: Arc<GroupId>,
+    /// Bounds concurrent queries.
+    pub queries: Semaphore,
+    /// On-demand recordings.
+    pub recordings: Recordings,
+}
+
+impl ApiState {
+    /// Whether `peer` sees everything.
+    pub fn is_admin(&self, peer: &Peer) -> bool {
+        is_admin(&self.admin_gid, peer.uid, peer.gid, &peer.groups)
+    }
+
+    /// What `peer` may see.
+    pub fn visibility(&self, peer: &Peer) -> Visibility {
+        Visibility::of(peer.uid, self.is_admin(peer))
+    }
+
+    /// `peer` as the recordings know users.
+    pub fn requester(&self, peer: &Peer) -> Requester {
+        Requester {
+            uid: peer.uid,
+            admin: self.is_admin(peer),
+        }
+    }
+}
+
+/// An error answer: `profilerd: MESSAGE`.
+pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, format!("profilerd: {}\n", message.into())).into_response()
+}

@@ -1,0 +1,177 @@
+//! `GET /v1/folded`: folded stacks of a time range of the history, filtered, and limited to
+//! what the asking user may see.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use crate::access::Visibility;
+use crate::config::Config;
+use crate::filter::Filter;
+use crate::http::common::{error, ApiState, Peer};
+use crate::query::{self, Folded, QueryError};
+use crate::state::unix_now_ns;
+
+/// Query parameters of `GET /v1/folded`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FoldedParams {
+    /// Start: UNIX time in seconds (fractions allowed); negative: seconds before now.
+    /// Default: 10 minutes before `until`.
+    pub since: Option<f64>,
+    /// End, as `since`. Default: now.
+    pub until: Option<f64>,
+    /// Only this process.
+    pub pid: Option<u32>,
+    /// Only threads with this command name.
+    pub comm: Option<String>,
+    /// Only processes of this user.
+    pub uid: Option<u32>,
+    /// With `pid`: also the processes it and its descendants created (`true`).
+    pub descendants: Option<bool>,
+    /// Only processes in this cgroup (v2 path) or under it.
+    pub cgroup: Option<String>,
+}
+
+/// A time parameter in UNIX ns.
+fn time_ns(value: f64, now_ns: u64) -> Option<u64> {
+    if !value.is_finite() {
+        return None;
+    }
+    if value < 0.0 {
+        return Some(now_ns.saturating_sub((-value * 1e9) as u64));
+    }
+    Some((value * 1e9) as u64)
+}
+
+/// `[since, until)` of a query, in UNIX ns, or why it is refused.
+fn range(params: &FoldedParams, config: &Config) -> Result<(u64, u64), String> {
+    let now = unix_now_ns();
+    let until = match params.until.map(|v| time_ns(v, now)) {
+        None => now,
+        Some(Some(t)) => t,
+        Some(None) => return Err("bad until".into()),
+    };
+    let since = match params.since.map(|v| time_ns(v, now)) {
+        None => until.saturating_sub(600_000_000_000),
+        Some(Some(t)) => t,
+        Some(None) => return Err("bad since".into()),
+    };
+    if since >= until {
+        return Err("since must be before until".into());
+    }
+    let max_range = config.api.max_range.0;
+    if until - since > max_range.as_nanos() as u64 {
+        return Err(format!(
+            "the time range is longer than {max_range:?} (api.max_range)"
+        ));
+    }
+    Ok((since, until))
+}
+
+/// `GET /v1/folded`.
+pub async fn folded(
+    State(state): State<Arc<ApiState>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    params: Result<Query<FoldedParams>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(Query(params)) = params else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup",
+        );
+    };
+    if peer.uid == u32::MAX {
+        return error(StatusCode::FORBIDDEN, "unknown peer");
+    }
+    let config = state.shared.live();
+    let (since, until) = match range(&params, &config) {
+        Ok(r) => r,
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    };
+    let filter = Filter {
+        pid: params.pid,
+        descendants: params.descendants.unwrap_or(false),
+        comm: params.comm,
+        uid: params.uid,
+        cgroup: params.cgroup,
+    };
+    if let Err(message) = filter.check() {
+        return error(StatusCode::BAD_REQUEST, message);
+    }
+    let Ok(_permit) = state.queries.try_acquire() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many queries at once; try again",
+        );
+    };
+    let visibility = state.visibility(&peer);
+    let bounds = query::Bounds::from_api(&config.api);
+    let store = Arc::clone(&state.shared.store);
+    let started = Instant::now();
+    let answer = tokio::task::spawn_blocking(move || {
+        query::folded(&store, since, until, &filter, visibility, &bounds)
+    })
+    .await;
+    let folded = match answer {
+        Ok(Ok(f)) => f,
+        Ok(Err(e @ QueryError::TooLarge(_))) => {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
+        }
+        Ok(Err(e @ QueryError::TooSlow(_))) => {
+            return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
+    };
+    tracing::debug!(
+        uid = peer.uid,
+        pid = peer.pid,
+        slices = folded.slices,
+        samples = folded.samples,
+        ms = started.elapsed().as_millis() as u64,
+        "folded query"
+    );
+    let kernel = visibility == Visibility::All && config.sampling.kernel;
+    let headers = headers(&state, &folded, (since, until), kernel);
+    (StatusCode::OK, headers, folded.text).into_response()
+}
+
+/// The answer's headers: what was read, the range, the frequency and event, whether kernel
+/// frames are in it.
+fn headers(
+    state: &ApiState,
+    folded: &Folded,
+    (since, until): (u64, u64),
+    kernel: bool,
+) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    for (name, value) in [
+        ("x-profilerd-slices", folded.slices),
+        ("x-profilerd-skipped-slices", folded.skipped),
+        ("x-profilerd-samples", folded.samples),
+        ("x-profilerd-since-ns", since),
+        ("x-profilerd-until-ns", until),
+        (
+            "x-profilerd-frequency",
+            folded.frequency.unwrap_or(state.shared.frequency()),
+        ),
+        ("x-profilerd-kernel-frames", kernel as u64),
+    ] {
+        headers.insert(name, HeaderValue::from(value));
+    }
+    headers.insert(
+        "x-profilerd-event",
+        HeaderValue::from_str(&state.shared.event.to_string())
+            .unwrap_or(HeaderValue::from_static("unknown")),
+    );
+    headers
+}

@@ -1,0 +1,169 @@
+//! The `/v1/recordings` routes: parse, authorize, call the recordings manager
+//! (`recordings.rs`), encode.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+
+use crate::http::common::{error, ApiState, Peer};
+use crate::recordings::{Refused, Removal, Request, Unavailable, MAX_WAIT};
+
+/// The recordings' routes.
+pub fn routes() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route("/v1/recordings", post(create))
+        .route("/v1/recordings/{id}", get(status).delete(remove))
+        .route("/v1/recordings/{id}/folded", get(folded))
+        .route("/v1/recordings/{id}/pprof", get(pprof))
+}
+
+/// `POST /v1/recordings`.
+async fn create(
+    State(state): State<Arc<ApiState>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    body: Result<Json<Request>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Ok(Json(request)) = body else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad request body: expected JSON {\"pid\": N, \"frequency\": HZ, \"duration\": SECONDS, \"descendants\": BOOL, \"kernel\": BOOL}",
+        );
+    };
+    if peer.uid == u32::MAX {
+        return error(StatusCode::FORBIDDEN, "unknown peer");
+    }
+    let pid = request.pid;
+    let who = state.requester(&peer);
+    match state.recordings.start(&state.shared, request, who) {
+        Ok(status) => (
+            StatusCode::CREATED,
+            [(header::LOCATION, format!("/v1/recordings/{}", status.id))],
+            Json(status),
+        )
+            .into_response(),
+        Err(refused) => {
+            let code = match refused {
+                Refused::OutOfRange(_) => StatusCode::BAD_REQUEST,
+                Refused::NoProcess(_) => StatusCode::NOT_FOUND,
+                Refused::NotYours(_) => {
+                    tracing::info!(
+                        peer_uid = peer.uid,
+                        peer_pid = peer.pid,
+                        pid,
+                        "recording refused: another user's process"
+                    );
+                    StatusCode::FORBIDDEN
+                }
+                Refused::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
+            };
+            error(code, refused.to_string())
+        }
+    }
+}
+
+/// `?wait=SECONDS` on a recording's status: wait until it is done, at most that long.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitParams {
+    /// Seconds to wait for the recording to end (at most 60).
+    pub wait: Option<f64>,
+}
+
+/// The answer for a result that is not there.
+fn unavailable(why: Unavailable) -> Response {
+    let code = match why {
+        Unavailable::NotFound(_) => StatusCode::NOT_FOUND,
+        Unavailable::Running(_) => StatusCode::CONFLICT,
+        Unavailable::Failed(..) => StatusCode::GONE,
+    };
+    error(code, why.to_string())
+}
+
+/// `GET /v1/recordings/ID`.
+async fn status(
+    State(state): State<Arc<ApiState>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    Path(id): Path<u64>,
+    params: Result<Query<WaitParams>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(Query(params)) = params else {
+        return error(StatusCode::BAD_REQUEST, "bad query: expected wait=SECONDS");
+    };
+    let wait = params
+        .wait
+        .filter(|w| w.is_finite() && *w > 0.0)
+        .map(|w| Duration::from_secs_f64(w).min(MAX_WAIT));
+    match state
+        .recordings
+        .status(id, state.requester(&peer), wait)
+        .await
+    {
+        Some(status) => Json(status).into_response(),
+        None => unavailable(Unavailable::NotFound(id)),
+    }
+}
+
+/// `GET /v1/recordings/ID/folded`.
+async fn folded(
+    State(state): State<Arc<ApiState>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    Path(id): Path<u64>,
+) -> Response {
+    match state.recordings.folded(id, state.requester(&peer)) {
+        Ok(f) => (
+            [
+                (
+                    header::CONTENT_TYPE,
+                    "text/plain; charset=utf-8".to_string(),
+                ),
+                (
+                    header::HeaderName::from_static("x-profilerd-frequency"),
+                    f.frequency.to_string(),
+                ),
+                (
+                    header::HeaderName::from_static("x-profilerd-event"),
+                    f.event,
+                ),
+                (
+                    header::HeaderName::from_static("x-profilerd-seconds"),
+                    format!("{:.3}", f.seconds),
+                ),
+            ],
+            f.text,
+        )
+            .into_response(),
+        Err(why) => unavailable(why),
+    }
+}
+
+/// `GET /v1/recordings/ID/pprof`.
+async fn pprof(
+    State(state): State<Arc<ApiState>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    Path(id): Path<u64>,
+) -> Response {
+    match state.recordings.pprof(id, state.requester(&peer)) {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
+        Err(why) => unavailable(why),
+    }
+}
+
+/// `DELETE /v1/recordings/ID`.
+async fn remove(
+    State(state): State<Arc<ApiState>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    Path(id): Path<u64>,
+) -> Response {
+    match state.recordings.remove(id, state.requester(&peer)) {
+        Removal::NotFound => unavailable(Unavailable::NotFound(id)),
+        Removal::Stopping(status) => (StatusCode::ACCEPTED, Json(status)).into_response(),
+        Removal::Removed => StatusCode::NO_CONTENT.into_response(),
+    }
+}

@@ -1,0 +1,259 @@
+//! `GET /v1/status` and `/metrics`: what the daemon is doing and what it costs, as JSON for
+//! a peer and as Prometheus metrics (served on the Unix socket and on the scrape listener).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+
+use crate::budget::{self, BudgetStatus};
+use crate::http::common::{ApiState, Peer};
+use crate::metric::{self, Metric};
+use crate::state::{unix_now_ns, Shared};
+
+/// `GET /v1/status`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Status {
+    /// profilerd's version.
+    pub version: String,
+    /// The event sampled on (`cycles` or `cpu-clock`).
+    pub event: String,
+    /// CPUs sampled.
+    pub cpus: usize,
+    /// Samples per second per CPU.
+    pub frequency: u64,
+    /// Whether kernel frames are sampled.
+    pub kernel: bool,
+    /// Slice length, seconds.
+    pub slice_seconds: f64,
+    /// Whether the drain loop reported within the last 5 s.
+    pub sampling: bool,
+    /// Seconds since start.
+    pub uptime_seconds: f64,
+    /// Samples read since start.
+    pub samples: u64,
+    /// Samples the kernel dropped since start.
+    pub lost: u64,
+    /// Slices named since start.
+    pub slices_named: u64,
+    /// Slices dropped because naming fell behind.
+    pub slices_dropped: u64,
+    /// Slices waiting to be named.
+    pub naming_backlog: u64,
+    /// Slices written since start.
+    pub slices_written: u64,
+    /// Failed writes (full disk) since start.
+    pub write_errors: u64,
+    /// Slices kept in memory until the disk takes them.
+    pub slices_unwritten: u64,
+    /// Slice files found corrupt or truncated (skipped) since start.
+    pub corrupt_slices: u64,
+    /// Slices on disk.
+    pub slices_kept: usize,
+    /// Bytes of slices on disk.
+    pub bytes_kept: u64,
+    /// End of the newest slice on disk, UNIX ns (0: none).
+    pub newest_slice_end_ns: u64,
+    /// Processes tracked by the process model.
+    pub processes: usize,
+    /// Threads tracked.
+    pub threads: usize,
+    /// Files mapped by tracked processes.
+    pub files: usize,
+    /// Binaries held open.
+    pub pinned_files: usize,
+    /// Open symbolizers.
+    pub symbolizers: usize,
+    /// Their estimated bytes.
+    pub symbolizer_bytes: u64,
+    /// Resident memory of the daemon, bytes (ring buffers are not resident memory).
+    pub resident_bytes: u64,
+    /// The daemon's CPU time since start, seconds.
+    pub cpu_seconds: f64,
+    /// The overhead budget: what it sees and did.
+    #[serde(flatten)]
+    pub budget: BudgetStatus,
+    /// The asking user.
+    pub peer_uid: u32,
+    /// Whether the asking user sees everything.
+    pub peer_is_admin: bool,
+}
+
+/// The daemon's status as `peer` asks for it.
+fn status_of(state: &ApiState, peer: &Peer) -> Status {
+    let mut status = snapshot(&state.shared);
+    status.peer_uid = peer.uid;
+    status.peer_is_admin = state.is_admin(peer);
+    status
+}
+
+/// The daemon's status, for no one in particular (`peer_uid` 0, `peer_is_admin` false).
+pub fn snapshot(s: &Shared) -> Status {
+    let config = s.live();
+    let (slices_kept, bytes_kept) = s.store.totals();
+    let tracked = s.tracked.lock().map(|t| *t).unwrap_or_default();
+    let symbols = s.symbols.lock().map(|t| *t).unwrap_or_default();
+    let c = &s.store.counters;
+    Status {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        event: s.event.to_string(),
+        cpus: s.cpus,
+        frequency: s.frequency(),
+        kernel: config.sampling.kernel,
+        slice_seconds: config.sampling.slice.0.as_secs_f64(),
+        sampling: s.drain_alive(Duration::from_secs(5)),
+        uptime_seconds: unix_now_ns().saturating_sub(s.started_ns) as f64 / 1e9,
+        samples: s.samples.load(Ordering::Relaxed),
+        lost: s.lost.load(Ordering::Relaxed),
+        slices_named: s.slices_named.load(Ordering::Relaxed),
+        slices_dropped: s.slices_dropped.load(Ordering::Relaxed),
+        naming_backlog: s.naming_backlog.load(Ordering::Relaxed),
+        slices_written: c.written.load(Ordering::Relaxed),
+        write_errors: c.write_errors.load(Ordering::Relaxed),
+        slices_unwritten: s.unwritten.load(Ordering::Relaxed),
+        corrupt_slices: c.corrupt.load(Ordering::Relaxed),
+        slices_kept,
+        bytes_kept,
+        newest_slice_end_ns: s.store.newest_end(),
+        processes: tracked.processes,
+        threads: tracked.threads,
+        files: tracked.files,
+        pinned_files: tracked.pinned,
+        symbolizers: symbols.symbolizers,
+        symbolizer_bytes: symbols.symbolizer_bytes,
+        resident_bytes: recorder::resident_bytes().unwrap_or(0),
+        cpu_seconds: recorder::ProcessUsage::now().cpu().as_secs_f64(),
+        budget: s.budget.status(&config.budget),
+        peer_uid: 0,
+        peer_is_admin: false,
+    }
+}
+
+/// `GET /v1/status`.
+pub async fn status(
+    State(state): State<Arc<ApiState>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+) -> Json<Status> {
+    Json(status_of(&state, &peer))
+}
+
+/// `GET /metrics` on the Unix socket.
+pub async fn metrics(State(state): State<Arc<ApiState>>) -> Response {
+    metrics_response(&state.shared)
+}
+
+/// `/metrics` (the Unix socket's and the scrape listener's): the same for every peer.
+pub fn metrics_response(shared: &Shared) -> Response {
+    let s = snapshot(shared);
+    let mut out = String::new();
+    metric::write(&mut out, METRICS, &s);
+    metric::write(&mut out, budget::METRICS, &s.budget);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        out,
+    )
+        .into_response()
+}
+
+/// The daemon's Prometheus metrics (the budget's follow: [`budget::METRICS`]).
+const METRICS: &[Metric<Status>] = &[
+    Metric {
+        name: "samples_total",
+        kind: "counter",
+        help: "Samples read.",
+        value: |s| s.samples as f64,
+    },
+    Metric {
+        name: "lost_samples_total",
+        kind: "counter",
+        help: "Samples the kernel dropped.",
+        value: |s| s.lost as f64,
+    },
+    Metric {
+        name: "slices_named_total",
+        kind: "counter",
+        help: "Slices named.",
+        value: |s| s.slices_named as f64,
+    },
+    Metric {
+        name: "slices_dropped_total",
+        kind: "counter",
+        help: "Slices dropped because naming fell behind.",
+        value: |s| s.slices_dropped as f64,
+    },
+    Metric {
+        name: "slices_written_total",
+        kind: "counter",
+        help: "Slices written.",
+        value: |s| s.slices_written as f64,
+    },
+    Metric {
+        name: "write_errors_total",
+        kind: "counter",
+        help: "Slice writes that failed.",
+        value: |s| s.write_errors as f64,
+    },
+    Metric {
+        name: "corrupt_slices_total",
+        kind: "counter",
+        help: "Slice files found corrupt or truncated.",
+        value: |s| s.corrupt_slices as f64,
+    },
+    Metric {
+        name: "slices_kept",
+        kind: "gauge",
+        help: "Slices on disk.",
+        value: |s| s.slices_kept as f64,
+    },
+    Metric {
+        name: "slice_bytes_kept",
+        kind: "gauge",
+        help: "Bytes of slices on disk.",
+        value: |s| s.bytes_kept as f64,
+    },
+    Metric {
+        name: "naming_backlog",
+        kind: "gauge",
+        help: "Slices waiting to be named.",
+        value: |s| s.naming_backlog as f64,
+    },
+    Metric {
+        name: "processes_tracked",
+        kind: "gauge",
+        help: "Processes tracked.",
+        value: |s| s.processes as f64,
+    },
+    Metric {
+        name: "frequency_hertz",
+        kind: "gauge",
+        help: "Samples per second per CPU.",
+        value: |s| s.frequency as f64,
+    },
+    Metric {
+        name: "resident_memory_bytes",
+        kind: "gauge",
+        help: "Resident memory.",
+        value: |s| s.resident_bytes as f64,
+    },
+    Metric {
+        name: "cpu_seconds_total",
+        kind: "counter",
+        help: "CPU time used.",
+        value: |s| s.cpu_seconds,
+    },
+    Metric {
+        name: "sampling",
+        kind: "gauge",
+        help: "1 while the drain loop runs.",
+        value: |s| s.sampling as u8 as f64,
+    },
+];

@@ -1,0 +1,489 @@
+//! On-demand recordings of one process: the manager behind `POST /v1/recordings`,
+//! `GET /v1/recordings/ID` (and `/folded`, `/pprof`) and `DELETE /v1/recordings/ID` (the
+//! handlers: `http/recordings.rs`). Knows users by uid, not by connection.
+//!
+//! Each recording runs on perf events and a thread of its own (the recorder's per-process
+//! mode: the process's threads, and the processes it creates while recording, followed by the
+//! kernel's inherit), at the frequency asked, for exactly the duration asked, and is named by
+//! a symbol service of its own when it ends. Not served from the daemon's stream: that one
+//! runs at the daemon's frequency (99 Hz by default, too coarse for a few seconds of one
+//! process) and is kept in slices (10 s), which a recording of a few seconds would not line up
+//! with. Bounded by `[recordings]` (`max_concurrent`, `max_duration`, `max_frequency`).
+//!
+//! Access: any user may record a process whose effective uid is theirs (read at request time
+//! through a pidfd, so that a pid reused meanwhile is refused, and checked again once the
+//! events are open); root and the admin group any process. A user's recording has no kernel
+//! frames (the kernel is not sampled) and keeps only stacks of processes of their uid (a
+//! set-uid child is left out).
+
+mod thread;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::access::Visibility;
+use crate::config::Config;
+use crate::filter::Filter;
+use crate::query::add_slice;
+use crate::slice::Slice;
+use crate::state::{unix_now_ns, Shared};
+
+use thread::{run, uid_of};
+
+/// Finished recordings kept for their owners to fetch; past this the oldest is dropped.
+const FINISHED_KEPT: usize = 16;
+
+/// How long a finished recording is kept.
+const FINISHED_FOR: Duration = Duration::from_secs(600);
+
+/// Longest `?wait=` on a recording's status.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// The recordings, running and finished.
+#[derive(Default)]
+pub struct Recordings {
+    next_id: AtomicU64,
+    table: Mutex<HashMap<u64, Arc<Entry>>>,
+}
+
+/// One recording.
+struct Entry {
+    id: u64,
+    owner: u32,
+    request: Request,
+    kernel: bool,
+    visibility: Visibility,
+    started_ns: u64,
+    stop: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    state: Mutex<Phase>,
+    done: tokio::sync::Notify,
+    finished_at: Mutex<Option<Instant>>,
+}
+
+/// Where a recording is.
+enum Phase {
+    Running,
+    Done(Box<Outcome>),
+    Failed(String),
+}
+
+/// What a finished recording holds.
+struct Outcome {
+    slice: Slice,
+    samples_read: u64,
+    lost: u64,
+    event: String,
+    frequency: u64,
+    seconds: f64,
+    stopped_early: bool,
+}
+
+/// `POST /v1/recordings` body.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// The process to record.
+    pub pid: u32,
+    /// Samples per second (default: the daemon's frequency).
+    #[serde(default)]
+    pub frequency: Option<u64>,
+    /// Seconds to record (fractions allowed; default and most: `recordings.max_duration`).
+    #[serde(default)]
+    pub duration: Option<f64>,
+    /// Keep the processes the process creates while recording (as `profctl record --pid`
+    /// does); without it only the process's own threads.
+    #[serde(default)]
+    pub descendants: bool,
+    /// Sample kernel frames (root and the admin group only; default true for them).
+    #[serde(default)]
+    pub kernel: Option<bool>,
+}
+
+/// `GET /v1/recordings/ID`.
+#[derive(Debug, Serialize)]
+pub struct RecordingStatus {
+    /// The recording's id.
+    pub id: u64,
+    /// `running`, `done` or `failed`.
+    pub state: &'static str,
+    /// The process.
+    pub pid: u32,
+    /// Frequency asked.
+    pub frequency: u64,
+    /// Duration asked, seconds.
+    pub duration: f64,
+    /// Whether descendants are kept.
+    pub descendants: bool,
+    /// Whether kernel frames are sampled.
+    pub kernel: bool,
+    /// Start, UNIX ns.
+    pub started_ns: u64,
+    /// When done: samples in the result.
+    pub samples: Option<u64>,
+    /// When done: samples read (before the selection).
+    pub samples_read: Option<u64>,
+    /// When done: samples the kernel dropped.
+    pub lost: Option<u64>,
+    /// When done: the event sampled on.
+    pub event: Option<String>,
+    /// When done: the frequency in effect.
+    pub frequency_used: Option<u64>,
+    /// When done: seconds sampled.
+    pub seconds: Option<f64>,
+    /// When done: whether it was stopped before its duration (DELETE, or the process exited).
+    pub stopped_early: Option<bool>,
+    /// When failed: why.
+    pub error: Option<String>,
+}
+
+/// Who asks: a uid, and whether it sees everything.
+#[derive(Clone, Copy, Debug)]
+pub struct Requester {
+    /// Effective uid.
+    pub uid: u32,
+    /// Root or the admin group.
+    pub admin: bool,
+}
+
+/// Why a recording was not started.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// A value out of range (the message says which and what was expected).
+    #[error("{0}")]
+    OutOfRange(String),
+    /// No such process (or it exited).
+    #[error("no process {0}")]
+    NoProcess(u32),
+    /// Another user's process, and the requester is not an admin.
+    #[error("process {0} is not yours: you may record only your own processes")]
+    NotYours(u32),
+    /// `recordings.max_concurrent` are running.
+    #[error("{0} recordings are running (recordings.max_concurrent); try again when one ends")]
+    Busy(usize),
+}
+
+/// Why a recording's result is not given.
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    /// No such recording, or not the requester's.
+    #[error("no recording {0}")]
+    NotFound(u64),
+    /// Still running.
+    #[error("recording {0} is still running")]
+    Running(u64),
+    /// It failed.
+    #[error("recording {0} failed: {1}")]
+    Failed(u64, String),
+}
+
+/// What `DELETE` did.
+#[derive(Debug)]
+pub enum Removal {
+    /// No such recording, or not the requester's.
+    NotFound,
+    /// It was running: stopped (or stopping); its result is named and kept.
+    Stopping(RecordingStatus),
+    /// Finished: forgotten.
+    Removed,
+}
+
+/// A finished recording's folded stacks, with what they were sampled at.
+#[derive(Debug)]
+pub struct FoldedResult {
+    /// Folded lines, sorted.
+    pub text: String,
+    /// The frequency in effect.
+    pub frequency: u64,
+    /// The event sampled on.
+    pub event: String,
+    /// Seconds sampled.
+    pub seconds: f64,
+}
+
+impl Entry {
+    fn status(&self) -> RecordingStatus {
+        let r = &self.request;
+        let mut status = RecordingStatus {
+            id: self.id,
+            state: "running",
+            pid: r.pid,
+            frequency: r.frequency.unwrap_or(0),
+            duration: r.duration.unwrap_or(0.0),
+            descendants: r.descendants,
+            kernel: self.kernel,
+            started_ns: self.started_ns,
+            samples: None,
+            samples_read: None,
+            lost: None,
+            event: None,
+            frequency_used: None,
+            seconds: None,
+            stopped_early: None,
+            error: None,
+        };
+        match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            Phase::Running => {}
+            Phase::Done(o) => {
+                status.state = "done";
+                status.samples = Some(o.slice.samples());
+                status.samples_read = Some(o.samples_read);
+                status.lost = Some(o.lost);
+                status.event = Some(o.event.clone());
+                status.frequency_used = Some(o.frequency);
+                status.seconds = Some(o.seconds);
+                status.stopped_early = Some(o.stopped_early);
+            }
+            Phase::Failed(e) => {
+                status.state = "failed";
+                status.error = Some(e.clone());
+            }
+        }
+        status
+    }
+
+    fn running(&self) -> bool {
+        matches!(
+            *self.state.lock().unwrap_or_else(|e| e.into_inner()),
+            Phase::Running
+        )
+    }
+
+    fn finish(&self, state: Phase) {
+        self.stop.lock().unwrap_or_else(|e| e.into_inner()).take();
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
+        *self.finished_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        self.done.notify_waiters();
+    }
+}
+
+impl Recordings {
+    /// Drop finished recordings past their time or past [`FINISHED_KEPT`].
+    fn expire(table: &mut HashMap<u64, Arc<Entry>>) {
+        let finished_at = |e: &Entry| *e.finished_at.lock().unwrap_or_else(|e| e.into_inner());
+        table.retain(|_, e| finished_at(e).is_none_or(|t| t.elapsed() < FINISHED_FOR));
+        let mut finished: Vec<(Instant, u64)> = table
+            .values()
+            .filter_map(|e| Some((finished_at(e)?, e.id)))
+            .collect();
+        if finished.len() > FINISHED_KEPT {
+            finished.sort();
+            for (_, id) in &finished[..finished.len() - FINISHED_KEPT] {
+                table.remove(id);
+            }
+        }
+    }
+
+    /// The recording `id` if `who` may see it (its owner, or an admin).
+    fn get(&self, id: u64, who: Requester) -> Option<Arc<Entry>> {
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        Recordings::expire(&mut table);
+        table
+            .get(&id)
+            .filter(|e| who.admin || e.owner == who.uid)
+            .cloned()
+    }
+
+    /// Stop every running recording (their results are still named and kept).
+    pub fn stop_all(&self) {
+        let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        for e in table.values() {
+            if let Some(stop) = e.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = stop.send(());
+            }
+        }
+    }
+
+    /// Start recording `request` for `who` with the daemon's configuration in effect; returns
+    /// the new recording's status.
+    pub fn start(
+        &self,
+        shared: &Shared,
+        request: Request,
+        who: Requester,
+    ) -> Result<RecordingStatus, Refused> {
+        let config = shared.live();
+        let frequency = request.frequency.unwrap_or(shared.frequency());
+        let duration = check_limits(&config, frequency, request.duration)?;
+        let pid = request.pid;
+        let pidfd = crate::sys::pidfd_open(pid).map_err(|_| Refused::NoProcess(pid))?;
+        let uid = uid_of(pid, &pidfd).ok_or(Refused::NoProcess(pid))?;
+        if !who.admin && uid != who.uid {
+            return Err(Refused::NotYours(pid));
+        }
+        let kernel = who.admin && request.kernel.unwrap_or(true) && config.sampling.kernel;
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+        let visibility = Visibility::of(who.uid, who.admin);
+        let entry = self.insert(config.recordings.max_concurrent.0, |id| Entry {
+            id,
+            owner: who.uid,
+            request: Request {
+                frequency: Some(frequency),
+                duration: Some(duration.as_secs_f64()),
+                kernel: Some(kernel),
+                ..request
+            },
+            kernel,
+            visibility,
+            started_ns: unix_now_ns(),
+            stop: Mutex::new(Some(stop_tx)),
+            state: Mutex::new(Phase::Running),
+            done: tokio::sync::Notify::new(),
+            finished_at: Mutex::new(None),
+        })?;
+        let thread_entry = Arc::clone(&entry);
+        let event = shared.event;
+        let spawned = std::thread::Builder::new()
+            .name(format!("recording-{}", entry.id))
+            .spawn(move || {
+                let outcome = run(&config, event, &thread_entry, duration, pidfd, stop_rx);
+                thread_entry.finish(match outcome {
+                    Ok(o) => Phase::Done(Box::new(o)),
+                    Err(e) => Phase::Failed(e),
+                });
+            });
+        if let Err(err) = spawned {
+            entry.finish(Phase::Failed(format!("cannot start a thread: {err}")));
+        }
+        tracing::info!(
+            id = entry.id,
+            pid,
+            frequency,
+            seconds = duration.as_secs_f64(),
+            peer_uid = who.uid,
+            "recording started"
+        );
+        Ok(entry.status())
+    }
+
+    /// Keep the recording `make` makes with the next id, unless `max_running` recordings are
+    /// running.
+    fn insert(
+        &self,
+        max_running: usize,
+        make: impl FnOnce(u64) -> Entry,
+    ) -> Result<Arc<Entry>, Refused> {
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        Recordings::expire(&mut table);
+        let running = table.values().filter(|e| e.running()).count();
+        if running >= max_running {
+            return Err(Refused::Busy(running));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let entry = Arc::new(make(id));
+        table.insert(id, Arc::clone(&entry));
+        Ok(entry)
+    }
+
+    /// The status of recording `id`, after waiting up to `wait` for it to end.
+    pub async fn status(
+        &self,
+        id: u64,
+        who: Requester,
+        wait: Option<Duration>,
+    ) -> Option<RecordingStatus> {
+        let entry = self.get(id, who)?;
+        if let Some(wait) = wait {
+            let done = entry.done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            if entry.running() {
+                let _ = tokio::time::timeout(wait, done).await;
+            }
+        }
+        Some(entry.status())
+    }
+
+    /// What `with` makes of the finished recording `id`.
+    fn result<T>(
+        &self,
+        id: u64,
+        who: Requester,
+        with: impl FnOnce(&Outcome) -> T,
+    ) -> Result<T, Unavailable> {
+        let entry = self.get(id, who).ok_or(Unavailable::NotFound(id))?;
+        let guard = entry.state.lock().unwrap_or_else(|e| e.into_inner());
+        match &*guard {
+            Phase::Running => Err(Unavailable::Running(id)),
+            Phase::Failed(e) => Err(Unavailable::Failed(id, e.clone())),
+            Phase::Done(o) => Ok(with(o)),
+        }
+    }
+
+    /// The finished recording's folded stacks.
+    pub fn folded(&self, id: u64, who: Requester) -> Result<FoldedResult, Unavailable> {
+        self.result(id, who, |o| {
+            let mut lines = HashMap::new();
+            add_slice(&mut lines, &o.slice, &Filter::default(), Visibility::All);
+            let mut sorted: Vec<(String, u64)> = lines.into_iter().collect();
+            sorted.sort_unstable();
+            let mut text = String::new();
+            for (line, count) in sorted {
+                text.push_str(&line);
+                text.push(' ');
+                text.push_str(&count.to_string());
+                text.push('\n');
+            }
+            FoldedResult {
+                text,
+                frequency: o.frequency,
+                event: o.event.clone(),
+                seconds: o.seconds,
+            }
+        })
+    }
+
+    /// The finished recording as a pprof file (gzipped).
+    pub fn pprof(&self, id: u64, who: Requester) -> Result<Vec<u8>, Unavailable> {
+        self.result(id, who, |o| o.slice.encode())
+    }
+
+    /// Stop recording `id` if it runs; forget it if it ended.
+    pub fn remove(&self, id: u64, who: Requester) -> Removal {
+        let Some(entry) = self.get(id, who) else {
+            return Removal::NotFound;
+        };
+        if let Some(stop) = entry.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            // Running: stopped; its result is named and kept.
+            let _ = stop.send(());
+            return Removal::Stopping(entry.status());
+        }
+        if entry.running() {
+            return Removal::Stopping(entry.status());
+        }
+        self.table
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        Removal::Removed
+    }
+}
+
+/// The frequency and duration asked, checked against `[recordings]`; the duration to record.
+fn check_limits(
+    config: &Config,
+    frequency: u64,
+    duration: Option<f64>,
+) -> Result<Duration, Refused> {
+    let limits = &config.recordings;
+    if frequency == 0 || frequency > limits.max_frequency.0 {
+        return Err(Refused::OutOfRange(format!(
+            "frequency {frequency} is out of range: expected 1 to {} Hz (recordings.max_frequency)",
+            limits.max_frequency.0
+        )));
+    }
+    let max = limits.max_duration.0;
+    match duration {
+        None => Ok(max),
+        Some(d) if d.is_finite() && d > 0.0 && d <= max.as_secs_f64() => {
+            Ok(Duration::from_secs_f64(d))
+        }
+        Some(d) => Err(Refused::OutOfRange(format!(
+            "duration {d} is out of range: expected more than 0 and at most {} s (recordings.max_duration)",
+            max.as_secs()
+        ))),
+    }
+}

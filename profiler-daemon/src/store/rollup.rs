@@ -1,0 +1,272 @@
+//! The roll-up format: the slices of one past hour merged into one file, so that a query over
+//! a day reads 24 files instead of 8640. Pure: building, encoding, decoding and restricting
+//! roll-ups; the store names and keeps the files (`store/mod.rs`), and `store/hourly.rs`
+//! decides when an hour is rolled up.
+//!
+//! A roll-up is `<start_ns>-<end_ns>.hour.pb.gz` beside the slices: a slice file (same pprof
+//! layout, `comment[0]` `profilerd slice v1`, so pprof tools read it) whose stacks are the
+//! member slices' stacks merged (one per thread and stack, count = the hour's total), with
+//! `comment[1]` `profilerd rollup v1`, `comment[2..]` the member slices' `<start>-<end>` (UNIX
+//! ns), and on each sample a field of profilerd's own (100, which pprof tools skip): packed
+//! (member index, count in that member) pairs. (As labels, the pairs made an hour's file six
+//! times slower to decode.) A query reads from a roll-up exactly the samples of the members
+//! that overlap its range, so its answer is the one the member slices gave.
+
+use std::collections::HashMap;
+
+use crate::slice::{decode_profile, encode_profile, Slice, SliceError, SliceStack};
+
+/// `comment[1]` of a roll-up.
+pub const ROLLUP_COMMENT: &str = "profilerd rollup v1";
+
+/// A roll-up: the merged stacks and, per stack, its count in each member slice.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rollup {
+    /// The merged stacks; each stack's count is its total over the members.
+    pub slice: Slice,
+    /// The member slices' `(start_ns, end_ns)`, oldest first.
+    pub members: Vec<(u64, u64)>,
+    /// Per stack of `slice` (same order): `(member index, count)`.
+    pub counts: Vec<Vec<(u32, u64)>>,
+}
+
+/// Identity of a stack across slices: everything but its count.
+type StackKey = (
+    Vec<u32>,
+    u32,
+    u32,
+    u32,
+    u64,
+    Option<String>,
+    Option<u32>,
+    Vec<u32>,
+    Option<String>,
+);
+
+impl Rollup {
+    /// Merge `slices` (oldest first, not overlapping, of one period).
+    pub fn build(slices: &[Slice]) -> Rollup {
+        let mut names: Vec<String> = Vec::new();
+        let mut name_ids: HashMap<&str, u32> = HashMap::new();
+        let mut stack_ids: HashMap<StackKey, usize> = HashMap::new();
+        let mut stacks: Vec<SliceStack> = Vec::new();
+        let mut counts: Vec<Vec<(u32, u64)>> = Vec::new();
+        let mut members = Vec::with_capacity(slices.len());
+        let mut remap: Vec<u32> = Vec::new();
+        for (m, slice) in slices.iter().enumerate() {
+            members.push((slice.start_ns, slice.end_ns));
+            remap.clear();
+            for name in &slice.names {
+                let next = names.len() as u32;
+                let id = *name_ids.entry(name.as_str()).or_insert(next);
+                if id == next {
+                    names.push(name.clone());
+                }
+                remap.push(id);
+            }
+            for s in &slice.stacks {
+                let frames: Vec<u32> = s.frames.iter().map(|&f| remap[f as usize]).collect();
+                let key = (
+                    frames,
+                    s.kernel_frames,
+                    s.pid,
+                    s.tid,
+                    s.process_start,
+                    s.comm.clone(),
+                    s.uid,
+                    s.ancestors.clone(),
+                    s.cgroup.clone(),
+                );
+                let next = stacks.len();
+                let i = *stack_ids.entry(key.clone()).or_insert(next);
+                if i == next {
+                    stacks.push(SliceStack {
+                        frames: key.0,
+                        kernel_frames: s.kernel_frames,
+                        pid: s.pid,
+                        tid: s.tid,
+                        process_start: s.process_start,
+                        comm: s.comm.clone(),
+                        uid: s.uid,
+                        ancestors: s.ancestors.clone(),
+                        cgroup: s.cgroup.clone(),
+                        count: 0,
+                        cpu_ns: 0,
+                    });
+                    counts.push(Vec::new());
+                }
+                stacks[i].count += s.count;
+                stacks[i].cpu_ns += s.cpu_ns;
+                match counts[i].last_mut() {
+                    Some((last, c)) if *last == m as u32 => *c += s.count,
+                    _ => counts[i].push((m as u32, s.count)),
+                }
+            }
+        }
+        Rollup {
+            slice: Slice {
+                start_ns: members.first().map_or(0, |m| m.0),
+                end_ns: members.last().map_or(0, |m| m.1),
+                // The shortest period of the hour: queries give counts in samples of it
+                // (each stack's cpu_ns says what it stands for).
+                period_ns: slices
+                    .iter()
+                    .map(|s| s.period_ns)
+                    .filter(|&p| p > 0)
+                    .min()
+                    .unwrap_or(0),
+                names,
+                stacks,
+            },
+            members,
+            counts,
+        }
+    }
+
+    /// The roll-up file's bytes (gzipped pprof).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut p = self.slice.to_pprof();
+        let mut string = |s: &str| {
+            p.string_table.push(s.to_string());
+            p.string_table.len() as i64 - 1
+        };
+        let mut comments = vec![string(ROLLUP_COMMENT)];
+        for &(start, end) in &self.members {
+            comments.push(string(&format!("{start}-{end}")));
+        }
+        p.comment.extend(comments);
+        for (sample, counts) in p.sample.iter_mut().zip(&self.counts) {
+            sample.slice_counts = counts.iter().flat_map(|&(m, c)| [m as u64, c]).collect();
+        }
+        encode_profile(&p)
+    }
+
+    /// A roll-up from its file's bytes; anything inconsistent is an error.
+    pub fn decode(bytes: &[u8]) -> Result<Rollup, SliceError> {
+        let p = decode_profile(bytes)?;
+        let slice = Slice::from_pprof(&p)?;
+        let string = |i: i64| {
+            usize::try_from(i)
+                .ok()
+                .and_then(|i| p.string_table.get(i))
+                .map(String::as_str)
+        };
+        let bad = SliceError::Invalid;
+        if p.comment.get(1).and_then(|&c| string(c)) != Some(ROLLUP_COMMENT) {
+            return Err(bad("not a profilerd roll-up"));
+        }
+        debug_assert_eq!(slice.stacks.len(), p.sample.len());
+        let mut members = Vec::with_capacity(p.comment.len().saturating_sub(2));
+        for &c in &p.comment[2..] {
+            let span = string(c)
+                .and_then(|s| s.split_once('-'))
+                .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)))
+                .filter(|(a, b)| a < b)
+                .ok_or(bad("a roll-up member that is not START-END"))?;
+            members.push(span);
+        }
+        let mut counts = Vec::with_capacity(p.sample.len());
+        for (sample, stack) in p.sample.iter().zip(&slice.stacks) {
+            if sample.slice_counts.len() % 2 != 0 {
+                return Err(bad("a roll-up sample's counts are not pairs"));
+            }
+            let mut these: Vec<(u32, u64)> = Vec::with_capacity(sample.slice_counts.len() / 2);
+            for pair in sample.slice_counts.chunks_exact(2) {
+                let m = u32::try_from(pair[0])
+                    .ok()
+                    .filter(|&m| (m as usize) < members.len())
+                    .ok_or(bad("a roll-up sample's member out of range"))?;
+                these.push((m, pair[1]));
+            }
+            if these.iter().map(|&(_, c)| c).sum::<u64>() != stack.count {
+                return Err(bad("a roll-up sample's counts do not add up"));
+            }
+            counts.push(these);
+        }
+        Ok(Rollup {
+            slice,
+            members,
+            counts,
+        })
+    }
+
+    /// The stacks of the members that overlap `[since_ns, until_ns)` (a slice overlapping the
+    /// range counts whole, as when the members were files of their own), as one slice.
+    pub fn restrict(mut self, since_ns: u64, until_ns: u64) -> Slice {
+        let inside: Vec<bool> = self
+            .members
+            .iter()
+            .map(|&(start, end)| start < until_ns && end > since_ns)
+            .collect();
+        if inside.iter().all(|&i| i) {
+            return self.slice;
+        }
+        let mut stacks = Vec::with_capacity(self.slice.stacks.len());
+        for (mut stack, counts) in self.slice.stacks.drain(..).zip(&self.counts) {
+            let all = stack.count;
+            stack.count = counts
+                .iter()
+                .filter(|&&(m, _)| inside[m as usize])
+                .map(|&(_, c)| c)
+                .sum();
+            // CPU time in proportion (exact while the hour's frequency did not change).
+            stack.cpu_ns = (u128::from(stack.cpu_ns) * u128::from(stack.count)
+                / u128::from(all.max(1))) as u64;
+            if stack.count > 0 {
+                stacks.push(stack);
+            }
+        }
+        self.slice.stacks = stacks;
+        self.slice
+    }
+}
+
+/// Is the slice `span` listed as a member of `rollup`?
+pub fn is_member(rollup: &Rollup, span: (u64, u64)) -> bool {
+    rollup.members.binary_search(&span).is_ok()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::slice::tests::example;
+
+    const S: u64 = 1_000_000_000;
+    /// An hour's start.
+    pub(crate) const H: u64 = 1_700_002_800 * S;
+
+    /// Slice `i` of a history from `H - 5 min`: counts and stacks vary with `i`, so that a
+    /// query that selected the wrong slices gives another answer.
+    pub(crate) fn slice(i: u64) -> Slice {
+        let mut s = example(H - 300 * S + i * 10 * S);
+        s.stacks[0].count = 1 + i % 7;
+        s.stacks[1].count = i % 3;
+        s.stacks[1].tid = 200 + (i % 2) as u32;
+        if i % 5 == 0 {
+            s.names.push(format!("only_in_{i}"));
+            s.stacks[2].frames = vec![0, s.names.len() as u32 - 1];
+        }
+        s.stacks.retain(|st| st.count > 0);
+        for st in &mut s.stacks {
+            st.cpu_ns = st.count * s.period_ns;
+        }
+        s
+    }
+
+    #[test]
+    fn a_roll_up_round_trips() {
+        let slices: Vec<Slice> = (0..20).map(slice).collect();
+        let rollup = Rollup::build(&slices);
+        assert_eq!(Rollup::decode(&rollup.encode()).unwrap(), rollup);
+        let total: u64 = slices.iter().map(Slice::samples).sum();
+        assert_eq!(rollup.slice.samples(), total);
+        // Merged: one stack per thread and stack, not one per slice.
+        assert!(
+            rollup.slice.stacks.len() < 12,
+            "{}",
+            rollup.slice.stacks.len()
+        );
+        // Still a slice to anything that reads slices (go tool pprof).
+        assert_eq!(Slice::decode(&rollup.encode()).unwrap(), rollup.slice);
+    }
+}
