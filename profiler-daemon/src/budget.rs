@@ -1,14 +1,17 @@
 //! The overhead budget (`[budget]`): the daemon measures what it costs and stays within caps.
 //!
-//! Every [`TICK`] it reads its own CPU time (getrusage: every thread, user and system) and its
-//! memory (VmRSS, plus the ring buffers' pinned pages, VmPin and VmLck, which VmRSS does not
-//! count). CPU use is averaged over `budget.window`, counted from the last change (so that a
-//! change is judged by what followed it) and from the end of a first window of warm-up (start
-//! costs: kernel symbols, /proc, first symbolizers). Then:
+//! Every [`TICK`] it reads the sampling pipeline's own CPU time (the drain and naming threads,
+//! less the housekeeping they do for the daemon: `pipeline_cpu.rs`; roll-ups, queries and
+//! recordings are not made cheaper by sampling less) and the process's memory (VmRSS, plus
+//! the ring buffers' pinned pages, VmPin and VmLck, which VmRSS does not count). CPU use is
+//! averaged over `budget.window`, counted from the last change (so that a change is judged by
+//! what followed it) and from the end of a first window of warm-up (start costs: kernel
+//! symbols, /proc, first symbolizers). Then:
 //!
-//! - over `max_cpu_percent`: the sampling frequency is lowered in proportion to the excess,
-//!   with a margin, down to `min_frequency`, without reopening the events
-//!   ([`recorder::FrequencyControl`]: `PERF_EVENT_IOC_PERIOD`);
+//! - over `max_cpu_percent` for two windows in a row (a sustained cost, not a burst): the
+//!   sampling frequency is lowered in proportion to the lesser excess, with a margin, down to
+//!   `min_frequency`, without reopening the events ([`recorder::FrequencyControl`]:
+//!   `PERF_EVENT_IOC_PERIOD`);
 //! - while the frequency is below `sampling.frequency`, three windows after the last lowering:
 //!   raised step by step, one step per window, by half at most, and only as far as the
 //!   measured cost, taken as proportional to the frequency, predicts stays under 70% of the
@@ -16,7 +19,8 @@
 //! - over `max_resident`: the naming thread sheds the symbol caches (symbolizers, names, JIT
 //!   maps; read again when needed), at most once per window.
 //!
-//! Every change is logged, counted, and shown in `/v1/status` (`budget*`) and `/metrics`.
+//! Every change is logged with its cause (each thread's share, the housekeeping left out, the
+//! whole process's), counted, and shown in `/v1/status` (`budget*`) and `/metrics`.
 //! Slices record the frequency in effect and each stack's CPU time, so shares stay right
 //! across changes (see `slice.rs`).
 
@@ -30,6 +34,7 @@ use tracing::{info, warn};
 
 use crate::config::{Budget, Config};
 use crate::metric::Metric;
+use crate::pipeline_cpu::{PipelineCpu, Recent};
 
 /// How often the budget is checked.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -55,6 +60,8 @@ pub struct BudgetState {
     cache_sheds: AtomicU64,
     /// The naming thread should shed the caches.
     shed_requested: AtomicBool,
+    /// What the sampling pipeline's threads cost (the CPU the cap applies to).
+    pub pipeline: PipelineCpu,
 }
 
 /// The budget's part of `GET /v1/status` (flattened into it).
@@ -65,7 +72,8 @@ pub struct BudgetStatus {
     pub budget: String,
     /// The frequency the configuration asks for (`frequency` is the one in effect).
     pub configured_frequency: u64,
-    /// The daemon's CPU use over the last window, percent of one core.
+    /// The sampling pipeline's own CPU use (drain and naming threads, their housekeeping
+    /// excluded) over the last window, percent of one core.
     pub budget_cpu_percent: f64,
     /// The cap (`budget.max_cpu_percent`).
     pub budget_max_cpu_percent: f64,
@@ -144,7 +152,7 @@ pub const METRICS: &[Metric<BudgetStatus>] = &[
     Metric {
         name: "budget_cpu_percent",
         kind: "gauge",
-        help: "CPU used over the budget window, percent of one core.",
+        help: "The sampling pipeline's own CPU over the budget window (housekeeping excluded), percent of one core.",
         value: |b| b.budget_cpu_percent,
     },
     Metric {
@@ -242,7 +250,7 @@ pub struct Decision {
 #[derive(Debug, Default)]
 pub struct Controller {
     /// Readings since the last change (or the end of the warm-up), oldest first; bounded by
-    /// the window (one reading per tick).
+    /// [`SUSTAIN_WINDOWS`] windows (one reading per tick).
     history: VecDeque<Reading>,
     /// No judgement before this (seconds since start): the first window is warm-up.
     warm_until: Option<f64>,
@@ -260,6 +268,9 @@ const LOWER_MARGIN: f64 = 0.8;
 const RAISE_TO: f64 = 0.7;
 /// Most a raise multiplies the frequency by.
 const RAISE_STEP: f64 = 1.5;
+/// Windows in a row the CPU use must be over the cap before the frequency is lowered: a
+/// lowering is for a sustained cost, not a burst.
+const SUSTAIN_WINDOWS: f64 = 2.0;
 /// Windows after a lowering before the frequency is raised again (costs are noisy: a raise
 /// right after a lowering would go back and forth).
 const RAISE_HOLDOFF_WINDOWS: f64 = 3.0;
@@ -290,26 +301,36 @@ impl Controller {
             return d;
         }
         self.history.push_back(r);
-        while self.history.len() > 2
-            && self
-                .history
-                .get(1)
-                .is_some_and(|h| r.time - h.time >= caps.window)
+        // Kept: two windows (a lowering needs both over the cap), and the reading before.
+        let kept = SUSTAIN_WINDOWS * caps.window;
+        while self.history.len() > 2 && self.history.get(1).is_some_and(|h| r.time - h.time >= kept)
         {
             self.history.pop_front();
         }
-        let first = self.history[0];
-        let span = r.time - first.time;
+        // The last window: from the newest reading at least a window old (else the oldest).
+        let mid = self
+            .history
+            .iter()
+            .rev()
+            .find(|h| r.time - h.time + 1e-9 >= caps.window)
+            .copied()
+            .unwrap_or(self.history[0]);
+        let span = r.time - mid.time;
         if span <= 0.0 {
             d.cpu_limited = self.limited;
             return d;
         }
-        let percent = (r.cpu - first.cpu).max(0.0) / span * 100.0;
+        let percent = (r.cpu - mid.cpu).max(0.0) / span * 100.0;
         d.cpu_percent = Some(percent);
         if span + 1e-9 >= caps.window {
             let cap = caps.max_cpu_percent;
-            if percent > cap && current > floor {
-                let aimed = current as f64 * cap / percent * LOWER_MARGIN;
+            // Sustained: the window before the last one was over the cap too.
+            let first = self.history[0];
+            let earlier = (mid.time - first.time + 1e-9 >= caps.window)
+                .then(|| (mid.cpu - first.cpu).max(0.0) / (mid.time - first.time) * 100.0);
+            let sustained = earlier.map(|e| e.min(percent));
+            if let Some(sustained) = sustained.filter(|&p| p > cap && current > floor) {
+                let aimed = current as f64 * cap / sustained * LOWER_MARGIN;
                 let next = (aimed as u64).clamp(floor, current - 1);
                 self.limited = true;
                 self.last_lowered = Some(r.time);
@@ -392,6 +413,7 @@ pub async fn run(
     sampling: impl Fn() -> bool,
 ) {
     let mut controller = Controller::default();
+    let mut recent = Recent::default();
     let started = Instant::now();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -405,11 +427,15 @@ pub async fn run(
         let config = config();
         let caps = caps_of(&config, state.target_frequency());
         let (memory, pinned) = memory();
+        let time = started.elapsed().as_secs_f64();
+        let pipeline = state.pipeline.read();
         let reading = Reading {
-            time: started.elapsed().as_secs_f64(),
-            cpu: recorder::ProcessUsage::now().cpu().as_secs_f64(),
+            time,
+            cpu: pipeline.sampling_seconds(),
             memory,
         };
+        let process = recorder::ProcessUsage::now().cpu().as_secs_f64();
+        recent.push(time, pipeline, process, caps.window);
         let d = controller.step(reading, current, &caps);
         state.memory_bytes.store(memory, Ordering::Relaxed);
         state.pinned_bytes.store(pinned, Ordering::Relaxed);
@@ -431,23 +457,7 @@ pub async fn run(
         let percent = d.cpu_percent.unwrap_or(0.0);
         if let Some(hz) = d.frequency {
             state.frequency_changes.fetch_add(1, Ordering::Relaxed);
-            if hz < current {
-                warn!(
-                    from = current,
-                    to = hz,
-                    cpu_percent = format!("{percent:.2}"),
-                    max_cpu_percent = caps.max_cpu_percent,
-                    "CPU over budget: lowering the sampling frequency"
-                );
-            } else {
-                info!(
-                    from = current,
-                    to = hz,
-                    cpu_percent = format!("{percent:.2}"),
-                    target = caps.target,
-                    "CPU within budget: raising the sampling frequency"
-                );
-            }
+            log_change(current, hz, percent, &caps, &recent.cause());
             rate.request(hz);
             warned_floor = false;
         } else if d.cpu_limited
@@ -460,129 +470,47 @@ pub async fn run(
                 frequency = current,
                 cpu_percent = format!("{percent:.2}"),
                 max_cpu_percent = caps.max_cpu_percent,
+                cause = recent.cause(),
                 "CPU over budget at budget.min_frequency: the frequency stays there"
             );
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const CAPS: Caps = Caps {
-        max_cpu_percent: 2.0,
-        max_memory: 100,
-        min_frequency: 9,
-        target: 999,
-        window: 10.0,
-    };
-
-    /// A daemon whose CPU use is `fixed + per_hz * frequency` percent, run for `seconds`
-    /// (one reading per second) from frequency `start`; returns the frequencies it went
-    /// through and the controller.
-    fn simulate(
-        controller: &mut Controller,
-        caps: &Caps,
-        start: u64,
-        seconds: u32,
-        cost: impl Fn(u64) -> f64,
-    ) -> Vec<u64> {
-        let mut frequency = start;
-        let mut cpu = 0.0;
-        let mut seen = vec![frequency];
-        for t in 0..seconds {
-            cpu += cost(frequency) / 100.0;
-            let d = controller.step(
-                Reading {
-                    time: f64::from(t),
-                    cpu,
-                    memory: 0,
-                },
-                frequency,
-                caps,
-            );
-            if let Some(f) = d.frequency {
-                assert!(f >= caps.min_frequency.min(caps.target) && f <= caps.target);
-                frequency = f;
-                seen.push(f);
-            }
-        }
-        seen
-    }
-
-    #[test]
-    fn over_the_cpu_cap_the_frequency_comes_down_until_under() {
-        // 0.2% fixed, 0.01% per Hz: 999 Hz costs 10.2%, the cap (2%) allows 180 Hz.
-        let cost = |f: u64| 0.2 + 0.01 * f as f64;
-        let mut c = Controller::default();
-        let seen = simulate(&mut c, &CAPS, 999, 200, cost);
-        let last = *seen.last().unwrap();
-        assert!(cost(last) <= CAPS.max_cpu_percent, "{seen:?}");
-        assert!(last >= 90, "not lowered much too far: {seen:?}");
-        // Nothing before the warm-up window and a full window after it.
-        assert_eq!(seen[0], 999);
-        assert!(seen.len() <= 6, "settles in a few steps: {seen:?}");
-        // Stable once under: no oscillation.
-        let more = simulate(&mut c, &CAPS, last, 100, cost);
-        assert!(more.len() <= 2, "{more:?}");
-    }
-
-    #[test]
-    fn the_frequency_never_goes_below_the_minimum() {
-        let mut c = Controller::default();
-        let seen = simulate(&mut c, &CAPS, 999, 300, |_| 5.0);
-        assert_eq!(*seen.last().unwrap(), 9, "{seen:?}");
-    }
-
-    #[test]
-    fn when_load_drops_the_frequency_goes_back_up_step_by_step() {
-        let mut c = Controller::default();
-        let heavy = simulate(&mut c, &CAPS, 999, 100, |f| 0.02 * f as f64);
-        let low = *heavy.last().unwrap();
-        assert!(low < 999);
-        // Load drops: each sample costs a twentieth of what it did (999 Hz: half the cap).
-        let seen = simulate(&mut c, &CAPS, low, 300, |f| 0.001 * f as f64);
-        assert_eq!(*seen.last().unwrap(), 999, "{seen:?}");
-        for pair in seen.windows(2) {
-            assert!(
-                pair[1] * 2 <= pair[0] * 3,
-                "steps of half at most: {seen:?}"
-            );
-        }
-        assert!(seen.len() >= 3, "more than one step: {seen:?}");
-        // Where the target would cost 90% of the cap, raised until 70% of it at least.
-        let mut c = Controller::default();
-        let low = *simulate(&mut c, &CAPS, 999, 100, |f| 0.02 * f as f64)
-            .last()
-            .unwrap();
-        let cost = |f: u64| 0.0018 * f as f64;
-        let last = *simulate(&mut c, &CAPS, low, 600, cost).last().unwrap();
-        assert!(
-            cost(last) >= 0.7 * CAPS.max_cpu_percent - 0.01 && cost(last) <= CAPS.max_cpu_percent,
-            "{last} Hz"
+/// Log a change of frequency from `current` to `hz` with its cause: the sampling pipeline's
+/// cost over the cap for two windows, within it again, or a new configured frequency.
+fn log_change(current: u64, hz: u64, percent: f64, caps: &Caps, threads: &str) {
+    let cpu_percent = format!("{percent:.2}");
+    if hz < current && current > caps.target {
+        info!(
+            from = current,
+            to = hz,
+            cause = "sampling.frequency lowered by the configuration",
+            "sampling frequency changed"
         );
-    }
-
-    #[test]
-    fn a_lower_target_applies_at_once_and_memory_sheds_once_per_window() {
-        let mut c = Controller::default();
-        let caps = Caps { target: 99, ..CAPS };
-        let r = |time: f64, memory| Reading {
-            time,
-            cpu: 0.0,
-            memory,
-        };
-        let d = c.step(r(0.0, 50), 999, &caps);
-        assert_eq!(d.frequency, Some(99));
-        assert!(!d.shed && !d.memory_over);
-        let d = c.step(r(1.0, 500), 99, &caps);
-        assert!(d.shed && d.memory_over);
-        assert!(
-            !c.step(r(5.0, 500), 99, &caps).shed,
-            "not twice in a window"
+    } else if hz < current {
+        warn!(
+            from = current,
+            to = hz,
+            cpu_percent,
+            max_cpu_percent = caps.max_cpu_percent,
+            cause = "the sampling pipeline's own CPU over the cap for two windows",
+            threads,
+            "CPU over budget: lowering the sampling frequency"
         );
-        assert!(c.step(r(11.0, 500), 99, &caps).shed);
-        assert!(!c.step(r(12.0, 50), 99, &caps).memory_over);
+    } else {
+        info!(
+            from = current,
+            to = hz,
+            cpu_percent,
+            target = caps.target,
+            cause = "the sampling pipeline's own CPU within the cap",
+            threads,
+            "CPU within budget: raising the sampling frequency"
+        );
     }
 }
+
+#[cfg(test)]
+#[path = "budget_tests.rs"]
+mod tests;

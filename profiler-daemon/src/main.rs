@@ -13,7 +13,8 @@
 //! reload.rs, recordings/  SIGHUP; on-demand recordings of one process
 //! pipeline.rs             drain thread -> bounded queue -> naming thread -> store
 //! state.rs                Shared: live configuration, store, counters, clock
-//! query.rs, budget.rs, options.rs, store/ (hourly -> mod -> rollup)
+//! query.rs, budget.rs, options.rs, pipeline_cpu.rs,
+//!                         store/ (hourly -> mod -> rollup_writer -> rollup_builder, rollup)
 //! slice.rs, filter.rs, cgroup.rs, access.rs, config/, metric.rs, logging.rs, sys.rs
 //! ```
 
@@ -27,6 +28,7 @@ mod logging;
 mod metric;
 mod options;
 mod pipeline;
+mod pipeline_cpu;
 mod query;
 mod recordings;
 mod reload;

@@ -1,6 +1,9 @@
 //! The daemon's stream: the sampling thread (the recorder's drain loop, closing a slice every
-//! `sampling.slice`) and the naming thread (a long-lived symbol service naming each closed
-//! slice, the store writing it, then the hourly roll-ups).
+//! `sampling.slice`), the naming thread (a long-lived symbol service naming each closed
+//! slice, the store writing it, then folding it into its hour's roll-up), and the
+//! housekeeping thread at the lowest priority (writing finished roll-ups, catching up hours
+//! from their files: `store/hourly.rs`). The first two register with the budget
+//! (`pipeline_cpu.rs`), their housekeeping timed apart.
 //!
 //! The drain never waits: closed slices go to the naming thread through a bounded queue
 //! (`sampling.naming_queue`); when it is full the slice is dropped, logged and counted (what
@@ -23,8 +26,7 @@ use crate::cgroup::CgroupCache;
 use crate::options::{daemon_debug_search, record_options};
 use crate::slice::Slice;
 use crate::state::{unix_now_ns, Shared};
-use crate::store::hourly::{self, Pending};
-use crate::store::Store;
+use crate::store::hourly::{Hourly, Incremental};
 
 /// Slices kept in memory while the disk refuses them (full): past this, the oldest is dropped.
 const UNWRITTEN_KEPT: usize = 64;
@@ -37,6 +39,8 @@ pub struct Pipeline {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     sampling: Option<JoinHandle<Result<recorder::Recording>>>,
     naming: Option<JoinHandle<()>>,
+    hourly: Arc<Hourly>,
+    housekeeper: Option<JoinHandle<()>>,
 }
 
 impl Pipeline {
@@ -54,10 +58,23 @@ impl Pipeline {
         let symbolizer = Symbolizer::new(service_options, options.frame_cache_dir.clone());
         let feed = symbolizer.feed();
         let (tx, rx) = sync_channel::<ClosedWindow>(config.sampling.naming_queue.0);
+        let hourly = Hourly::new(Arc::clone(&shared.store));
+        let housekeeping = Arc::clone(&hourly);
+        let housekeeper = std::thread::Builder::new()
+            .name("housekeeping".into())
+            .spawn(move || {
+                // Roll-ups run on what sampling and the rest of the machine leave.
+                if let Err(err) = crate::sys::lowest_priority_for_this_thread() {
+                    warn!(%err, "the housekeeping thread keeps the default priority");
+                }
+                housekeeping.run_housekeeper()
+            })
+            .context("starting the housekeeping thread")?;
         let naming_shared = Arc::clone(&shared);
+        let incremental = Incremental::new(Arc::clone(&hourly));
         let naming = std::thread::Builder::new()
             .name("symbolize".into())
-            .spawn(move || name_slices(symbolizer, rx, &naming_shared))
+            .spawn(move || name_slices(symbolizer, rx, incremental, &naming_shared))
             .context("starting the naming thread")?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let sampling_shared = Arc::clone(&shared);
@@ -69,6 +86,8 @@ impl Pipeline {
             stop: Some(stop_tx),
             sampling: Some(sampling),
             naming: Some(naming),
+            hourly,
+            housekeeper: Some(housekeeper),
         })
     }
 
@@ -93,6 +112,11 @@ impl Pipeline {
             h.join()
                 .map_err(|_| anyhow::anyhow!("the naming thread panicked"))?;
         }
+        self.hourly.stop();
+        if let Some(h) = self.housekeeper.take() {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("the housekeeping thread panicked"))?;
+        }
         let recording = sampled?;
         info!(
             samples = recording.stats.samples,
@@ -112,6 +136,7 @@ fn sample(
     slices: SyncSender<ClosedWindow>,
     shared: &Shared,
 ) -> Result<recorder::Recording> {
+    shared.budget.pipeline.register_this_thread("drain");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -174,10 +199,15 @@ fn sample(
 }
 
 /// The naming thread: name each closed slice, write it, let go of what went away.
-fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, shared: &Shared) {
+fn name_slices(
+    mut symbolizer: Symbolizer,
+    slices: Receiver<ClosedWindow>,
+    mut rollups: Incremental,
+    shared: &Shared,
+) {
+    shared.budget.pipeline.register_this_thread("symbolize");
     let mut unwritten: VecDeque<Slice> = VecDeque::new();
     let mut named: u64 = 0;
-    let mut rollups = Pending::default();
     let mut cgroups = CgroupCache::new(sampler::now_ns());
     loop {
         // Woken at least every second, so that the budget's request to shed the caches is
@@ -202,8 +232,10 @@ fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, share
         // What naming read from mapped files stays in the page cache, not in our resident
         // set; indexes no slice needed lately go, and what was freed goes back to the
         // system: the daemon's footprint between slices is what it keeps using.
-        symbolizer.trim();
-        recorder::release_free_memory();
+        shared.budget.pipeline.housekeeping(|| {
+            symbolizer.trim();
+            recorder::release_free_memory();
+        });
         // Monotonic (the samples' clock) to UNIX time, as of now.
         let offset = unix_now_ns().saturating_sub(sampler::now_ns());
         let mut slice = Slice::from_named(
@@ -236,15 +268,18 @@ fn name_slices(mut symbolizer: Symbolizer, slices: Receiver<ClosedWindow>, share
                 warn!("the disk refuses slices: the oldest unwritten slice was dropped");
             }
         }
-        write_pending(&shared.store, &mut rollups, &mut unwritten);
+        write_pending(shared, &mut rollups, &mut unwritten);
         shared
             .unwritten
             .store(unwritten.len() as u64, Ordering::Relaxed);
         if named % SAVE_CACHES_EVERY == 0 {
-            symbolizer.save_caches();
+            shared
+                .budget
+                .pipeline
+                .housekeeping(|| symbolizer.save_caches());
         }
     }
-    write_pending(&shared.store, &mut rollups, &mut unwritten);
+    write_pending(shared, &mut rollups, &mut unwritten);
     if !unwritten.is_empty() {
         warn!(
             slices = unwritten.len(),
@@ -260,8 +295,10 @@ fn shed_if_asked(symbolizer: &mut Symbolizer, shared: &Shared) {
         return;
     }
     let before = symbolizer.sizes();
-    symbolizer.shed();
-    recorder::release_free_memory();
+    shared.budget.pipeline.housekeeping(|| {
+        symbolizer.shed();
+        recorder::release_free_memory();
+    });
     shared.budget.shed_done();
     let after = symbolizer.sizes();
     if let Ok(mut s) = shared.symbols.lock() {
@@ -279,12 +316,17 @@ fn shed_if_asked(symbolizer: &mut Symbolizer, shared: &Shared) {
 }
 
 /// Write the slices waiting, oldest first, until one fails (logged once per outage); after
-/// each write, the hourly roll-ups of past hours.
-fn write_pending(store: &Store, rollups: &mut Pending, unwritten: &mut VecDeque<Slice>) {
+/// each write, retention and the slice folded into its hour's roll-up (housekeeping: not
+/// counted as the pipeline's CPU).
+fn write_pending(shared: &Shared, rollups: &mut Incremental, unwritten: &mut VecDeque<Slice>) {
+    let (store, cpu) = (&shared.store, &shared.budget.pipeline);
     while let Some(slice) = unwritten.front() {
-        match store.write(slice, unix_now_ns()) {
+        match store.write_slice(slice) {
             Ok(_) => {
-                hourly::roll_past_hours(store, rollups, slice.start_ns);
+                cpu.housekeeping(|| {
+                    store.apply_retention(unix_now_ns());
+                    rollups.after_write(slice);
+                });
                 if unwritten.len() > 1 {
                     info!("writing slices again");
                 }

@@ -1,4 +1,5 @@
-//! The daemon's only unsafe code: reading a Unix socket peer's supplementary groups.
+//! The daemon's only unsafe code: a Unix socket peer's supplementary groups, pidfds, the
+//! calling thread's id and its scheduling priority.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -57,4 +58,22 @@ pub fn pidfd_alive(pidfd: &impl AsRawFd) -> bool {
         )
     };
     rc == 0
+}
+
+/// The calling thread's id (its `/proc/self/task/TID`).
+pub fn gettid() -> u32 {
+    // SAFETY: gettid takes nothing and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    tid as u32
+}
+
+/// Give the calling thread the lowest CPU priority (nice 19; on Linux a thread's nice value is
+/// its own): it runs on what other work leaves.
+pub fn lowest_priority_for_this_thread() -> io::Result<()> {
+    // SAFETY: setpriority takes integers only; who = 0 is the calling thread on Linux.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

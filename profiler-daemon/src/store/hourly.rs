@@ -1,7 +1,17 @@
-//! Hourly roll-ups, above the store: after each slice written, member files whose grace has
-//! passed are deleted, then each past hour of two or more plain slices is rolled up (the
-//! format: `store/rollup.rs`). Runs on the writer's thread (the naming thread), which owns
-//! the work in progress ([`Pending`]).
+//! Hourly roll-ups, above the store: when an hour's slices become one file, without a burst.
+//!
+//! - The naming thread folds each slice it writes into its hour's roll-up ([`Incremental`],
+//!   a [`RollupBuilder`] in compact form), when it wrote that hour from its first slice. When
+//!   a slice of a later hour comes, the finished builder is handed to the housekeeper.
+//! - The housekeeper ([`Hourly::step`], on a thread of its own at the lowest priority,
+//!   `pipeline.rs`) writes handed-over roll-ups as a stream, rolls up past hours that were not
+//!   built as they went (the daemon started mid-hour, history from before) by folding their
+//!   files one at a time with a pause after each, and deletes member files whose grace has
+//!   passed.
+//!
+//! An hour is claimed by whoever builds it, so it is never rolled up twice. Hours that cannot
+//! be rolled up (a change of frequency, over [`BUILDER_BYTES`], unreadable members) stay as
+//! slices and are remembered.
 //!
 //! Durability: the roll-up is written atomically (temporary file, fsync, rename, fsync of the
 //! directory) and indexed in place of its members in one step; the member files are deleted
@@ -10,471 +20,356 @@
 //! (`Store::open`).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use crate::slice::MAX_SLICE_BYTES;
-use crate::store::rollup::Rollup;
+use crate::slice::Slice;
+use crate::store::rollup_builder::RollupBuilder;
 use crate::store::Store;
 
-/// The span rolled up into one file.
+/// The span rolled up into one file: an hour.
 pub const HOUR_NS: u64 = 3_600_000_000_000;
+
+/// Environment variable that replaces [`HOUR_NS`] (seconds), for tests and benches that must
+/// cross a roll-up boundary in minutes. Read once, here only; not a configuration key.
+pub const PERIOD_ENV: &str = "PROFILERD_TEST_ROLLUP_SECONDS";
+
+/// The span rolled up into one file: [`HOUR_NS`], unless [`PERIOD_ENV`] says otherwise.
+pub fn period_ns() -> u64 {
+    static PERIOD: OnceLock<u64> = OnceLock::new();
+    *PERIOD.get_or_init(|| {
+        std::env::var(PERIOD_ENV)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|&s| s > 0)
+            .map_or(HOUR_NS, |s| {
+                warn!(
+                    seconds = s,
+                    "{PERIOD_ENV}: roll-ups of this period, not of an hour"
+                );
+                s * 1_000_000_000
+            })
+    })
+}
 
 /// Member files stay on disk this long after their roll-up replaced them in the index (longer
 /// than a query may run, `api.request_timeout` at most 30 s by default).
-pub const MEMBER_GRACE: std::time::Duration = std::time::Duration::from_secs(120);
+pub const MEMBER_GRACE: Duration = Duration::from_secs(120);
+
+/// Largest compact form of one hour's roll-up (`RollupBuilder::memory`); past it the hour
+/// stays as slices.
+pub const BUILDER_BYTES: usize = 128 << 20;
 
 /// The hour (its start, UNIX ns) a slice starting at `start_ns` belongs to.
 pub fn hour_of(start_ns: u64) -> u64 {
-    start_ns - start_ns % HOUR_NS
+    start_ns - start_ns % period_ns()
 }
 
-/// Hours rolled up at most per slice written (history from before roll-ups existed is rolled
-/// up over several slices, not in one long pause of the naming thread).
-const HOURS_PER_WRITE: usize = 8;
-
-/// Hours that could not be rolled up, remembered so that they are not retried at every write.
+/// Hours that could not be rolled up, remembered so that they are not retried.
 const SKIPPED_KEPT: usize = 256;
 
-/// Roll-up work in progress: member files waiting for their grace to pass, hours not rolled up.
+/// After folding a file of a past hour, the housekeeper pauses this many times the CPU the
+/// fold took (so that catching up takes at most a fifth of a core).
+const CATCH_UP_PAUSE: u32 = 4;
+
+/// Roll-up work shared by the naming thread and the housekeeper.
 #[derive(Debug, Default)]
-pub struct Pending {
+struct Work {
+    /// Hours being built (by the naming thread or the housekeeper).
+    claimed: BTreeSet<u64>,
+    /// Hours left as slices.
+    skipped: BTreeSet<u64>,
+    /// Roll-ups the naming thread finished, to write, with the CPU its folds took.
+    finished: VecDeque<(u64, RollupBuilder, Duration)>,
     /// Members replaced by a roll-up at that instant, deleted after [`MEMBER_GRACE`].
     members: VecDeque<(Instant, Vec<(u64, u64)>)>,
-    /// Hours left as slices (members of different periods, too large, unreadable members).
-    skipped: BTreeSet<u64>,
+    /// Stop the housekeeper.
+    stop: bool,
 }
 
-/// After a slice starting at `newest_start_ns` was written: delete members whose grace passed,
-/// then roll up each past hour (before the hour of `newest_start_ns`) that has two or more
-/// plain slices and no roll-up yet. Runs on the writer's thread.
-pub fn roll_past_hours(store: &Store, pending: &mut Pending, newest_start_ns: u64) {
-    let mut due = Vec::new();
-    while let Some((at, _)) = pending.members.front() {
-        if at.elapsed() < MEMBER_GRACE {
-            break;
-        }
-        if let Some((_, members)) = pending.members.pop_front() {
-            due.extend(members);
-        }
-    }
-    store.remove_plain(&due);
-
-    let current = hour_of(newest_start_ns);
-    let mut hours: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
-    for key in store.plain_slices_before(current) {
-        hours.entry(hour_of(key.0)).or_default().push(key);
-    }
-    let mut rolled = 0;
-    for (hour, members) in hours {
-        if rolled == HOURS_PER_WRITE {
-            break;
-        }
-        if members.len() < 2
-            || pending.skipped.contains(&hour)
-            || store.has_rollup_in(hour, hour + HOUR_NS)
-        {
-            continue;
-        }
-        rolled += 1;
-        if let Err(why) = roll_hour(store, pending, &members) {
-            warn!(hour_start_ns = hour, %why, "hour left as slices, not rolled up");
-            pending.skipped.insert(hour);
-            while pending.skipped.len() > SKIPPED_KEPT {
-                pending.skipped.pop_first();
-            }
-        }
-    }
+/// Roll-up state shared by the naming thread and the housekeeper.
+pub struct Hourly {
+    store: Arc<Store>,
+    work: Mutex<Work>,
+    wake: Condvar,
+    /// Roll-ups written since start.
+    pub written: AtomicU64,
+    /// Set by [`Hourly::stop`]: a roll-up being written is abandoned (its hour is rolled up
+    /// from its files after the next start), so that stopping never waits on it.
+    stopping: AtomicBool,
 }
 
-/// Roll up `members` (one hour's plain slices, oldest first).
-fn roll_hour(store: &Store, pending: &mut Pending, members: &[(u64, u64)]) -> Result<(), String> {
-    let started = Instant::now();
-    let mut slices = Vec::with_capacity(members.len());
-    for &key in members {
-        let mut slice = store
-            .read_plain(key)
-            .map_err(|e| format!("slice {}-{}: {e}", key.0, key.1))?;
-        // The index (and so a query) knows a slice by its name.
-        (slice.start_ns, slice.end_ns) = key;
-        slices.push(slice);
-    }
-    if slices.windows(2).any(|w| w[0].period_ns != w[1].period_ns) {
-        return Err("the sampling frequency changed within the hour".into());
-    }
-    let rollup = Rollup::build(&slices);
-    drop(slices);
-    let bytes = rollup.encode();
-    if bytes.len() as u64 > MAX_SLICE_BYTES / 2 {
-        return Err(format!("the roll-up would take {} bytes", bytes.len()));
-    }
-    let key = (rollup.slice.start_ns, rollup.slice.end_ns);
-    store
-        .write_rollup(&bytes, key, members)
-        .map_err(|e| format!("writing the roll-up: {e}"))?;
-    pending
-        .members
-        .push_back((Instant::now(), members.to_vec()));
-    info!(
-        start_ns = key.0,
-        slices = members.len(),
-        bytes = bytes.len(),
-        ms = started.elapsed().as_millis() as u64,
-        "rolled up an hour"
-    );
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::access::Visibility;
-    use crate::filter::Filter;
-    use crate::query::{add_slice, folded, Bounds, Folded};
-    use crate::slice::Slice;
-    use crate::store::rollup::tests::{slice, H};
-    use crate::store::{rollup_file_name, ROLLUP_SUFFIX as SUFFIX};
-    use std::collections::HashMap;
-    use std::path::Path;
-    use std::time::Duration;
-
-    const S: u64 = 1_000_000_000;
-
-    /// Write `s` as the naming thread does: the slice, then the roll-ups it makes due.
-    fn write(store: &Store, pending: &mut Pending, s: &Slice) {
-        store.write(s, H).unwrap();
-        roll_past_hours(store, pending, s.start_ns);
-    }
-
-    fn query(store: &Store, since: u64, until: u64) -> Folded {
-        let bounds = Bounds {
-            max_bytes: 1 << 30,
-            deadline: Instant::now() + Duration::from_secs(60),
-            timeout: Duration::from_secs(60),
-        };
-        folded(
+impl Hourly {
+    /// Roll-ups of `store`'s hours.
+    pub fn new(store: Arc<Store>) -> Arc<Hourly> {
+        Arc::new(Hourly {
             store,
-            since,
-            until,
-            &Filter::default(),
-            Visibility::All,
-            &bounds,
-        )
-        .unwrap()
+            work: Mutex::default(),
+            wake: Condvar::new(),
+            written: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+        })
     }
 
-    /// The answer the slices `0..upto` give as files of their own (every slice that overlaps
-    /// the range counts whole).
-    fn expected(since: u64, until: u64, upto: u64) -> (String, u64) {
-        let mut lines = HashMap::new();
-        let mut samples = 0;
-        for i in 0..upto {
-            let s = slice(i);
-            if s.start_ns < until && s.end_ns > since {
-                samples += add_slice(&mut lines, &s, &Filter::default(), Visibility::All);
+    fn work(&self) -> MutexGuard<'_, Work> {
+        self.work.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Remember that `hour` stays as slices (and let go of its claim).
+    fn skip(&self, hour: u64, why: &dyn std::fmt::Display) {
+        warn!(hour_start_ns = hour, %why, "hour left as slices, not rolled up");
+        let mut work = self.work();
+        work.claimed.remove(&hour);
+        work.skipped.insert(hour);
+        while work.skipped.len() > SKIPPED_KEPT {
+            work.skipped.pop_first();
+        }
+    }
+
+    /// Tell the housekeeper to stop (it finishes the file it is folding, if any, and abandons
+    /// a roll-up it is writing).
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        self.work().stop = true;
+        self.wake.notify_all();
+    }
+
+    /// The housekeeper's loop: [`Hourly::step`] until there is nothing to do, then wait for
+    /// the naming thread (or a member's grace to pass), until [`Hourly::stop`].
+    pub fn run_housekeeper(&self) {
+        loop {
+            while self.step() {}
+            let work = self.work();
+            if work.stop {
+                return;
             }
-        }
-        let mut sorted: Vec<_> = lines.into_iter().collect();
-        sorted.sort_unstable();
-        // add_slice sums CPU time: in samples of the (single) period of these slices.
-        let period = slice(0).period_ns;
-        let text = sorted
-            .iter()
-            .map(|(l, ns)| format!("{l} {}\n", ns / period))
-            .collect();
-        (text, samples)
-    }
-
-    fn files(dir: &Path, suffix: &str) -> usize {
-        std::fs::read_dir(dir.join("slices"))
-            .unwrap()
-            .filter(|e| {
-                let name = e.as_ref().unwrap().file_name();
-                let name = name.to_str().unwrap();
-                name.ends_with(suffix) && !name.ends_with(SUFFIX)
-                    || suffix == SUFFIX && name.ends_with(SUFFIX)
-            })
-            .count()
-    }
-
-    /// 5 minutes before H, the hour H, and 5 minutes after: 420 slices.
-    fn history(store: &Store, pending: &mut Pending, upto: u64) {
-        for i in 0..upto {
-            write(store, pending, &slice(i));
+            let _ = self.wake.wait_timeout(work, Duration::from_secs(10));
         }
     }
 
-    /// Ranges that cut the rolled-up hour: inside a slice, across its start and end, the
-    /// whole of it, none of it.
-    fn ranges() -> Vec<(u64, u64)> {
-        vec![
-            (H + 903 * S, H + 2400 * S),
-            (H - 100 * S, H + 15 * S),
-            (H + 3595 * S, H + 3700 * S),
-            (H + 3599 * S, H + 3601 * S),
-            (0, u64::MAX),
-            (H + 1234 * S, H + 1235 * S),
-            (H + 3605 * S, H + 3615 * S),
-        ]
-    }
-
-    #[test]
-    fn a_query_over_part_of_a_rolled_up_hour_gives_the_same_answer() {
-        let dir = tempfile::tempdir().unwrap();
-        let day = Duration::from_secs(86_400);
-        let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
-        // Up to the last slice of the hour H: the 5 minutes before it are rolled up.
-        let mut pending = Pending::default();
-        history(&store, &mut pending, 390);
-        assert_eq!(files(dir.path(), SUFFIX), 1);
-        // The first slice of the next hour rolls up the hour H.
-        write(&store, &mut pending, &slice(390));
-        write(&store, &mut pending, &slice(391));
-        assert_eq!(files(dir.path(), SUFFIX), 2);
-        let sel = store.select(H + 100 * S, H + 200 * S);
-        assert_eq!(sel.slices.len(), 1);
-        assert!(sel.slices[0].rollup);
-        // The member files are still there (a query may be reading them), not in the index.
-        assert_eq!(files(dir.path(), ".pb.gz"), 392);
-        assert_eq!(store.totals().0, 2 + 2);
-        for (a, b) in ranges() {
-            let got = query(&store, a, b);
-            let (text, samples) = expected(a, b, 392);
-            assert_eq!(got.text, text, "range {a}..{b}");
-            assert_eq!(got.samples, samples);
-            assert!(samples > 0);
+    /// Do one piece of roll-up work: delete members whose grace passed, write a finished
+    /// roll-up, or roll up one past hour that was not built incrementally. Returns whether
+    /// there was work.
+    pub fn step(&self) -> bool {
+        let (due, finished) = {
+            let mut work = self.work();
+            if work.stop {
+                return false;
+            }
+            let mut due = Vec::new();
+            while work
+                .members
+                .front()
+                .is_some_and(|(at, _)| at.elapsed() >= MEMBER_GRACE)
+            {
+                due.extend(work.members.pop_front().map(|m| m.1).unwrap_or_default());
+            }
+            (due, work.finished.pop_front())
+        };
+        self.store.remove_plain(&due);
+        if let Some((hour, builder, folds)) = finished {
+            self.write(hour, builder, folds);
+            return true;
         }
-        // The whole hour: one file read instead of 360.
-        assert_eq!(query(&store, H, H + 3600 * S).slices, 1);
-    }
-
-    #[test]
-    fn after_a_crash_between_roll_up_and_deletion_nothing_counts_twice() {
-        let dir = tempfile::tempdir().unwrap();
-        let day = Duration::from_secs(86_400);
-        let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
-        history(&store, &mut Pending::default(), 392);
-        let before = query(&store, H - 1000 * S, H + 5000 * S);
-        assert_eq!(before.samples, expected(H - 1000 * S, H + 5000 * S, 392).1);
-        let total = store.totals();
-        // A crash now: the members are on disk beside their roll-up.
-        drop(store);
-        assert_eq!(files(dir.path(), ".pb.gz"), 392);
-        // Another slice that lies inside the roll-up's range but is not a member (written
-        // late): kept.
-        let mut late = slice(100);
-        late.start_ns = H + 1001 * S;
-        late.end_ns = H + 1002 * S;
-        std::fs::write(
-            dir.path()
-                .join(format!("slices/{}-{}.pb.gz", late.start_ns, late.end_ns)),
-            late.encode(),
-        )
-        .unwrap();
-        let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
-        assert_eq!(files(dir.path(), ".pb.gz"), 2 + 1);
-        assert_eq!(store.totals().0, total.0 + 1);
-        let after = query(&store, H - 1000 * S, H + 5000 * S);
-        assert_eq!(after.samples, before.samples + late.samples());
-    }
-
-    #[test]
-    fn a_corrupt_roll_up_is_skipped_reported_and_set_aside() {
-        let dir = tempfile::tempdir().unwrap();
-        let day = Duration::from_secs(86_400);
-        let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
-        history(&store, &mut Pending::default(), 392);
-        let rollup = store
-            .select(H, H + 1)
-            .slices
-            .into_iter()
-            .find(|m| m.rollup)
-            .unwrap();
-        let path = dir
-            .path()
-            .join("slices")
-            .join(rollup_file_name(rollup.start_ns, rollup.end_ns));
-        let bytes = std::fs::read(&path).unwrap();
-        std::fs::write(&path, &bytes[..bytes.len() - 9]).unwrap();
-        let answer = query(&store, H - 1000 * S, H + 5000 * S);
-        assert_eq!(answer.skipped, 1);
-        assert_eq!(
-            store
-                .counters
-                .corrupt
-                .load(std::sync::atomic::Ordering::Relaxed),
-            1
-        );
-        // Only the slices of the next hour and the roll-up of the 5 minutes before H remain.
-        assert_eq!(
-            answer.samples,
-            (0..30)
-                .chain(390..392)
-                .map(|i| slice(i).samples())
-                .sum::<u64>()
-        );
-        assert!(!path.exists());
-        // A roll-up that is not whole is refused, whatever the cut.
-        for cut in [0, 10, bytes.len() / 2] {
-            assert!(Rollup::decode(&bytes[..cut]).is_err());
+        match self.next_past_hour() {
+            Some((hour, members)) => {
+                self.catch_up(hour, &members);
+                true
+            }
+            None => !due.is_empty(),
         }
-        // A slice is not a roll-up.
-        assert!(Rollup::decode(&slice(1).encode()).is_err());
     }
-}
 
-/// Query time over a day of history built from real slices, without and with roll-ups (no
-/// sampling): `PROFILERD_BENCH_SLICES=DIR cargo test --release -p profiler-daemon --bin
-/// profilerd query_time -- --ignored --nocapture`, DIR a `slices/` directory (bench/daemon.sh
-/// with BENCH_KEEP=1 leaves one under d99/state).
-#[cfg(test)]
-mod bench {
-    use super::*;
-    use crate::access::Visibility;
-    use crate::filter::Filter;
-    use crate::query::{folded, Bounds};
-    use crate::slice::Slice;
-    use crate::slice_proto as pprof;
-    use prost::Message;
-    use std::collections::HashMap;
-    use std::io::Read;
-    use std::path::Path;
-    use std::sync::Arc;
-    use std::time::Duration;
+    /// The oldest past hour (before the newest slice's) with two or more plain slices, no
+    /// roll-up, not claimed nor skipped: claimed, with its slices.
+    fn next_past_hour(&self) -> Option<(u64, Vec<(u64, u64)>)> {
+        let plain = self.store.plain_slices_before(u64::MAX);
+        let current = hour_of(plain.last()?.0);
+        let mut hours: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
+        for key in plain.into_iter().take_while(|k| k.0 < current) {
+            hours.entry(hour_of(key.0)).or_default().push(key);
+        }
+        let mut work = self.work();
+        let (hour, members) = hours.into_iter().find(|(hour, members)| {
+            members.len() >= 2
+                && !work.claimed.contains(hour)
+                && !work.skipped.contains(hour)
+                && !self.store.has_rollup_in(*hour, hour + period_ns())
+        })?;
+        work.claimed.insert(hour);
+        Some((hour, members))
+    }
 
-    #[test]
-    #[ignore]
-    fn query_time() {
-        let Ok(src) = std::env::var("PROFILERD_BENCH_SLICES") else {
+    /// Roll up a past hour from its files, one at a time, pausing after each.
+    fn catch_up(&self, hour: u64, members: &[(u64, u64)]) {
+        let cpu = thread_cpu();
+        let mut builder = RollupBuilder::new(BUILDER_BYTES);
+        for &key in members {
+            if self.work().stop {
+                self.work().claimed.remove(&hour);
+                return;
+            }
+            let before = thread_cpu();
+            let folded = self
+                .store
+                .read_plain(key)
+                .map_err(|e| format!("slice {}-{}: {e}", key.0, key.1))
+                .and_then(|slice| builder.fold(&slice, key).map_err(|e| e.to_string()));
+            if let Err(why) = folded {
+                self.skip(hour, &why);
+                return;
+            }
+            std::thread::sleep((thread_cpu() - before) * CATCH_UP_PAUSE);
+        }
+        self.write(hour, builder, thread_cpu() - cpu);
+    }
+
+    /// Write `builder`'s roll-up of `hour` and index it; let go of the claim, and of the
+    /// builder's memory (returned to the system). `folded`: the CPU its folds took (for the
+    /// log).
+    fn write(&self, hour: u64, builder: RollupBuilder, folded: Duration) {
+        self.write_rollup(hour, &builder, folded);
+        drop(builder);
+        recorder::release_free_memory();
+    }
+
+    /// [`Hourly::write`], the builder kept.
+    fn write_rollup(&self, hour: u64, builder: &RollupBuilder, folded: Duration) {
+        let (started, cpu) = (Instant::now(), thread_cpu());
+        let members = builder.members();
+        let (Some(first), Some(last)) = (members.first(), members.last()) else {
+            self.work().claimed.remove(&hour);
             return;
         };
-        let s = 1_000_000_000u64;
-        let now = (std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-            / 10)
-            * 10
-            * s;
-        let (dir, store) = day_of_history(&src, now);
-        let bounds = Bounds {
-            max_bytes: 1 << 30,
-            deadline: Instant::now() + Duration::from_secs(600),
-            timeout: Duration::from_secs(600),
-        };
-        let time = |label: &str| {
-            for (range, since) in [("1h", now - 3600 * s), ("24h", now - 86_400 * s)] {
-                let t = Instant::now();
-                let f = folded(
-                    &store,
-                    since,
-                    now,
-                    &Filter::default(),
-                    Visibility::All,
-                    &bounds,
-                )
-                .unwrap();
-                eprintln!(
-                    "{label}: {range}: {:?}, {} files, {} samples, {} lines",
-                    t.elapsed(),
-                    f.slices,
-                    f.samples,
-                    f.text.lines().count()
+        if members.len() < 2 {
+            self.work().claimed.remove(&hour);
+            return;
+        }
+        let key = (first.0, last.1);
+        match self.store.write_rollup_with(key, members, |file| {
+            builder.write_to(Abortable {
+                file,
+                stop: &self.stopping,
+            })
+        }) {
+            Ok(bytes) => {
+                let mut work = self.work();
+                work.claimed.remove(&hour);
+                work.members.push_back((Instant::now(), members.to_vec()));
+                drop(work);
+                self.written.fetch_add(1, Ordering::Relaxed);
+                info!(
+                    start_ns = key.0,
+                    slices = members.len(),
+                    bytes,
+                    memory = builder.memory(),
+                    fold_cpu_us = folded.as_micros() as u64,
+                    write_cpu_ms = (thread_cpu() - cpu).as_millis() as u64,
+                    ms = started.elapsed().as_millis() as u64,
+                    "rolled up an hour"
                 );
             }
-        };
-        time("slices");
-        let sel = store.select(now - 3600 * s, now);
-        let (mut read, mut fold) = (Duration::ZERO, Duration::ZERO);
-        let mut lines = HashMap::new();
-        for meta in &sel.slices {
-            let t = Instant::now();
-            let slice = store.read(meta).unwrap().unwrap();
-            read += t.elapsed();
-            let t = Instant::now();
-            crate::query::add_slice(&mut lines, &slice, &Filter::default(), Visibility::All);
-            fold += t.elapsed();
+            Err(_) if self.stopping.load(Ordering::Relaxed) => {
+                info!(
+                    start_ns = key.0,
+                    "stopping: a roll-up left for the next start"
+                );
+            }
+            Err(err) => self.skip(hour, &format_args!("writing the roll-up: {err}")),
         }
-        eprintln!("1h: read {read:?}, fold {fold:?}");
-        decode_times(dir.path(), &sel.slices);
-        let t = Instant::now();
-        // Rolls up every past hour (a slice in the current hour is the newest).
-        let mut pending = Pending::default();
-        for _ in 0..4 {
-            roll_past_hours(&store, &mut pending, now);
-        }
-        eprintln!("roll-up of 24 hours: {:?}", t.elapsed());
-        time("roll-ups");
-        let (mut read, mut fold, mut stacks, mut n) = (Duration::ZERO, Duration::ZERO, 0, 0);
-        let mut lines = HashMap::new();
-        for meta in store
-            .select(now - 86_400 * s, now)
-            .slices
-            .iter()
-            .filter(|m| m.rollup)
-        {
-            let t = Instant::now();
-            let slice = store.read(meta).unwrap().unwrap();
-            read += t.elapsed();
-            stacks += slice.stacks.len();
-            n += 1;
-            let t = Instant::now();
-            crate::query::add_slice(&mut lines, &slice, &Filter::default(), Visibility::All);
-            fold += t.elapsed();
-        }
-        eprintln!("{n} roll-ups: read {read:?}, fold {fold:?}, {stacks} stacks");
-        time("roll-ups, again");
-    }
-
-    /// A day of history (8641 slices, now back) linked from the slice files in `src`.
-    fn day_of_history(src: &str, now: u64) -> (tempfile::TempDir, Arc<Store>) {
-        let mut names: Vec<_> = std::fs::read_dir(src)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.to_str().unwrap().ends_with(".pb.gz"))
-            .collect();
-        names.sort();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("slices")).unwrap();
-        let s = 1_000_000_000u64;
-        let n = 8641u64;
-        for k in 0..n {
-            let start = now - (n - k) * 10 * s;
-            std::fs::hard_link(
-                &names[k as usize % names.len()],
-                dir.path()
-                    .join(format!("slices/{start}-{}.pb.gz", start + 10 * s)),
-            )
-            .unwrap();
-        }
-        let week = Duration::from_secs(7 * 86_400);
-        let store = Store::open(dir.path(), week, u64::MAX, now).unwrap();
-        (dir, store)
-    }
-
-    /// Time the steps of reading `slices` back: gunzip, protobuf, slice.
-    fn decode_times(dir: &Path, slices: &[crate::store::SliceMeta]) {
-        let (mut gz, mut pb, mut fp, mut raw_bytes) =
-            (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0);
-        for meta in slices {
-            let bytes =
-                std::fs::read(dir.join(format!("slices/{}-{}.pb.gz", meta.start_ns, meta.end_ns)))
-                    .unwrap();
-            let t = Instant::now();
-            let mut raw = Vec::new();
-            flate2::read::GzDecoder::new(&bytes[..])
-                .read_to_end(&mut raw)
-                .unwrap();
-            gz += t.elapsed();
-            raw_bytes += raw.len();
-            let t = Instant::now();
-            let p = pprof::Profile::decode(raw.as_slice()).unwrap();
-            pb += t.elapsed();
-            let t = Instant::now();
-            let _ = Slice::from_pprof(&p).unwrap();
-            fp += t.elapsed();
-        }
-        eprintln!("1h: gunzip {gz:?} ({raw_bytes} bytes), prost {pb:?}, from_pprof {fp:?}");
     }
 }
+
+/// A file that refuses writes once the daemon stops.
+struct Abortable<'a> {
+    file: &'a mut std::fs::File,
+    stop: &'a AtomicBool,
+}
+
+impl std::io::Write for Abortable<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other("stopping"));
+        }
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    recorder::ProcessUsage::this_thread().cpu()
+}
+
+/// The hour the naming thread builds as it writes its slices (owned by that thread).
+pub struct Incremental {
+    hourly: Arc<Hourly>,
+    /// The hour, its roll-up so far, and the CPU its folds took.
+    current: Option<(u64, RollupBuilder, Duration)>,
+}
+
+impl Incremental {
+    /// Nothing built yet.
+    pub fn new(hourly: Arc<Hourly>) -> Incremental {
+        Incremental {
+            hourly,
+            current: None,
+        }
+    }
+
+    /// After `slice` was written: fold it into its hour's roll-up. A slice of a later hour
+    /// hands the finished roll-up to the housekeeper and starts the next one, if the store
+    /// holds no slice of that hour yet (else the housekeeper rolls it up once it is past). A
+    /// slice of an earlier hour (written late) stays as it is.
+    pub fn after_write(&mut self, slice: &Slice) {
+        let hour = hour_of(slice.start_ns);
+        let span = (slice.start_ns, slice.end_ns);
+        match &mut self.current {
+            Some((h, builder, folds)) if *h == hour => {
+                let cpu = thread_cpu();
+                let folded = builder.fold(slice, span);
+                *folds += thread_cpu().saturating_sub(cpu);
+                if let Err(err) = folded {
+                    self.hourly.skip(hour, &err);
+                    self.current = None;
+                }
+                return;
+            }
+            Some((h, ..)) if *h > hour => return,
+            _ => {}
+        }
+        if let Some(done) = self.current.take() {
+            self.hourly.work().finished.push_back(done);
+        }
+        let first = self
+            .hourly
+            .store
+            .plain_slices_before(hour + period_ns())
+            .iter()
+            .rev()
+            .take_while(|k| k.0 >= hour)
+            .all(|&k| k == span);
+        if first && !self.hourly.store.has_rollup_in(hour, hour + period_ns()) {
+            let cpu = thread_cpu();
+            let mut builder = RollupBuilder::new(BUILDER_BYTES);
+            match builder.fold(slice, span) {
+                Ok(()) => {
+                    self.hourly.work().claimed.insert(hour);
+                    self.current = Some((hour, builder, thread_cpu().saturating_sub(cpu)));
+                }
+                Err(err) => self.hourly.skip(hour, &err),
+            }
+        }
+        self.hourly.wake.notify_all();
+    }
+}
+
+#[cfg(test)]
+#[path = "hourly_tests.rs"]
+mod tests;

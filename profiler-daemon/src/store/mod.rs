@@ -11,10 +11,7 @@
 
 pub mod hourly;
 pub mod rollup;
-// Not yet used by the hourly roll-ups: wired in by the next commit.
-#[allow(dead_code)]
 pub mod rollup_builder;
-#[allow(dead_code)]
 pub mod rollup_writer;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -193,8 +190,16 @@ impl Store {
     }
 
     /// Write `slice` atomically and index it; then apply retention as of `now_ns`. (The writer
-    /// then runs the roll-ups: `hourly::roll_past_hours`.)
+    /// then folds it into its hour's roll-up: `hourly::Incremental`.)
+    #[cfg(test)]
     pub fn write(&self, slice: &Slice, now_ns: u64) -> std::io::Result<SliceMeta> {
+        let meta = self.write_slice(slice)?;
+        self.apply_retention(now_ns);
+        Ok(meta)
+    }
+
+    /// Write `slice` atomically and index it (no retention).
+    pub fn write_slice(&self, slice: &Slice) -> std::io::Result<SliceMeta> {
         let bytes = slice.encode();
         let path = self.path_of(slice.start_ns, slice.end_ns, false);
         if let Err(err) = self.write_file(&bytes, &path, slice.start_ns) {
@@ -210,7 +215,6 @@ impl Store {
             index.bytes += bytes.len() as u64;
         }
         self.counters.written.fetch_add(1, Ordering::Relaxed);
-        self.apply_retention(now_ns);
         Ok(SliceMeta {
             start_ns: slice.start_ns,
             end_ns: slice.end_ns,
@@ -222,6 +226,19 @@ impl Store {
     /// Write `bytes` to `path` durably: a temporary file, fsync, rename, fsync of the
     /// directory. The temporary file is removed on failure.
     fn write_file(&self, bytes: &[u8], path: &Path, start_ns: u64) -> std::io::Result<()> {
+        self.write_file_with(path, start_ns, |file| file.write_all(bytes))
+            .map(|_| ())
+    }
+
+    /// Write to `path` durably what `write` writes into the file: a temporary file, fsync,
+    /// rename, fsync of the directory. The temporary file is removed on failure. Returns the
+    /// file's size.
+    fn write_file_with(
+        &self,
+        path: &Path,
+        start_ns: u64,
+        write: impl FnOnce(&mut File) -> std::io::Result<()>,
+    ) -> std::io::Result<u64> {
         let tmp = self
             .dir
             .join(format!(".tmp-{}-{}", start_ns, std::process::id()));
@@ -232,10 +249,12 @@ impl Store {
                 .mode(0o640)
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(&tmp)?;
-            file.write_all(bytes)?;
+            write(&mut file)?;
             file.sync_all()?;
+            let bytes = file.metadata()?.len();
             fs::rename(&tmp, path)?;
-            File::open(&self.dir)?.sync_all()
+            File::open(&self.dir)?.sync_all()?;
+            Ok(bytes)
         })();
         if result.is_err() {
             let _ = fs::remove_file(&tmp);
@@ -243,28 +262,29 @@ impl Store {
         result
     }
 
-    /// Write a roll-up durably and put it in the index in place of its members, in one step
-    /// (a query selects either the members or the roll-up, never both). The members' files
-    /// are the caller's to delete.
-    pub(crate) fn write_rollup(
+    /// Write a roll-up durably (what `write` writes into the file) and put it in the index in
+    /// place of its members, in one step (a query selects either the members or the roll-up,
+    /// never both). The members' files are the caller's to delete. Returns the file's size.
+    pub(crate) fn write_rollup_with(
         &self,
-        bytes: &[u8],
         key: (u64, u64),
         members: &[(u64, u64)],
-    ) -> std::io::Result<()> {
-        self.write_file(bytes, &self.path_of(key.0, key.1, true), key.0)?;
+        write: impl FnOnce(&mut File) -> std::io::Result<u64>,
+    ) -> std::io::Result<u64> {
+        let path = self.path_of(key.0, key.1, true);
+        let bytes = self.write_file_with(&path, key.0, |file| write(file).map(|_| ()))?;
         let mut index = self.index();
         for m in members {
             if let Some(b) = index.slices.remove(m) {
                 index.bytes -= b;
             }
         }
-        if let Some(old) = index.slices.insert(key, bytes.len() as u64) {
+        if let Some(old) = index.slices.insert(key, bytes) {
             index.bytes -= old;
         }
         index.rollups.insert(key);
-        index.bytes += bytes.len() as u64;
-        Ok(())
+        index.bytes += bytes;
+        Ok(bytes)
     }
 
     /// The plain slices (not roll-ups) that start before `before_ns`, oldest first.

@@ -12,9 +12,12 @@
 //! times slower to decode.) A query reads from a roll-up exactly the samples of the members
 //! that overlap its range, so its answer is the one the member slices gave.
 
+#[cfg(test)]
 use std::collections::HashMap;
 
-use crate::slice::{decode_profile, encode_profile, Slice, SliceError, SliceStack};
+use crate::slice::{decode_profile, Slice, SliceError};
+#[cfg(test)]
+use crate::slice::{encode_profile, SliceStack};
 
 /// `comment[1]` of a roll-up.
 pub const ROLLUP_COMMENT: &str = "profilerd rollup v1";
@@ -31,6 +34,7 @@ pub struct Rollup {
 }
 
 /// Identity of a stack across slices: everything but its count.
+#[cfg(test)]
 type StackKey = (
     Vec<u32>,
     u32,
@@ -44,7 +48,9 @@ type StackKey = (
 );
 
 impl Rollup {
-    /// Merge `slices` (oldest first, not overlapping, of one period).
+    /// Merge `slices` (oldest first, not overlapping, of one period): the reference the
+    /// incremental build (`rollup_builder.rs`) is tested against.
+    #[cfg(test)]
     pub fn build(slices: &[Slice]) -> Rollup {
         let mut names: Vec<String> = Vec::new();
         let mut name_ids: HashMap<&str, u32> = HashMap::new();
@@ -123,7 +129,9 @@ impl Rollup {
         }
     }
 
-    /// The roll-up file's bytes (gzipped pprof).
+    /// The roll-up file's bytes (gzipped pprof): the reference the streamed file
+    /// (`rollup_writer.rs`) is tested against.
+    #[cfg(test)]
     pub fn encode(&self) -> Vec<u8> {
         let mut p = self.slice.to_pprof();
         let mut string = |s: &str| {

@@ -1,0 +1,441 @@
+//! Tests of the hourly roll-ups: queries across a rolled-up hour, crashes between a roll-up
+//! and its members' deletion, corrupt roll-ups, hours built incrementally and from files.
+
+use super::*;
+use crate::access::Visibility;
+use crate::filter::Filter;
+use crate::query::{add_slice, folded, Bounds, Folded};
+use crate::slice::Slice;
+use crate::store::rollup::tests::{slice, H};
+use crate::store::rollup::Rollup;
+use crate::store::{rollup_file_name, ROLLUP_SUFFIX as SUFFIX};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const S: u64 = 1_000_000_000;
+
+/// The naming thread's and the housekeeper's roll-up state, run in the test's thread.
+pub(crate) struct Pending {
+    pub(crate) hourly: Arc<Hourly>,
+    pub(crate) incremental: Incremental,
+}
+
+impl Pending {
+    pub(crate) fn new(store: &Arc<Store>) -> Pending {
+        let hourly = Hourly::new(Arc::clone(store));
+        let incremental = Incremental::new(Arc::clone(&hourly));
+        Pending {
+            hourly,
+            incremental,
+        }
+    }
+
+    /// The housekeeper's work, until none is left.
+    pub(crate) fn settle(&self) {
+        while self.hourly.step() {}
+    }
+}
+
+/// Write `s` as the naming thread does (the slice, then folded into its hour), then let the
+/// housekeeper do what that made due.
+fn write(store: &Store, pending: &mut Pending, s: &Slice) {
+    store.write(s, H).unwrap();
+    pending.incremental.after_write(s);
+    pending.settle();
+}
+
+fn query(store: &Store, since: u64, until: u64) -> Folded {
+    let bounds = Bounds {
+        max_bytes: 1 << 30,
+        deadline: Instant::now() + Duration::from_secs(60),
+        timeout: Duration::from_secs(60),
+    };
+    folded(
+        store,
+        since,
+        until,
+        &Filter::default(),
+        Visibility::All,
+        &bounds,
+    )
+    .unwrap()
+}
+
+/// The answer the slices `0..upto` give as files of their own (every slice that overlaps
+/// the range counts whole).
+fn expected(since: u64, until: u64, upto: u64) -> (String, u64) {
+    let mut lines = HashMap::new();
+    let mut samples = 0;
+    for i in 0..upto {
+        let s = slice(i);
+        if s.start_ns < until && s.end_ns > since {
+            samples += add_slice(&mut lines, &s, &Filter::default(), Visibility::All);
+        }
+    }
+    let mut sorted: Vec<_> = lines.into_iter().collect();
+    sorted.sort_unstable();
+    // add_slice sums CPU time: in samples of the (single) period of these slices.
+    let period = slice(0).period_ns;
+    let text = sorted
+        .iter()
+        .map(|(l, ns)| format!("{l} {}\n", ns / period))
+        .collect();
+    (text, samples)
+}
+
+fn files(dir: &Path, suffix: &str) -> usize {
+    std::fs::read_dir(dir.join("slices"))
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            let name = name.to_str().unwrap();
+            name.ends_with(suffix) && !name.ends_with(SUFFIX)
+                || suffix == SUFFIX && name.ends_with(SUFFIX)
+        })
+        .count()
+}
+
+/// 5 minutes before H, the hour H, and 5 minutes after: 420 slices.
+fn history(store: &Store, pending: &mut Pending, upto: u64) {
+    for i in 0..upto {
+        write(store, pending, &slice(i));
+    }
+}
+
+/// Ranges that cut the rolled-up hour: inside a slice, across its start and end, the
+/// whole of it, none of it.
+fn ranges() -> Vec<(u64, u64)> {
+    vec![
+        (H + 903 * S, H + 2400 * S),
+        (H - 100 * S, H + 15 * S),
+        (H + 3595 * S, H + 3700 * S),
+        (H + 3599 * S, H + 3601 * S),
+        (0, u64::MAX),
+        (H + 1234 * S, H + 1235 * S),
+        (H + 3605 * S, H + 3615 * S),
+    ]
+}
+
+#[test]
+fn a_query_over_part_of_a_rolled_up_hour_gives_the_same_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = Duration::from_secs(86_400);
+    let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
+    // Up to the last slice of the hour H: the 5 minutes before it are rolled up.
+    let mut pending = Pending::new(&store);
+    history(&store, &mut pending, 390);
+    assert_eq!(files(dir.path(), SUFFIX), 1);
+    // The first slice of the next hour rolls up the hour H.
+    write(&store, &mut pending, &slice(390));
+    write(&store, &mut pending, &slice(391));
+    assert_eq!(files(dir.path(), SUFFIX), 2);
+    let sel = store.select(H + 100 * S, H + 200 * S);
+    assert_eq!(sel.slices.len(), 1);
+    assert!(sel.slices[0].rollup);
+    // The member files are still there (a query may be reading them), not in the index.
+    assert_eq!(files(dir.path(), ".pb.gz"), 392);
+    assert_eq!(store.totals().0, 2 + 2);
+    for (a, b) in ranges() {
+        let got = query(&store, a, b);
+        let (text, samples) = expected(a, b, 392);
+        assert_eq!(got.text, text, "range {a}..{b}");
+        assert_eq!(got.samples, samples);
+        assert!(samples > 0);
+    }
+    // The whole hour: one file read instead of 360.
+    assert_eq!(query(&store, H, H + 3600 * S).slices, 1);
+}
+
+#[test]
+fn after_a_crash_between_roll_up_and_deletion_nothing_counts_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = Duration::from_secs(86_400);
+    let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
+    history(&store, &mut Pending::new(&store), 392);
+    let before = query(&store, H - 1000 * S, H + 5000 * S);
+    assert_eq!(before.samples, expected(H - 1000 * S, H + 5000 * S, 392).1);
+    let total = store.totals();
+    // A crash now: the members are on disk beside their roll-up.
+    drop(store);
+    assert_eq!(files(dir.path(), ".pb.gz"), 392);
+    // Another slice that lies inside the roll-up's range but is not a member (written
+    // late): kept.
+    let mut late = slice(100);
+    late.start_ns = H + 1001 * S;
+    late.end_ns = H + 1002 * S;
+    std::fs::write(
+        dir.path()
+            .join(format!("slices/{}-{}.pb.gz", late.start_ns, late.end_ns)),
+        late.encode(),
+    )
+    .unwrap();
+    let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
+    assert_eq!(files(dir.path(), ".pb.gz"), 2 + 1);
+    assert_eq!(store.totals().0, total.0 + 1);
+    let after = query(&store, H - 1000 * S, H + 5000 * S);
+    assert_eq!(after.samples, before.samples + late.samples());
+}
+
+#[test]
+fn a_corrupt_roll_up_is_skipped_reported_and_set_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = Duration::from_secs(86_400);
+    let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
+    history(&store, &mut Pending::new(&store), 392);
+    let rollup = store
+        .select(H, H + 1)
+        .slices
+        .into_iter()
+        .find(|m| m.rollup)
+        .unwrap();
+    let path = dir
+        .path()
+        .join("slices")
+        .join(rollup_file_name(rollup.start_ns, rollup.end_ns));
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 9]).unwrap();
+    let answer = query(&store, H - 1000 * S, H + 5000 * S);
+    assert_eq!(answer.skipped, 1);
+    assert_eq!(
+        store
+            .counters
+            .corrupt
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    // Only the slices of the next hour and the roll-up of the 5 minutes before H remain.
+    assert_eq!(
+        answer.samples,
+        (0..30)
+            .chain(390..392)
+            .map(|i| slice(i).samples())
+            .sum::<u64>()
+    );
+    assert!(!path.exists());
+    // A roll-up that is not whole is refused, whatever the cut.
+    for cut in [0, 10, bytes.len() / 2] {
+        assert!(Rollup::decode(&bytes[..cut]).is_err());
+    }
+    // A slice is not a roll-up.
+    assert!(Rollup::decode(&slice(1).encode()).is_err());
+}
+
+/// The roll-up file of the hour starting at `hour`, decoded.
+fn rollup_of(store: &Store, hour: u64) -> Rollup {
+    let meta = store
+        .select(hour, hour + 1)
+        .slices
+        .into_iter()
+        .find(|m| m.rollup)
+        .expect("a roll-up");
+    let path = store.path_of(meta.start_ns, meta.end_ns, true);
+    Rollup::decode(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn an_hour_built_as_it_was_written_and_one_built_from_its_files_are_the_same_roll_up() {
+    let slices: Vec<Slice> = (30..390).map(slice).collect();
+    let whole = Rollup::build(&slices);
+    let day = Duration::from_secs(86_400);
+    // Incrementally: every slice of H written by this daemon, from the first.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
+    let mut pending = Pending::new(&store);
+    history(&store, &mut pending, 391);
+    assert_eq!(rollup_of(&store, H), whole);
+    // From the files: the daemon restarted 20 minutes into H (its slices of H before the
+    // restart are on disk; it builds nothing of H, the housekeeper rolls H up once past).
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
+    for i in 30..150 {
+        store.write(&slice(i), H).unwrap();
+    }
+    let mut pending = Pending::new(&store);
+    for i in 150..390 {
+        write(&store, &mut pending, &slice(i));
+    }
+    assert!(!store.select(H, H + 1).slices[0].rollup, "not past yet");
+    write(&store, &mut pending, &slice(390));
+    assert_eq!(rollup_of(&store, H), whole);
+    // The next hour, begun by this daemon, is built as it goes.
+    assert_eq!(
+        pending.incremental.current.as_ref().map(|c| c.0),
+        Some(H + 3600 * S)
+    );
+}
+
+#[test]
+fn a_change_of_frequency_within_the_hour_leaves_it_as_slices() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = Duration::from_secs(86_400);
+    let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
+    let mut pending = Pending::new(&store);
+    for i in 30..392 {
+        let mut s = slice(i);
+        if i == 200 {
+            s.period_ns /= 2;
+        }
+        write(&store, &mut pending, &s);
+    }
+    let sel = store.select(H, H + 3600 * S);
+    assert_eq!(sel.slices.len(), 360);
+    assert!(sel.slices.iter().all(|m| !m.rollup));
+    // Not tried again from the files either.
+    pending.settle();
+    assert_eq!(files(dir.path(), SUFFIX), 0);
+}
+
+/// Query time over a day of history built from real slices, without and with roll-ups (no
+/// sampling): `PROFILERD_BENCH_SLICES=DIR cargo test --release -p profiler-daemon --bin
+/// profilerd query_time -- --ignored --nocapture`, DIR a `slices/` directory (bench/daemon.sh
+/// with BENCH_KEEP=1 leaves one under d99/state).
+#[cfg(test)]
+mod bench {
+    use super::*;
+    use crate::access::Visibility;
+    use crate::filter::Filter;
+    use crate::query::{folded, Bounds};
+    use crate::slice::Slice;
+    use crate::slice_proto as pprof;
+    use crate::store::hourly::Instant;
+    use prost::Message;
+    use std::collections::HashMap;
+    use std::io::Read;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    #[ignore]
+    fn query_time() {
+        let Ok(src) = std::env::var("PROFILERD_BENCH_SLICES") else {
+            return;
+        };
+        let s = 1_000_000_000u64;
+        let now = (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            / 10)
+            * 10
+            * s;
+        let (dir, store) = day_of_history(&src, now);
+        let bounds = Bounds {
+            max_bytes: 1 << 30,
+            deadline: Instant::now() + Duration::from_secs(600),
+            timeout: Duration::from_secs(600),
+        };
+        let time = |label: &str| {
+            for (range, since) in [("1h", now - 3600 * s), ("24h", now - 86_400 * s)] {
+                let t = Instant::now();
+                let f = folded(
+                    &store,
+                    since,
+                    now,
+                    &Filter::default(),
+                    Visibility::All,
+                    &bounds,
+                )
+                .unwrap();
+                eprintln!(
+                    "{label}: {range}: {:?}, {} files, {} samples, {} lines",
+                    t.elapsed(),
+                    f.slices,
+                    f.samples,
+                    f.text.lines().count()
+                );
+            }
+        };
+        time("slices");
+        let sel = store.select(now - 3600 * s, now);
+        let (mut read, mut fold) = (Duration::ZERO, Duration::ZERO);
+        let mut lines = HashMap::new();
+        for meta in &sel.slices {
+            let t = Instant::now();
+            let slice = store.read(meta).unwrap().unwrap();
+            read += t.elapsed();
+            let t = Instant::now();
+            crate::query::add_slice(&mut lines, &slice, &Filter::default(), Visibility::All);
+            fold += t.elapsed();
+        }
+        eprintln!("1h: read {read:?}, fold {fold:?}");
+        decode_times(dir.path(), &sel.slices);
+        let t = Instant::now();
+        // Rolls up every past hour (a slice in the current hour is the newest).
+        Pending::new(&store).settle();
+        eprintln!("roll-up of 24 hours: {:?}", t.elapsed());
+        time("roll-ups");
+        let (mut read, mut fold, mut stacks, mut n) = (Duration::ZERO, Duration::ZERO, 0, 0);
+        let mut lines = HashMap::new();
+        for meta in store
+            .select(now - 86_400 * s, now)
+            .slices
+            .iter()
+            .filter(|m| m.rollup)
+        {
+            let t = Instant::now();
+            let slice = store.read(meta).unwrap().unwrap();
+            read += t.elapsed();
+            stacks += slice.stacks.len();
+            n += 1;
+            let t = Instant::now();
+            crate::query::add_slice(&mut lines, &slice, &Filter::default(), Visibility::All);
+            fold += t.elapsed();
+        }
+        eprintln!("{n} roll-ups: read {read:?}, fold {fold:?}, {stacks} stacks");
+        time("roll-ups, again");
+    }
+
+    /// A day of history (8641 slices, now back) linked from the slice files in `src`.
+    fn day_of_history(src: &str, now: u64) -> (tempfile::TempDir, Arc<Store>) {
+        let mut names: Vec<_> = std::fs::read_dir(src)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_str().unwrap().ends_with(".pb.gz"))
+            .collect();
+        names.sort();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("slices")).unwrap();
+        let s = 1_000_000_000u64;
+        let n = 8641u64;
+        for k in 0..n {
+            let start = now - (n - k) * 10 * s;
+            std::fs::hard_link(
+                &names[k as usize % names.len()],
+                dir.path()
+                    .join(format!("slices/{start}-{}.pb.gz", start + 10 * s)),
+            )
+            .unwrap();
+        }
+        let week = Duration::from_secs(7 * 86_400);
+        let store = Store::open(dir.path(), week, u64::MAX, now).unwrap();
+        (dir, store)
+    }
+
+    /// Time the steps of reading `slices` back: gunzip, protobuf, slice.
+    fn decode_times(dir: &Path, slices: &[crate::store::SliceMeta]) {
+        let (mut gz, mut pb, mut fp, mut raw_bytes) =
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0);
+        for meta in slices {
+            let bytes =
+                std::fs::read(dir.join(format!("slices/{}-{}.pb.gz", meta.start_ns, meta.end_ns)))
+                    .unwrap();
+            let t = Instant::now();
+            let mut raw = Vec::new();
+            flate2::read::GzDecoder::new(&bytes[..])
+                .read_to_end(&mut raw)
+                .unwrap();
+            gz += t.elapsed();
+            raw_bytes += raw.len();
+            let t = Instant::now();
+            let p = pprof::Profile::decode(raw.as_slice()).unwrap();
+            pb += t.elapsed();
+            let t = Instant::now();
+            let _ = Slice::from_pprof(&p).unwrap();
+            fp += t.elapsed();
+        }
+        eprintln!("1h: gunzip {gz:?} ({raw_bytes} bytes), prost {pb:?}, from_pprof {fp:?}");
+    }
+}
