@@ -9,6 +9,7 @@ mod common;
 mod daemon;
 mod daemon_ops;
 mod daemon_reload;
+mod daemon_rollup;
 mod daemon_serve;
 mod docs;
 mod errors;
