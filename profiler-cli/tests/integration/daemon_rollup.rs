@@ -104,7 +104,8 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
 
     // The steady cost the budget judges (its 5-s window, once a second, for two periods):
     // the cap goes just above its median.
-    thread::sleep(Duration::from_secs(8));
+    // After the start-up's naming of every process running (a window or two).
+    thread::sleep(Duration::from_secs(15));
     let mut readings = Vec::new();
     let until = Instant::now() + Duration::from_secs(2 * PERIOD);
     while Instant::now() < until {
@@ -113,15 +114,16 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
     }
     readings.sort_by(f64::total_cmp);
     let median = readings[readings.len() / 2];
-    let cap = median * 1.3 + 1.0;
+    let cap = median * 1.4 + 2.0;
     write_config(dir.path(), cap);
     assert!(send_signal(daemon.process.pid(), "HUP"));
     let configured = daemon.number("configured_frequency");
     let changes = daemon.number("budget_frequency_changes");
     let dropped = daemon.number("slices_dropped");
     eprintln!(
-        "steady {median:.2}% (from {:.2} to {:.2}%); cap {cap:.2}%",
-        readings[0],
+        "steady {median:.2}% (10th percentile {:.2}%, 90th {:.2}%, highest {:.2}%); cap {cap:.2}%",
+        readings[readings.len() / 10],
+        readings[readings.len() * 9 / 10],
         readings[readings.len() - 1]
     );
 
