@@ -22,8 +22,11 @@ use crate::store::Store;
 pub const HOUR_NS: u64 = 3_600_000_000_000;
 
 /// Member files stay on disk this long after their roll-up replaced them in the index (longer
-/// than a query may run, `api.request_timeout` at most 30 s by default).
+/// than a query may run: `api.request_timeout`, at most 100 s).
 pub const MEMBER_GRACE: std::time::Duration = std::time::Duration::from_secs(120);
+
+// A query runs at most `api.request_timeout`, which the configuration keeps below the grace.
+const _: () = assert!(MEMBER_GRACE.as_secs() > crate::config::MAX_REQUEST_TIMEOUT.as_secs());
 
 /// The hour (its start, UNIX ns) a slice starting at `start_ns` belongs to.
 pub fn hour_of(start_ns: u64) -> u64 {
