@@ -1,12 +1,12 @@
 //! The overhead budget (`[budget]`): the daemon measures what it costs and stays within caps.
 //!
-//! Every [`TICK`] it reads the sampling pipeline's own CPU time (the drain and naming threads,
-//! less the housekeeping they do for the daemon: `pipeline_cpu.rs`; roll-ups, queries and
-//! recordings are not made cheaper by sampling less) and the process's memory (VmRSS, plus
-//! the ring buffers' pinned pages, VmPin and VmLck, which VmRSS does not count). CPU use is
-//! averaged over `budget.window`, counted from the last change (so that a change is judged by
-//! what followed it) and from the end of a first window of warm-up (start costs: kernel
-//! symbols, /proc, first symbolizers). Then:
+//! Every [`tick`] (six times a window) it reads the sampling pipeline's own CPU time (the
+//! drain and naming threads, less the housekeeping they do for the daemon: `pipeline_cpu.rs`;
+//! roll-ups, queries and recordings are not made cheaper by sampling less) and the process's
+//! memory (VmRSS, plus the ring buffers' pinned pages, VmPin and VmLck, which VmRSS does not
+//! count). CPU use is averaged over `budget.window`, counted from the last change (so that a
+//! change is judged by what followed it) and from the end of a first window of warm-up (start
+//! costs: kernel symbols, /proc, first symbolizers). Then:
 //!
 //! - over `max_cpu_percent` for two windows in a row (a sustained cost, not a burst): the
 //!   sampling frequency is lowered in proportion to the lesser excess, with a margin, down to
@@ -36,8 +36,11 @@ use crate::config::{Budget, Config};
 use crate::metric::Metric;
 use crate::pipeline_cpu::{PipelineCpu, Recent};
 
-/// How often the budget is checked.
-pub const TICK: Duration = Duration::from_secs(1);
+/// How often the budget is checked: six readings per `budget.window`, from one a second to
+/// one every five seconds (the default window of 30 s).
+pub fn tick(window: Duration) -> Duration {
+    (window / 6).clamp(Duration::from_secs(1), Duration::from_secs(5))
+}
 
 /// What the budget saw and did, shared with the API and the naming thread.
 #[derive(Debug, Default)]
@@ -403,7 +406,7 @@ pub fn memory() -> (u64, u64) {
     (kb("VmRSS:") + pinned, pinned)
 }
 
-/// Check the budget every [`TICK`] until the task is dropped; apply what the controller
+/// Check the budget every [`tick`] until the task is dropped; apply what the controller
 /// decides. `rate` tells and changes the frequency in effect, `config` gives the configuration
 /// in effect, `sampling` whether the drain loop reports.
 pub async fn run(
@@ -415,11 +418,9 @@ pub async fn run(
     let mut controller = Controller::default();
     let mut recent = Recent::default();
     let started = Instant::now();
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut warned_floor = false;
     loop {
-        tick.tick().await;
+        tokio::time::sleep(tick(config().budget.window.0)).await;
         let current = rate.in_effect();
         if current == 0 || !sampling() {
             continue; // not sampling (yet, or any more)

@@ -21,7 +21,6 @@ use anyhow::{Context, Result};
 use recorder::{ClosedWindow, RecordOptions, Symbolizer};
 use tracing::{info, warn};
 
-use crate::budget::TICK;
 use crate::cgroup::CgroupCache;
 use crate::options::{daemon_debug_search, record_options};
 use crate::slice::Slice;
@@ -198,6 +197,22 @@ fn sample(
     Ok(recording)
 }
 
+/// How long the naming thread waits for a slice before it looks at the budget's requests.
+const SHED_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Slices named between two trims of the symbol service (a minute at the default slice).
+const TRIM_EVERY: u64 = 6;
+
+/// Resident memory past which the symbol service is trimmed after every slice, below the
+/// daemon's resident target of 64 MiB.
+const TRIM_ABOVE: u64 = 48 << 20;
+
+/// Whether the symbol service is trimmed after the `named`-th slice: every [`TRIM_EVERY`]
+/// slices, and after each while the daemon is resident past [`TRIM_ABOVE`].
+fn trim_due(named: u64) -> bool {
+    named % TRIM_EVERY == 0 || recorder::resident_bytes().is_some_and(|r| r > TRIM_ABOVE)
+}
+
 /// The naming thread: name each closed slice, write it, let go of what went away.
 fn name_slices(
     mut symbolizer: Symbolizer,
@@ -210,9 +225,9 @@ fn name_slices(
     let mut named: u64 = 0;
     let mut cgroups = CgroupCache::new(sampler::now_ns());
     loop {
-        // Woken at least every second, so that the budget's request to shed the caches is
-        // served between slices.
-        let closed = match slices.recv_timeout(TICK) {
+        // Woken now and then without slices, so that the budget's request to shed the caches
+        // is served.
+        let closed = match slices.recv_timeout(SHED_CHECK) {
             Ok(closed) => closed,
             Err(RecvTimeoutError::Timeout) => {
                 shed_if_asked(&mut symbolizer, shared);
@@ -231,11 +246,14 @@ fn name_slices(
         }
         // What naming read from mapped files stays in the page cache, not in our resident
         // set; indexes no slice needed lately go, and what was freed goes back to the
-        // system: the daemon's footprint between slices is what it keeps using.
-        shared.budget.pipeline.housekeeping(|| {
-            symbolizer.trim();
-            recorder::release_free_memory();
-        });
+        // system. Not after every slice: what the next slice needs again would be faulted
+        // back in and rebuilt every time (see docs/daemon.md, "Cost").
+        if trim_due(named + 1) {
+            shared.budget.pipeline.housekeeping(|| {
+                symbolizer.trim();
+                recorder::release_free_memory();
+            });
+        }
         // Monotonic (the samples' clock) to UNIX time, as of now.
         let offset = unix_now_ns().saturating_sub(sampler::now_ns());
         let mut slice = Slice::from_named(

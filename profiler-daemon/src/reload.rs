@@ -74,6 +74,7 @@ pub fn changes(old: &Config, new: &Config) -> (Vec<Change>, Vec<Change>) {
     key!(live, "budget.min_frequency", budget.min_frequency.0);
     key!(live, "budget.window", budget.window.0);
     key!(live, "log.level", log.level.0);
+    key!(live, "scrape.layout_labels", scrape.layout_labels);
     key!(restart, "sampling.slice", sampling.slice.0);
     key!(restart, "sampling.kernel", sampling.kernel);
     key!(restart, "sampling.call_graph", sampling.call_graph);
@@ -117,6 +118,7 @@ fn with_known_keys(from: &Config, to: &Config) -> Config {
     c.access.admin_group = to.access.admin_group.clone();
     c.budget = to.budget.clone();
     c.log = to.log.clone();
+    c.scrape.layout_labels = to.scrape.layout_labels;
     c
 }
 
@@ -130,6 +132,7 @@ fn in_effect(new: &Config, running: &Config) -> Config {
     c.api.socket_group = new.api.socket_group.clone();
     c.api.max_range = new.api.max_range;
     c.api.max_response_bytes = new.api.max_response_bytes;
+    c.scrape.layout_labels = new.scrape.layout_labels;
     c.api.request_timeout = new.api.request_timeout;
     c.access.admin_group = new.access.admin_group.clone();
     c.budget = new.budget.clone();

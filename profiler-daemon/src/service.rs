@@ -185,7 +185,7 @@ async fn start(prepared: &Prepared) -> Result<Running> {
 /// ready, ping its watchdog while the drain reports. Returns why it stopped.
 async fn wait(running: &mut Running, prepared: &Prepared, signals: &mut Signals) -> &'static str {
     let (shared, reloader) = (&*prepared.shared, &prepared.reloader);
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
     let watchdog = sd_notify::watchdog_enabled();
     let mut last_ping = tokio::time::Instant::now();
     let mut ready = false;

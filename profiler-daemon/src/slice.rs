@@ -69,6 +69,15 @@ pub struct SliceStack {
 }
 
 impl Slice {
+    /// Forget what describes the host's layout (cgroup paths, parent and ancestor pids), for
+    /// profiles that leave the host (`scrape.layout_labels = false`).
+    pub fn drop_layout_labels(&mut self) {
+        for stack in &mut self.stacks {
+            stack.ancestors.clear();
+            stack.cgroup = None;
+        }
+    }
+
     /// Samples in the slice.
     pub fn samples(&self) -> u64 {
         self.stacks.iter().map(|s| s.count).sum()
@@ -520,6 +529,38 @@ pub(crate) mod tests {
                 },
             ],
         }
+    }
+
+    #[test]
+    fn without_layout_labels_no_cgroup_ppid_or_ancestors_leave() {
+        let mut slice = example(1_700_000_000_000_000_000);
+        let keys = |slice: &Slice| -> Vec<String> {
+            let p = slice.to_pprof();
+            let mut keys: Vec<String> = p
+                .sample
+                .iter()
+                .flat_map(|s| &s.label)
+                .map(|l| p.string_table[l.key as usize].clone())
+                .collect();
+            keys.sort();
+            keys.dedup();
+            keys
+        };
+        assert!(keys(&slice).contains(&"cgroup".to_string()));
+        assert!(keys(&slice).contains(&"ppid".to_string()));
+        slice.drop_layout_labels();
+        assert_eq!(
+            keys(&slice),
+            [
+                "comm",
+                "kernel_frames",
+                "pid",
+                "process_start",
+                "tid",
+                "uid"
+            ]
+        );
+        assert_eq!(slice.samples(), 38);
     }
 
     #[test]

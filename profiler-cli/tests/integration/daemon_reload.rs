@@ -85,7 +85,11 @@ fn daemon_reload_lowers_the_response_bound_for_the_socket_api_and_the_scrape_lis
     let scrape = "/debug/pprof/profile?seconds=10&past=1";
     let (status, body) = socket_get(&daemon.socket, &folded);
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    assert!(body.len() > 100, "a small folded answer: {} bytes", body.len());
+    assert!(
+        body.len() > 100,
+        "a small folded answer: {} bytes",
+        body.len()
+    );
     let (status, body) = scrape_get(port, scrape);
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     assert!(body.len() > 100, "a small scrape: {} bytes", body.len());

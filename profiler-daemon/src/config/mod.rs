@@ -15,6 +15,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 pub use sections::{Access, Api, Budget, Log, Recordings, Sampling, Scrape, Storage};
+pub use validate::MAX_REQUEST_TIMEOUT;
 pub use values::Frequency;
 
 /// Where profilerd reads its configuration when `--config` is not given.
@@ -176,7 +177,10 @@ mod tests {
                 "recordings",
                 &["max_concurrent", "max_duration", "max_frequency"][..],
             ),
-            ("scrape", &["max_concurrent", "max_seconds"][..]),
+            (
+                "scrape",
+                &["max_concurrent", "max_seconds", "layout_labels"][..],
+            ),
         ] {
             let t = table[section].as_table().expect("section");
             for key in keys {

@@ -169,6 +169,9 @@ pub struct Scrape {
     pub max_concurrent: QueueLen,
     /// Longest `seconds` a scrape may ask for.
     pub max_seconds: Seconds,
+    /// Send the labels that describe the host's layout: `cgroup`, `ppid` and `ancestors`.
+    /// `false`: scrapes carry only pid, tid, process_start, comm, uid and kernel_frames.
+    pub layout_labels: bool,
 }
 
 impl Default for Scrape {
@@ -178,6 +181,7 @@ impl Default for Scrape {
             token_file: None,
             max_concurrent: QueueLen(4),
             max_seconds: Seconds(Duration::from_secs(300)),
+            layout_labels: true,
         }
     }
 }

@@ -5,6 +5,11 @@ use std::time::Duration;
 
 use super::{Config, ConfigError};
 
+/// The longest `api.request_timeout`: a query never runs longer, so that files it selected
+/// are still there when it reads them (roll-up members are deleted two minutes after their
+/// roll-up replaced them).
+pub const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(100);
+
 impl Config {
     /// Cross-field checks; `origin` names where the values came from.
     pub fn check(&self, origin: &str) -> Result<(), ConfigError> {
@@ -28,6 +33,12 @@ impl Config {
             return Err(invalid(format!(
                 "api.max_range ({:?}) is shorter than sampling.slice ({slice:?})",
                 self.api.max_range.0
+            )));
+        }
+        if self.api.request_timeout.0 > MAX_REQUEST_TIMEOUT {
+            return Err(invalid(format!(
+                "api.request_timeout is {:?}: expected at most {MAX_REQUEST_TIMEOUT:?}",
+                self.api.request_timeout.0
             )));
         }
         if let Some(listen) = &self.scrape.listen {

@@ -293,12 +293,19 @@ async fn profile(
     let bounds = query::Bounds::from_api(&shared.live().api);
     let store = Arc::clone(&shared.store);
     let filter = p.filter;
+    let layout_labels = shared.live().scrape.layout_labels;
     let answer = tokio::task::spawn_blocking(move || {
         // Slices that overlap the window, one slice's length around it.
         let selection = store.select(t0.saturating_sub(1), t1 + 1);
         let slices = covering(&selection.slices, t0, t1);
-        query::merged(&store, &slices, (t0, t1), &filter, Visibility::All, &bounds)
-            .map(|(slice, counts)| (slice.encode(), counts))
+        query::merged(&store, &slices, (t0, t1), &filter, Visibility::All, &bounds).map(
+            |(mut slice, counts)| {
+                if !layout_labels {
+                    slice.drop_layout_labels();
+                }
+                (slice.encode(), counts)
+            },
+        )
     })
     .await;
     let (bytes, counts) = match answer {

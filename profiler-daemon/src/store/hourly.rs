@@ -56,12 +56,15 @@ pub fn period_ns() -> u64 {
 }
 
 /// Member files stay on disk this long after their roll-up replaced them in the index (longer
-/// than a query may run, `api.request_timeout` at most 30 s by default).
+/// than a query may run: `api.request_timeout`, at most 100 s).
 pub const MEMBER_GRACE: Duration = Duration::from_secs(120);
 
 /// Largest compact form of one hour's roll-up (`RollupBuilder::memory`); past it the hour
 /// stays as slices.
 pub const BUILDER_BYTES: usize = 128 << 20;
+
+// A query runs at most `api.request_timeout`, which the configuration keeps below the grace.
+const _: () = assert!(MEMBER_GRACE.as_secs() > crate::config::MAX_REQUEST_TIMEOUT.as_secs());
 
 /// The hour (its start, UNIX ns) a slice starting at `start_ns` belongs to.
 pub fn hour_of(start_ns: u64) -> u64 {
