@@ -149,6 +149,9 @@ impl Hourly {
             if work.stop {
                 return;
             }
+            if !work.finished.is_empty() {
+                continue; // handed over since the last step
+            }
             let _ = self.wake.wait_timeout(work, Duration::from_secs(10));
         }
     }
