@@ -19,7 +19,7 @@ use crate::common::*;
 use crate::daemon::{unix_now, Daemon};
 
 /// The roll-up period of this test, seconds (each roll-up holds this many 1-s slices).
-const PERIOD: u64 = 30;
+const PERIOD: u64 = 60;
 
 /// The sampling frequency of this test.
 const HZ: u64 = 299;
@@ -60,7 +60,7 @@ fn rollups(dir: &Path) -> Vec<(f64, f64)> {
 fn write_config(dir: &Path, cap: f64) -> std::path::PathBuf {
     let config = dir.join("profilerd.toml");
     let text = format!(
-        "[sampling]\nfrequency = {HZ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"5s\"\nmax_resident = \"8GiB\"\n",
+        "[sampling]\nfrequency = {HZ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"2s\"\nmax_resident = \"8GiB\"\n",
         dir.join("state").display(),
         dir.join("cache").display(),
         dir.join("profilerd.sock").display()
@@ -92,7 +92,7 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
     let config = write_config(dir.path(), 10_000.0);
     let mut load = Command::new(churn());
     load.arg("drive")
-        .arg("240")
+        .arg("400")
         .arg(dir.path().join("churn.out"))
         .arg("50");
     let _load = Spawned::spawn(load, "churn");
@@ -102,19 +102,20 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
         &[("PROFILERD_TEST_ROLLUP_SECONDS", Path::new(&period))],
     );
 
-    // The steady cost the budget judges (its 5-s window, once a second, for two periods):
-    // the cap goes just above its median.
-    // After the start-up's naming of every process running (a window or two).
+    // The steady cost the budget judges (its 2-s window, once a second, for 40 s, after the
+    // start-up's naming of every process running): the cap goes above its 90th percentile
+    // (the pipeline's own cost comes in bursts too: naming each new process of the churn).
     thread::sleep(Duration::from_secs(15));
     let mut readings = Vec::new();
-    let until = Instant::now() + Duration::from_secs(2 * PERIOD);
+    let until = Instant::now() + Duration::from_secs(40);
     while Instant::now() < until {
         readings.push(daemon.float_of("budget_cpu_percent"));
         thread::sleep(Duration::from_secs(1));
     }
     readings.sort_by(f64::total_cmp);
     let median = readings[readings.len() / 2];
-    let cap = median * 1.4 + 2.0;
+    let p90 = readings[readings.len() * 9 / 10];
+    let cap = (median * 1.4).max(p90 * 1.2) + 2.0;
     write_config(dir.path(), cap);
     assert!(send_signal(daemon.process.pid(), "HUP"));
     let configured = daemon.number("configured_frequency");
@@ -167,8 +168,8 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
         crossed = done.iter().filter(|r| r.0 >= p0 as f64).count();
         thread::sleep(Duration::from_millis(500));
     }
-    // A window after the last roll-up, still unchanged.
-    thread::sleep(Duration::from_secs(6));
+    // Two windows after the last roll-up, still unchanged.
+    thread::sleep(Duration::from_secs(5));
     assert_eq!(daemon.number("budget_frequency_changes"), changes);
     assert_eq!(daemon.number("frequency"), configured);
     eprintln!(
