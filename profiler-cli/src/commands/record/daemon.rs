@@ -1,18 +1,21 @@
 //! `profctl record --pid N` through profilerd: when its socket answers (and no option only the
 //! embedded recorder has was given), the daemon records the process on perf events of its own
 //! (`POST /v1/recordings`), profctl waits (Ctrl-C stops the recording early, as embedded), then
-//! fetches the folded stacks and writes the same outputs as an embedded recording.
+//! fetches the recording as pprof (`GET /v1/recordings/ID/pprof`) and writes the same kinds of
+//! file as an embedded recording: that pprof profile for `-o x.pb.gz` or `--format pprof`,
+//! and folded stacks and an SVG made from it, counted in samples.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 
+use super::options::RecordOutputs;
 use crate::cli::{CallGraphArg, EventArg, RecordArgs};
 use crate::daemon_client::{answers, check, request, socket_path, Answer};
-use crate::input::folded_profile;
-use crate::output::printable;
-use crate::render::{write_outputs, Outputs, WhenEmpty};
+use crate::input::from_pprof;
+use crate::output::{printable, write_atomically};
+use crate::render::{shown, write_outputs, Outputs, WhenEmpty};
 
 /// Why a `--pid` recording is made here rather than by the daemon, if it is.
 fn embedded_only(args: &RecordArgs) -> Option<&'static str> {
@@ -152,43 +155,89 @@ async fn recorded(
     Ok((status, answer))
 }
 
+/// What the daemon's final status says of a recording.
+struct Finished {
+    seconds: f64,
+    frequency: u64,
+    lost: u64,
+    event: String,
+    kernel: bool,
+}
+
+impl Finished {
+    fn of(status: &serde_json::Value) -> Finished {
+        Finished {
+            seconds: field(status, "seconds").as_f64().unwrap_or(0.0),
+            frequency: field(status, "frequency_used").as_u64().unwrap_or(0),
+            lost: field(status, "lost").as_u64().unwrap_or(0),
+            event: field(status, "event")
+                .as_str()
+                .unwrap_or("unknown")
+                .to_string(),
+            kernel: field(status, "kernel").as_bool().unwrap_or(false),
+        }
+    }
+}
+
 /// Record process `pid` on the daemon at `socket` and write the outputs.
 fn record(args: &RecordArgs, pid: u32, socket: &Path, quiet: bool) -> Result<ExitCode> {
-    let outputs = Outputs::checked(
-        args.output.as_deref(),
-        args.folded.as_deref(),
-        "profile.svg",
-    )?;
+    let outputs = RecordOutputs::of(args);
+    outputs.check_writable()?;
     let body = request_body(args, pid);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let (status, folded) = runtime.block_on(recorded(socket, &body, "/folded"))?;
-    let profile = folded_profile(&String::from_utf8_lossy(&folded.body));
+    let (status, answer) = runtime.block_on(recorded(socket, &body, "/pprof"))?;
+    let pprof_bytes = answer.body;
+    let decoded = pprof::decode(&pprof_bytes).context("reading profilerd's pprof profile")?;
+    // Folded stacks and the SVG count samples (the pprof's `samples/count` values).
+    let profile = from_pprof(&decoded)
+        .context("reading profilerd's pprof profile")?
+        .profile;
     let samples = profile.total();
-    let seconds = field(&status, "seconds").as_f64().unwrap_or(0.0);
-    let frequency = field(&status, "frequency_used").as_u64().unwrap_or(0);
-    let lost = field(&status, "lost").as_u64().unwrap_or(0);
-    let event = field(&status, "event")
-        .as_str()
-        .unwrap_or("unknown")
-        .to_string();
-    let kernel = field(&status, "kernel").as_bool().unwrap_or(false);
-    let shown_socket = printable(&socket.display().to_string()).into_owned();
+    let f = Finished::of(&status);
     let options = profile::SvgOptions {
         title: format!("profctl: process {pid}"),
         subtitle: Some(format!(
-            "{event} at {frequency} Hz, {seconds:.1} s, {samples} samples, {lost} lost{}; via profilerd",
-            if kernel { "" } else { ", user space only" }
+            "{} at {} Hz, {:.1} s, {samples} samples, {} lost{}; via profilerd",
+            f.event,
+            f.frequency,
+            f.seconds,
+            f.lost,
+            if f.kernel { "" } else { ", user space only" }
         )),
     };
-    let empty = WhenEmpty::Skip("no samples were recorded");
-    let written = write_outputs(&outputs, &profile, &options, empty)?;
+    // Folded stacks, then pprof, then the SVG, as an embedded recording writes them.
+    let folded_only = Outputs {
+        svg: None,
+        folded: outputs.folded.clone(),
+    };
+    let empty = || WhenEmpty::Skip("no samples were recorded");
+    let mut written = write_outputs(&folded_only, &profile, &options, empty())?;
+    if let Some(path) = &outputs.pprof {
+        write_atomically(path, |out| Ok(out.write_all(&pprof_bytes)?))
+            .with_context(|| format!("writing the pprof profile to {}", shown(path)))?;
+        written.push(shown(path));
+    }
+    let svg_only = Outputs {
+        svg: outputs.svg.clone(),
+        folded: None,
+    };
+    written.extend(write_outputs(&svg_only, &profile, &options, empty())?);
     if !quiet {
         eprintln!(
-            "profctl: {samples} samples in {seconds:.1} s ({event} at {frequency} Hz{}), {lost} lost, via profilerd at {shown_socket}",
-            if kernel { ", with kernel frames" } else { ", user space only" }
+            "profctl: {samples} samples in {:.1} s ({} at {} Hz{}), {} lost, via profilerd at {}",
+            f.seconds,
+            f.event,
+            f.frequency,
+            if f.kernel {
+                ", with kernel frames"
+            } else {
+                ", user space only"
+            },
+            f.lost,
+            printable(&socket.display().to_string())
         );
         if written.is_empty() {
             eprintln!("profctl: no files written");
