@@ -27,6 +27,7 @@ pub struct Cli {
     /// /run/profilerd/profilerd.sock.
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
+    /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
 }
