@@ -1,15 +1,13 @@
-//! Talking to profilerd over its Unix socket (HTTP/1.1): `profctl flamegraph` (the daemon
-//! serves folded stacks, profctl renders them) and `profctl status`.
+//! Talking to profilerd over its Unix socket (HTTP/1.1): which socket, one request and its
+//! answer, the answer's status as an error, and the names of the daemon's headers. Transport
+//! only: what a request means is the caller's (`history`, `commands/`).
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
 use http_body_util::BodyExt;
 
-use crate::cli::FlamegraphArgs;
-use crate::output::{check_writable, printable, write_atomically};
+use crate::output::printable;
 
 /// profilerd's socket when neither `--socket` nor `PROFILERD_SOCKET` names one.
 pub const DEFAULT_SOCKET: &str = "/run/profilerd/profilerd.sock";
@@ -19,6 +17,63 @@ const MAX_BODY: usize = 512 << 20;
 
 /// Longest wait for an answer.
 const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The names of the headers profilerd answers with.
+pub mod header {
+    /// Slices read for a range.
+    pub const SLICES: &str = "x-profilerd-slices";
+    /// Slices skipped as corrupt or truncated.
+    pub const SKIPPED_SLICES: &str = "x-profilerd-skipped-slices";
+    /// Sampling frequency, Hz.
+    pub const FREQUENCY: &str = "x-profilerd-frequency";
+    /// The event sampled on.
+    pub const EVENT: &str = "x-profilerd-event";
+    /// 1 when kernel frames are included.
+    pub const KERNEL_FRAMES: &str = "x-profilerd-kernel-frames";
+}
+
+/// Why a request to profilerd failed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The async runtime could not start.
+    #[error("starting the runtime")]
+    Runtime(#[source] std::io::Error),
+    /// Nothing accepts connections on the socket.
+    #[error(
+        "cannot reach profilerd at {socket} (is it running? `profctl record` records without it)"
+    )]
+    Connect {
+        /// The socket, printable.
+        socket: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP handshake failed.
+    #[error("talking to profilerd")]
+    Handshake(#[source] hyper::Error),
+    /// The request could not be built (a bad path).
+    #[error("building the request")]
+    Build(#[source] hyper::http::Error),
+    /// Sending the request or reading the answer's head failed.
+    #[error("asking profilerd")]
+    Send(#[source] hyper::Error),
+    /// Reading the answer's body failed (or it was larger than the bound).
+    #[error("reading profilerd's answer: {0}")]
+    Body(String),
+    /// No answer in time.
+    #[error("profilerd did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The daemon answered with an error status.
+    #[error("profilerd answered {status}: {message}")]
+    Status {
+        /// HTTP status.
+        status: u16,
+        /// The daemon's message, printable.
+        message: String,
+    },
+}
 
 /// The daemon's socket: `--socket`, else `$PROFILERD_SOCKET`, else [`DEFAULT_SOCKET`].
 pub fn socket_path(arg: Option<&Path>) -> PathBuf {
@@ -46,18 +101,29 @@ impl Answer {
     pub fn number(&self, name: &str) -> Option<u64> {
         self.headers.get(name)?.to_str().ok()?.parse().ok()
     }
+
+    /// A text header.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.headers.get(name)?.to_str().ok()
+    }
+
+    /// This answer, or its body as an error unless it is a success (200).
+    pub fn ok(self) -> Result<Answer, ClientError> {
+        check(&self)?;
+        Ok(self)
+    }
 }
 
-/// `GET path_and_query` on the daemon at `socket`.
-pub fn get(socket: &Path, path_and_query: &str) -> Result<Answer> {
+/// `GET path_and_query` on the daemon at `socket`, waiting at most two minutes.
+pub fn get(socket: &Path, path_and_query: &str) -> Result<Answer, ClientError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("starting the runtime")?;
+        .map_err(ClientError::Runtime)?;
     runtime.block_on(async {
         tokio::time::timeout(TIMEOUT, request(socket, "GET", path_and_query, None))
             .await
-            .map_err(|_| anyhow::anyhow!("profilerd did not answer within {TIMEOUT:?}"))?
+            .map_err(|_| ClientError::Timeout(TIMEOUT))?
     })
 }
 
@@ -67,19 +133,17 @@ pub async fn request(
     method: &str,
     path_and_query: &str,
     body: Option<Vec<u8>>,
-) -> Result<Answer> {
+) -> Result<Answer, ClientError> {
     let stream = tokio::net::UnixStream::connect(socket)
         .await
-        .with_context(|| {
-            format!(
-                "cannot reach profilerd at {} (is it running? `profctl record` records without it)",
-                printable(&socket.display().to_string())
-            )
+        .map_err(|source| ClientError::Connect {
+            socket: printable(&socket.display().to_string()).into_owned(),
+            source,
         })?;
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
             .await
-            .context("talking to profilerd")?;
+            .map_err(ClientError::Handshake)?;
     let connection = tokio::spawn(connection);
     let mut builder = hyper::Request::builder()
         .method(method)
@@ -92,16 +156,16 @@ pub async fn request(
         .body(http_body_util::Full::new(hyper::body::Bytes::from(
             body.unwrap_or_default(),
         )))
-        .context("building the request")?;
+        .map_err(ClientError::Build)?;
     let response = sender
         .send_request(request)
         .await
-        .context("asking profilerd")?;
+        .map_err(ClientError::Send)?;
     let (parts, body) = response.into_parts();
     let body = http_body_util::Limited::new(body, MAX_BODY)
         .collect()
         .await
-        .map_err(|e| anyhow::anyhow!("reading profilerd's answer: {e}"))?
+        .map_err(|e| ClientError::Body(e.to_string()))?
         .to_bytes();
     connection.abort();
     Ok(Answer {
@@ -116,17 +180,16 @@ pub fn answers(socket: &Path) -> bool {
     std::os::unix::net::UnixStream::connect(socket).is_ok()
 }
 
-/// The answer's body as an error, unless it is a success.
-pub fn check(answer: &Answer) -> Result<()> {
+/// The answer's body as an error, unless it is a success (200).
+pub fn check(answer: &Answer) -> Result<(), ClientError> {
     if answer.status == 200 {
         return Ok(());
     }
     let text = String::from_utf8_lossy(&answer.body);
-    bail!(
-        "profilerd answered {}: {}",
-        answer.status,
-        printable(text.trim().trim_start_matches("profilerd: "))
-    )
+    Err(ClientError::Status {
+        status: answer.status,
+        message: printable(text.trim().trim_start_matches("profilerd: ")).into_owned(),
+    })
 }
 
 /// Percent-encode a query value.
@@ -142,214 +205,6 @@ pub fn encode(value: &str) -> String {
     out
 }
 
-fn now_seconds() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// Which processes a range query keeps.
-#[derive(Clone, Debug, Default)]
-pub struct RangeFilter {
-    /// Only this process.
-    pub pid: Option<u32>,
-    /// Only threads with this command name.
-    pub comm: Option<String>,
-    /// Only processes of this user.
-    pub uid: Option<u32>,
-    /// With `pid`: its descendants too.
-    pub descendants: bool,
-    /// Only processes in this cgroup or under it.
-    pub cgroup: Option<String>,
-}
-
-/// The stacks of a time range of the daemon's history, and what the daemon said of them.
-pub struct RangeProfile {
-    /// The stacks (comm root first).
-    pub profile: profile::Profile,
-    /// Slices read.
-    pub slices: u64,
-    /// Slices skipped as corrupt.
-    pub skipped: u64,
-    /// Sampling frequency, Hz.
-    pub frequency: u64,
-    /// The event sampled on.
-    pub event: String,
-    /// Whether kernel frames are included.
-    pub kernel: bool,
-}
-
-/// The folded stacks of `since..until` (UNIX seconds) from the daemon at `socket`.
-pub fn folded_range(
-    socket: &Path,
-    since: f64,
-    until: f64,
-    filter: &RangeFilter,
-) -> Result<RangeProfile> {
-    if since >= until {
-        return Err(crate::cli::UsageError(format!(
-            "the start of a range ({since:.0}) must be before its end ({until:.0})"
-        ))
-        .into());
-    }
-    let mut query = format!("/v1/folded?since={since:.3}&until={until:.3}");
-    if let Some(pid) = filter.pid {
-        query.push_str(&format!("&pid={pid}"));
-    }
-    if let Some(comm) = &filter.comm {
-        query.push_str(&format!("&comm={}", encode(comm)));
-    }
-    if let Some(uid) = filter.uid {
-        query.push_str(&format!("&uid={uid}"));
-    }
-    if filter.descendants {
-        query.push_str("&descendants=true");
-    }
-    if let Some(cgroup) = &filter.cgroup {
-        query.push_str(&format!("&cgroup={}", encode(cgroup)));
-    }
-    let answer = get(socket, &query)?;
-    check(&answer)?;
-    let text = String::from_utf8_lossy(&answer.body);
-    let mut profile = profile::Profile::new();
-    let mut frames = Vec::new();
-    for line in text.lines() {
-        let Some((names, count)) = profile::parse_folded_line(line) else {
-            continue;
-        };
-        frames.clear();
-        frames.extend(names.into_iter().map(|n| profile.intern(n)));
-        profile.add(&frames, count);
-    }
-    Ok(RangeProfile {
-        profile,
-        slices: answer.number("x-profilerd-slices").unwrap_or(0),
-        skipped: answer.number("x-profilerd-skipped-slices").unwrap_or(0),
-        frequency: answer.number("x-profilerd-frequency").unwrap_or(0),
-        event: answer
-            .headers
-            .get("x-profilerd-event")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("unknown")
-            .to_string(),
-        kernel: answer.number("x-profilerd-kernel-frames") == Some(1),
-    })
-}
-
-/// Now, in UNIX seconds.
-pub fn now_unix() -> f64 {
-    now_seconds()
-}
-
-/// `profctl flamegraph`.
-pub fn flamegraph(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCode> {
-    let socket = socket_path(socket);
-    let svg_path = match (&args.output, &args.folded) {
-        (None, None) => Some(PathBuf::from("profile.svg")),
-        (svg, _) => svg.clone(),
-    };
-    for path in svg_path.iter().chain(args.folded.iter()) {
-        check_writable(path)?;
-    }
-    let now = now_seconds();
-    let since = args
-        .since
-        .expect("clap requires --since without --input")
-        .unix_seconds(now);
-    let until = args.until.map_or(now, |u| u.unix_seconds(now));
-    let filter = RangeFilter {
-        pid: args.pid,
-        comm: args.comm.clone(),
-        uid: args.uid,
-        descendants: args.descendants,
-        cgroup: args.cgroup.clone(),
-    };
-    let RangeProfile {
-        profile,
-        slices,
-        skipped,
-        frequency,
-        event,
-        kernel,
-    } = folded_range(&socket, since, until, &filter)?;
-    let samples = profile.total();
-    let mut written = Vec::new();
-    if let Some(path) = &args.folded {
-        write_atomically(path, |out| profile.write_folded(out).map_err(Into::into))
-            .with_context(|| format!("writing folded stacks to {}", path.display()))?;
-        written.push(printable(&path.display().to_string()).into_owned());
-    }
-    if let Some(path) = &svg_path {
-        if samples == 0 {
-            eprintln!(
-                "profctl: no samples in that range; not writing {}",
-                printable(&path.display().to_string())
-            );
-        } else {
-            let filter = match (&args.pid, &args.comm, &args.uid) {
-                (Some(pid), _, _) if args.descendants => {
-                    format!(", process {pid} and descendants")
-                }
-                (Some(pid), _, _) => format!(", process {pid}"),
-                (_, Some(comm), _) => format!(", command {comm}"),
-                (_, _, Some(uid)) => format!(", uid {uid}"),
-                _ => String::new(),
-            };
-            let options = profile::SvgOptions {
-                title: format!("profctl: via profilerd{filter}"),
-                subtitle: Some(format!(
-                    "{event} at {frequency} Hz, {:.0} s from {since:.0} (UNIX), {samples} samples in {slices} slices{}",
-                    until - since,
-                    if kernel { "" } else { ", user space only" }
-                )),
-            };
-            write_atomically(path, |out| {
-                profile.write_svg(out, &options).map_err(Into::into)
-            })
-            .with_context(|| format!("writing the flamegraph to {}", path.display()))?;
-            written.push(printable(&path.display().to_string()).into_owned());
-        }
-    }
-    if !quiet {
-        eprintln!(
-            "profctl: via profilerd ({}): {samples} samples in {slices} slices over {:.0} s ({event} at {frequency} Hz{})",
-            printable(&socket.display().to_string()),
-            until - since,
-            if kernel { ", with kernel frames" } else { ", user space only" }
-        );
-        if skipped > 0 {
-            eprintln!("profctl: note: {skipped} slices were skipped as corrupt or truncated (see profilerd's log)");
-        }
-        if written.is_empty() {
-            eprintln!("profctl: no files written");
-        } else {
-            eprintln!("profctl: wrote {}", written.join(", "));
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `profctl status`: the daemon's status, one `key: value` a line.
-pub fn status(socket: Option<&Path>) -> Result<ExitCode> {
-    let socket = socket_path(socket);
-    let answer = get(&socket, "/v1/status")?;
-    check(&answer)?;
-    let value: serde_json::Value =
-        serde_json::from_slice(&answer.body).context("reading profilerd's status")?;
-    let Some(fields) = value.as_object() else {
-        bail!("profilerd's status is not an object");
-    };
-    println!("profilerd at {}", printable(&socket.display().to_string()));
-    for (key, value) in fields {
-        let shown = match value {
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        println!("  {key}: {}", printable(&shown));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,5 +216,16 @@ mod tests {
             PathBuf::from("/tmp/x.sock")
         );
         assert_eq!(encode("a b;c/é"), "a%20b%3Bc%2F%C3%A9");
+    }
+
+    #[test]
+    fn error_statuses_carry_the_daemons_message() {
+        let answer = Answer {
+            status: 403,
+            headers: hyper::HeaderMap::new(),
+            body: b"profilerd: not yours\n".to_vec(),
+        };
+        let err = answer.ok().err().unwrap();
+        assert_eq!(err.to_string(), "profilerd answered 403: not yours");
     }
 }

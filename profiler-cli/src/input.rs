@@ -1,14 +1,13 @@
-//! Profiles read from files, for `flamegraph --input`, `top --input` and `diff`: a pprof
-//! profile (gzipped or not) or folded stacks, told apart by their content.
+//! Profiles read from bytes: a file for `flamegraph --input`, `top --input` and `diff` (a
+//! pprof profile, gzipped or not, or folded stacks, told apart by their content), and the
+//! folded stacks profilerd answers with.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::FlamegraphArgs;
-use crate::output::{check_writable, printable, write_atomically};
+use crate::output::printable;
 
 /// Largest input file read (a pprof file's decompressed size has its own bound,
 /// [`pprof::MAX_DECOMPRESSED_BYTES`]).
@@ -115,48 +114,19 @@ pub fn from_pprof(p: &pprof::proto::Profile) -> Result<Loaded> {
     })
 }
 
-/// `profctl flamegraph --input FILE`: render a file, no daemon.
-pub fn flamegraph(args: &FlamegraphArgs, input: &Path, quiet: bool) -> Result<ExitCode> {
-    let svg_path = match (&args.output, &args.folded) {
-        (None, None) => Some(PathBuf::from("profile.svg")),
-        (svg, _) => svg.clone(),
-    };
-    for path in svg_path.iter().chain(args.folded.iter()) {
-        check_writable(path)?;
-    }
-    let loaded = load(input)?;
-    let profile = &loaded.profile;
-    let shown = printable(&input.display().to_string()).into_owned();
-    let mut written = Vec::new();
-    if let Some(path) = &args.folded {
-        write_atomically(path, |out| profile.write_folded(out).map_err(Into::into))
-            .with_context(|| format!("writing folded stacks to {}", path.display()))?;
-        written.push(printable(&path.display().to_string()).into_owned());
-    }
-    if let Some(path) = &svg_path {
-        if profile.total() == 0 {
-            bail!("{shown} holds no samples; there is no flamegraph to draw");
-        }
-        let options = profile::SvgOptions {
-            title: format!("profctl: {shown}"),
-            subtitle: Some(format!("{} samples ({})", profile.total(), loaded.kind)),
+/// Folded stacks from profilerd, whose lines that are not `frame;frame;… count` are skipped.
+pub fn folded_profile(text: &str) -> profile::Profile {
+    let mut profile = profile::Profile::new();
+    let mut frames = Vec::new();
+    for line in text.lines() {
+        let Some((names, count)) = profile::parse_folded_line(line) else {
+            continue;
         };
-        write_atomically(path, |out| {
-            profile.write_svg(out, &options).map_err(Into::into)
-        })
-        .with_context(|| format!("writing the flamegraph to {}", path.display()))?;
-        written.push(printable(&path.display().to_string()).into_owned());
+        frames.clear();
+        frames.extend(names.into_iter().map(|n| profile.intern(n)));
+        profile.add(&frames, count);
     }
-    if !quiet {
-        eprintln!(
-            "profctl: {shown} ({}): {} samples, {} stacks; wrote {}",
-            loaded.kind,
-            profile.total(),
-            profile.stack_count(),
-            written.join(", ")
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+    profile
 }
 
 #[cfg(test)]

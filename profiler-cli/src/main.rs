@@ -1,45 +1,39 @@
-//! profctl: record a live system, process or command into a flamegraph.
+//! profctl: record a live system, process or command into a flamegraph. `main` parses the
+//! command line (`cli`), runs one of `commands/`, and turns the result into an exit status.
 
 mod cli;
+mod commands;
 mod daemon_client;
-mod diff;
+mod error;
+mod history;
 mod input;
 mod output;
-mod pprof_out;
-mod record;
-mod record_daemon;
-mod symbolize_cmd;
-mod top;
+mod render;
+mod time;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
+use crate::commands::{diff, flamegraph, record, status, symbolize, top};
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     init_logging(cli.verbose, cli.quiet);
+    let socket = cli.socket.as_deref();
     let result = match cli.command {
-        cli::Command::Record(args) => {
-            match record_daemon::run_if_daemon(&args, cli.socket.as_deref(), cli.quiet) {
-                Ok(Some(code)) => Ok(code),
-                Ok(None) => record::run(args, cli.quiet, cli.verbose),
-                Err(err) => Err(err),
-            }
-        }
-        cli::Command::Symbolize(args) => symbolize_cmd::run(args),
-        cli::Command::Flamegraph(args) => match &args.input {
-            Some(input) => input::flamegraph(&args, input, cli.quiet),
-            None => daemon_client::flamegraph(&args, cli.socket.as_deref(), cli.quiet),
-        },
-        cli::Command::Top(args) => top::run(&args, cli.socket.as_deref(), cli.quiet),
-        cli::Command::Diff(args) => diff::run(&args, cli.socket.as_deref(), cli.quiet),
-        cli::Command::Status => daemon_client::status(cli.socket.as_deref()),
+        cli::Command::Record(args) => record::run(args, socket, cli.quiet, cli.verbose),
+        cli::Command::Symbolize(args) => symbolize::run(args),
+        cli::Command::Flamegraph(args) => flamegraph::run(&args, socket, cli.quiet),
+        cli::Command::Top(args) => top::run(&args, socket, cli.quiet),
+        cli::Command::Diff(args) => diff::run(&args, socket, cli.quiet),
+        cli::Command::Status => status::run(socket),
     };
     match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("profctl: error: {}", output::printable(&format!("{err:#}")));
-            if err.downcast_ref::<cli::UsageError>().is_some() {
+            if err.downcast_ref::<error::UsageError>().is_some() {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE
@@ -48,6 +42,8 @@ fn main() -> ExitCode {
     }
 }
 
+/// Log to standard error at the level `-v`/`-q` ask for (`PROFCTL_LOG` overrides), every
+/// control character escaped.
 fn init_logging(verbose: u8, quiet: bool) {
     let default = match (quiet, verbose) {
         (true, _) => "error",

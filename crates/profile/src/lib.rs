@@ -3,9 +3,11 @@
 //! [`Stack`] is a sampled stack as a type; [`RawStacks`] counts them on the per-sample path
 //! (one hash lookup, no allocation for a stack seen before); a [`NormalizedWindow`] is a closed
 //! time window in a self-contained form that can be symbolized anywhere; [`Profile`] holds
-//! symbolized stacks and writes folded stacks and SVG flamegraphs.
+//! symbolized stacks and writes folded stacks and SVG flamegraphs; [`function_counts`] and
+//! [`largest_changes`] sum a profile by function and compare two.
 
 mod folded;
+mod functions;
 mod normalized;
 mod profile;
 mod quality;
@@ -14,6 +16,9 @@ mod stack;
 mod svg;
 
 pub use folded::{parse_folded_line, sanitize_frame};
+pub use functions::{
+    function_counts, largest_changes, sort_functions, Change, FunctionCounts, FunctionOrder, Side,
+};
 pub use normalized::{Frame, NormalizedStack, NormalizedWindow, ThreadLabels, WindowFile};
 pub use profile::{FrameId, Profile};
 pub use quality::{EndCounts, UnwindQuality};

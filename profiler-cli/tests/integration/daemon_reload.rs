@@ -1,6 +1,7 @@
 //! The configuration in effect is one for every listener: a bound lowered by SIGHUP
 //! (`api.max_response_bytes`) is applied at once by the Unix socket API and by the scrape
-//! listener alike, as docs/daemon.md says.
+//! listener alike, as docs/daemon.md says. (And a request's absurd `?wait=` is capped, not a
+//! panic.)
 
 use std::fs;
 use std::io::{Read, Write};
@@ -93,6 +94,10 @@ fn daemon_reload_lowers_the_response_bound_for_the_socket_api_and_the_scrape_lis
     let (status, body) = scrape_get(port, scrape);
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     assert!(body.len() > 100, "a small scrape: {} bytes", body.len());
+
+    // A wait too long for a Duration is capped, not a panic that drops the connection.
+    let (status, body) = socket_get(&daemon.socket, "/v1/recordings/12345?wait=1e20");
+    assert_eq!(status, 404, "{}", String::from_utf8_lossy(&body));
 
     // The bound lowered below both answers, then SIGHUP.
     write_config(&config, dir.path(), port, "max_response_bytes = \"64B\"\n");

@@ -21,6 +21,7 @@ mod hostile_elf;
 mod nonroot;
 mod pid;
 mod pprof_files;
+mod record_outputs;
 mod sigint;
 mod slow_debuginfod;
 mod soak;

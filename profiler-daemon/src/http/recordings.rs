@@ -99,7 +99,8 @@ async fn status(
     let wait = params
         .wait
         .filter(|w| w.is_finite() && *w > 0.0)
-        .map(|w| Duration::from_secs_f64(w).min(MAX_WAIT));
+        // Capped before the conversion, which panics past u64 seconds (`?wait=1e20`).
+        .map(|w| Duration::from_secs_f64(w.min(MAX_WAIT.as_secs_f64())));
     match state
         .recordings
         .status(id, state.requester(&peer), wait)

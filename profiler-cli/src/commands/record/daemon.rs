@@ -1,0 +1,249 @@
+//! `profctl record --pid N` through profilerd: when its socket answers (and no option only the
+//! embedded recorder has was given), the daemon records the process on perf events of its own
+//! (`POST /v1/recordings`), profctl waits (Ctrl-C stops the recording early, as embedded), then
+//! fetches the recording as pprof (`GET /v1/recordings/ID/pprof`) and writes the same kinds of
+//! file as an embedded recording: that pprof profile for `-o x.pb.gz` or `--format pprof`,
+//! and folded stacks and an SVG made from it, counted in samples.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+
+use super::options::RecordOutputs;
+use crate::cli::{CallGraphArg, EventArg, RecordArgs};
+use crate::daemon_client::{answers, check, request, socket_path, Answer};
+use crate::input::from_pprof;
+use crate::output::{printable, write_atomically};
+use crate::render::{shown, write_outputs, Outputs, WhenEmpty};
+
+/// Why a `--pid` recording is made here rather than by the daemon, if it is.
+fn embedded_only(args: &RecordArgs) -> Option<&'static str> {
+    if args.window.is_some() {
+        Some("--window")
+    } else if args.lines {
+        Some("--lines")
+    } else if !args.debug_dirs.is_empty() {
+        Some("--debug-dir")
+    } else if args.ring_pages.is_some() {
+        Some("--ring-pages")
+    } else if args.event != EventArg::Auto {
+        Some("--event")
+    } else if args.call_graph != CallGraphArg::Auto {
+        Some("--call-graph")
+    } else if args.stack_size != recorder::defaults::STACK_BYTES {
+        Some("--stack-size")
+    } else {
+        None
+    }
+}
+
+/// Record through profilerd when that applies; None when the recording is to be made here.
+pub fn run_if_daemon(
+    args: &RecordArgs,
+    socket_arg: Option<&Path>,
+    quiet: bool,
+) -> Result<Option<ExitCode>> {
+    let Some(pid) = args.pid else {
+        return Ok(None);
+    };
+    if args.embedded {
+        return Ok(None);
+    }
+    let socket = socket_path(socket_arg);
+    let named = socket_arg.is_some() || std::env::var_os("PROFILERD_SOCKET").is_some();
+    if !answers(&socket) {
+        if named && !quiet {
+            eprintln!(
+                "profctl: note: profilerd does not answer at {}; recording embedded",
+                printable(&socket.display().to_string())
+            );
+        }
+        return Ok(None);
+    }
+    if let Some(option) = embedded_only(args) {
+        tracing::info!("{option} is not available through profilerd: recording embedded");
+        return Ok(None);
+    }
+    record(args, pid, &socket, quiet).map(Some)
+}
+
+/// A field of the daemon's JSON.
+fn field<'a>(value: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
+    value.get(key).unwrap_or(&serde_json::Value::Null)
+}
+
+fn json(answer: &Answer) -> Result<serde_json::Value> {
+    serde_json::from_slice(&answer.body).context("reading profilerd's answer")
+}
+
+/// The `POST /v1/recordings` body for `args`.
+fn request_body(args: &RecordArgs, pid: u32) -> serde_json::Value {
+    let mut body = serde_json::json!({
+        "pid": pid,
+        "frequency": args.frequency,
+        "descendants": true,
+        "kernel": !args.no_kernel,
+    });
+    if let Some(d) = args.duration {
+        body["duration"] = serde_json::json!(d.as_secs_f64());
+    }
+    body
+}
+
+/// Start a recording on the daemon, wait for its end (a first SIGINT or SIGTERM stops it
+/// early), fetch `/v1/recordings/ID{result}` and delete the recording: its final status and
+/// the result.
+async fn recorded(
+    socket: &Path,
+    body: &serde_json::Value,
+    result: &str,
+) -> Result<(serde_json::Value, Answer)> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt()).context("watching SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("watching SIGTERM")?;
+    let created = request(
+        socket,
+        "POST",
+        "/v1/recordings",
+        Some(body.to_string().into_bytes()),
+    )
+    .await?;
+    if created.status != 201 {
+        check(&created)?;
+    }
+    let created = json(&created)?;
+    let Some(id) = field(&created, "id").as_u64() else {
+        bail!("profilerd's answer has no recording id");
+    };
+    let path = format!("/v1/recordings/{id}");
+    let mut stopping = false;
+    let wait_path = format!("{path}?wait=30");
+    let status = loop {
+        let wait = request(socket, "GET", &wait_path, None);
+        tokio::select! {
+            answer = wait => {
+                let status = json(&answer?.ok()?)?;
+                if field(&status, "state").as_str() != Some("running") {
+                    break status;
+                }
+            }
+            _ = interrupt.recv(), if !stopping => {
+                stopping = true;
+                let answer = request(socket, "DELETE", &path, None).await?;
+                if !(200..300).contains(&answer.status) {
+                    check(&answer)?;
+                }
+            }
+            _ = terminate.recv(), if !stopping => {
+                stopping = true;
+                let _ = request(socket, "DELETE", &path, None).await?;
+            }
+        }
+    };
+    if field(&status, "state").as_str() == Some("failed") {
+        bail!(
+            "profilerd's recording failed: {}",
+            printable(field(&status, "error").as_str().unwrap_or("unknown error"))
+        );
+    }
+    let answer = request(socket, "GET", &format!("{path}{result}"), None)
+        .await?
+        .ok()?;
+    // Fetched: the daemon need not keep it.
+    let _ = request(socket, "DELETE", &path, None).await;
+    Ok((status, answer))
+}
+
+/// What the daemon's final status says of a recording.
+struct Finished {
+    seconds: f64,
+    frequency: u64,
+    lost: u64,
+    event: String,
+    kernel: bool,
+}
+
+impl Finished {
+    fn of(status: &serde_json::Value) -> Finished {
+        Finished {
+            seconds: field(status, "seconds").as_f64().unwrap_or(0.0),
+            frequency: field(status, "frequency_used").as_u64().unwrap_or(0),
+            lost: field(status, "lost").as_u64().unwrap_or(0),
+            event: field(status, "event")
+                .as_str()
+                .unwrap_or("unknown")
+                .to_string(),
+            kernel: field(status, "kernel").as_bool().unwrap_or(false),
+        }
+    }
+}
+
+/// Record process `pid` on the daemon at `socket` and write the outputs.
+fn record(args: &RecordArgs, pid: u32, socket: &Path, quiet: bool) -> Result<ExitCode> {
+    let outputs = RecordOutputs::of(args);
+    outputs.check_writable()?;
+    let body = request_body(args, pid);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let (status, answer) = runtime.block_on(recorded(socket, &body, "/pprof"))?;
+    let pprof_bytes = answer.body;
+    let decoded = pprof::decode(&pprof_bytes).context("reading profilerd's pprof profile")?;
+    // Folded stacks and the SVG count samples (the pprof's `samples/count` values).
+    let profile = from_pprof(&decoded)
+        .context("reading profilerd's pprof profile")?
+        .profile;
+    let samples = profile.total();
+    let f = Finished::of(&status);
+    let options = profile::SvgOptions {
+        title: format!("profctl: process {pid}"),
+        subtitle: Some(format!(
+            "{} at {} Hz, {:.1} s, {samples} samples, {} lost{}; via profilerd",
+            f.event,
+            f.frequency,
+            f.seconds,
+            f.lost,
+            if f.kernel { "" } else { ", user space only" }
+        )),
+    };
+    // Folded stacks, then pprof, then the SVG, as an embedded recording writes them.
+    let folded_only = Outputs {
+        svg: None,
+        folded: outputs.folded.clone(),
+    };
+    let empty = || WhenEmpty::Skip("no samples were recorded");
+    let mut written = write_outputs(&folded_only, &profile, &options, empty())?;
+    if let Some(path) = &outputs.pprof {
+        write_atomically(path, |out| Ok(out.write_all(&pprof_bytes)?))
+            .with_context(|| format!("writing the pprof profile to {}", shown(path)))?;
+        written.push(shown(path));
+    }
+    let svg_only = Outputs {
+        svg: outputs.svg.clone(),
+        folded: None,
+    };
+    written.extend(write_outputs(&svg_only, &profile, &options, empty())?);
+    if !quiet {
+        eprintln!(
+            "profctl: {samples} samples in {:.1} s ({} at {} Hz{}), {} lost, via profilerd at {}",
+            f.seconds,
+            f.event,
+            f.frequency,
+            if f.kernel {
+                ", with kernel frames"
+            } else {
+                ", user space only"
+            },
+            f.lost,
+            printable(&socket.display().to_string())
+        );
+        if written.is_empty() {
+            eprintln!("profctl: no files written");
+        } else {
+            eprintln!("profctl: wrote {}", written.join(", "));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,163 @@
+//! What an embedded recording says of itself: the SVG's title and subtitle, and the summary
+//! printed when it ends.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use recorder::{Recording, ResolveStats};
+
+use crate::cli::RecordArgs;
+
+/// The SVG's title: what was recorded.
+pub fn title(args: &RecordArgs) -> String {
+    match (&args.pid, args.command.is_empty()) {
+        (Some(pid), _) => format!("profctl: process {pid}"),
+        (None, false) => {
+            let cmd: Vec<String> = args
+                .command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            format!("profctl: {}", cmd.join(" "))
+        }
+        (None, true) => "profctl: whole system".to_string(),
+    }
+}
+
+/// Event, frequency, duration, samples, lost samples and stack quality, for the SVG.
+pub fn subtitle(r: &Recording, quality: Option<&str>) -> String {
+    let mut s = format!(
+        "{} at {} Hz, {:.1} s, {} samples, {} lost{}",
+        r.event,
+        r.frequency,
+        r.duration.as_secs_f64(),
+        r.stats.samples,
+        r.stats.lost,
+        if r.kernel_included {
+            ""
+        } else {
+            ", user space only"
+        }
+    );
+    if let Some(q) = quality {
+        s.push_str("; stacks ");
+        s.push_str(q);
+    }
+    s
+}
+
+/// How complete the DWARF-unwound stacks are, when they were unwound.
+pub fn stack_quality(stats: &ResolveStats) -> Option<String> {
+    let overall = &stats.unwind.overall;
+    (overall.total() > 0).then(|| overall.describe())
+}
+
+/// The summary printed when the recording's outputs are written: samples, lost, stacks'
+/// quality, unnamed frames, debuginfod, and (`verbose`) profctl's own costs.
+pub fn print_summary(
+    r: &Recording,
+    resolved: &ResolveStats,
+    written: &[String],
+    post: Duration,
+    verbose: bool,
+) {
+    // Written at once at the end: stderr is unbuffered, and each piece of each line would
+    // otherwise be a write of its own.
+    let mut out = String::new();
+    macro_rules! say {
+        ($($arg:tt)*) => {{
+            let _ = writeln!(out, $($arg)*);
+        }};
+    }
+    say!(
+        "profctl: {} samples in {:.1} s ({} at {} Hz{}), {} lost, {} throttled, embedded",
+        r.stats.samples,
+        r.duration.as_secs_f64(),
+        r.event,
+        r.frequency,
+        if r.kernel_included {
+            ", with kernel frames"
+        } else {
+            ", user space only"
+        },
+        r.stats.lost,
+        r.stats.throttled,
+    );
+    if r.stats.malformed_records + r.stats.malformed_batches > 0 {
+        say!(
+            "profctl: skipped {} malformed records and {} malformed ring batches",
+            r.stats.malformed_records,
+            r.stats.malformed_batches
+        );
+    }
+    if let Some(q) = stack_quality(resolved) {
+        say!("profctl: user stacks ({} unwinding): {q}", r.call_graph);
+        for (binary, counts) in resolved.unwind.worst_binaries(3) {
+            say!(
+                "profctl:   stopped early in {}: {}",
+                crate::output::printable(binary),
+                counts.describe()
+            );
+        }
+    }
+    let user = &resolved.user;
+    say!(
+        "profctl: {:.1}% of frames unnamed ({} user addresses in {} files, {} kernel addresses)",
+        resolved.unnamed_share() * 100.0,
+        user.cache_misses,
+        user.files,
+        resolved.kernel_addresses
+    );
+    if user.debuginfod_fetched > 0 || !user.debuginfod_failures.is_empty() {
+        say!(
+            "profctl: debuginfod: {} debug files fetched",
+            user.debuginfod_fetched
+        );
+        for failure in &user.debuginfod_failures {
+            say!(
+                "profctl:   could not fetch: {}",
+                crate::output::printable(&failure.to_string())
+            );
+        }
+    }
+    if verbose {
+        own_costs(&mut out, r, user);
+    }
+    if let Some(status) = r.command_status {
+        if !status.success() {
+            say!("profctl: the command exited with {status}");
+        }
+    }
+    if written.is_empty() {
+        say!("profctl: no files written");
+    } else {
+        say!(
+            "profctl: wrote {} ({} ms after recording ended)",
+            written.join(", "),
+            post.as_millis()
+        );
+    }
+    eprint!("{out}");
+}
+
+/// `-v`: profctl's own CPU, wake-ups and page faults, and its address cache.
+fn own_costs(out: &mut String, r: &Recording, user: &symbolize::service::UserSymbolStats) {
+    let usage = recorder::ProcessUsage::now();
+    let _ = writeln!(
+        out,
+        "profctl: own CPU {:.1} ms ({:.1} ms user, {:.1} ms system), {} drain rounds (longest {:.1} ms), {} + {} context switches, {} page faults",
+        usage.cpu().as_secs_f64() * 1e3,
+        usage.user.as_secs_f64() * 1e3,
+        usage.system.as_secs_f64() * 1e3,
+        r.stats.drain_rounds,
+        r.stats.longest_round.as_secs_f64() * 1e3,
+        usage.voluntary_switches,
+        usage.involuntary_switches,
+        usage.minor_faults,
+    );
+    let _ = writeln!(
+        out,
+        "profctl: address cache: {} hits, {} misses, {} evicted; {} from the frame cache of earlier runs; {} JIT frames",
+        user.cache_hits, user.cache_misses, user.cache_evictions, user.frame_cache_hits, user.jit_frames
+    );
+}

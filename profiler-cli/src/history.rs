@@ -1,0 +1,123 @@
+//! Ranges of profilerd's history: the `GET /v1/folded` query for a time range and a filter,
+//! and its answer as a [`profile::Profile`] with what the daemon said of it.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::cli::{FilterArgs, ProcessArgs};
+use crate::daemon_client::{self, encode, header};
+use crate::input::folded_profile;
+
+/// Which processes a range query keeps.
+#[derive(Clone, Debug, Default)]
+pub struct RangeFilter {
+    /// Only this process.
+    pub pid: Option<u32>,
+    /// Only threads with this command name.
+    pub comm: Option<String>,
+    /// Only processes of this user.
+    pub uid: Option<u32>,
+    /// With `pid`: its descendants too.
+    pub descendants: bool,
+    /// Only processes in this cgroup or under it.
+    pub cgroup: Option<String>,
+}
+
+impl RangeFilter {
+    /// The filter `--pid`, `--comm` and `--uid` ask for.
+    pub fn of_process(args: &ProcessArgs) -> RangeFilter {
+        RangeFilter {
+            pid: args.pid,
+            comm: args.comm.clone(),
+            uid: args.uid,
+            ..RangeFilter::default()
+        }
+    }
+
+    /// The filter `--pid`, `--comm`, `--uid`, `--descendants` and `--cgroup` ask for.
+    pub fn of(args: &FilterArgs) -> RangeFilter {
+        RangeFilter {
+            descendants: args.descendants,
+            cgroup: args.cgroup.clone(),
+            ..RangeFilter::of_process(&args.process)
+        }
+    }
+
+    /// The query's parameters after `since` and `until` (`&pid=…`…).
+    fn query(&self) -> String {
+        let mut query = String::new();
+        if let Some(pid) = self.pid {
+            query.push_str(&format!("&pid={pid}"));
+        }
+        if let Some(comm) = &self.comm {
+            query.push_str(&format!("&comm={}", encode(comm)));
+        }
+        if let Some(uid) = self.uid {
+            query.push_str(&format!("&uid={uid}"));
+        }
+        if self.descendants {
+            query.push_str("&descendants=true");
+        }
+        if let Some(cgroup) = &self.cgroup {
+            query.push_str(&format!("&cgroup={}", encode(cgroup)));
+        }
+        query
+    }
+}
+
+/// The stacks of a time range of the daemon's history, and what the daemon said of them.
+pub struct RangeProfile {
+    /// The stacks (comm root first).
+    pub profile: profile::Profile,
+    /// Slices read.
+    pub slices: u64,
+    /// Slices skipped as corrupt.
+    pub skipped: u64,
+    /// Sampling frequency, Hz.
+    pub frequency: u64,
+    /// The event sampled on.
+    pub event: String,
+    /// Whether kernel frames are included.
+    pub kernel: bool,
+}
+
+/// The folded stacks of `since..until` (UNIX seconds, `since` before `until`) from the daemon
+/// at `socket`.
+pub fn folded_range(
+    socket: &Path,
+    since: f64,
+    until: f64,
+    filter: &RangeFilter,
+) -> Result<RangeProfile> {
+    let query = format!(
+        "/v1/folded?since={since:.3}&until={until:.3}{}",
+        filter.query()
+    );
+    let answer = daemon_client::get(socket, &query)?.ok()?;
+    Ok(RangeProfile {
+        profile: folded_profile(&String::from_utf8_lossy(&answer.body)),
+        slices: answer.number(header::SLICES).unwrap_or(0),
+        skipped: answer.number(header::SKIPPED_SLICES).unwrap_or(0),
+        frequency: answer.number(header::FREQUENCY).unwrap_or(0),
+        event: answer.text(header::EVENT).unwrap_or("unknown").to_string(),
+        kernel: answer.number(header::KERNEL_FRAMES) == Some(1),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_query() {
+        let filter = RangeFilter {
+            pid: Some(7),
+            descendants: true,
+            cgroup: Some("/a b".into()),
+            ..RangeFilter::default()
+        };
+        assert_eq!(filter.query(), "&pid=7&descendants=true&cgroup=%2Fa%20b");
+        assert_eq!(RangeFilter::default().query(), "");
+    }
+}
