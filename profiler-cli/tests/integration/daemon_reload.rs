@@ -12,14 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 use crate::daemon::{unix_now, Daemon};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use crate::daemon_serve::free_port;
 
 /// The status code and body of `GET path`, over the Unix socket or TCP.
 fn get_status(stream: &mut dyn ReadWrite, path: &str) -> (u16, Vec<u8>) {

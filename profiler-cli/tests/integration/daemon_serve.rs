@@ -298,7 +298,7 @@ fn daemon_record_pid_shares_access_and_descendants() {
 }
 
 /// A free TCP port on loopback (bound then released).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
