@@ -23,7 +23,9 @@ fn ops_config(dir: &Path, sampling: &str, extra: &str) -> PathBuf {
     config
 }
 
-fn write_ops_config(config: &Path, dir: &Path, sampling: &str, extra: &str) {
+/// Writes that configuration to `config` (renamed into place); `extra` follows `[api]`'s
+/// socket line, so it may add `[api]` keys before its own sections.
+pub(crate) fn write_ops_config(config: &Path, dir: &Path, sampling: &str, extra: &str) {
     let text = format!(
         "[sampling]\n{sampling}\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n\n{extra}",
         dir.join("state").display(),

@@ -3,7 +3,6 @@
 //! listener alike, as docs/daemon.md says. (And a request's absurd `?wait=` is capped, not a
 //! panic.)
 
-use std::fs;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
@@ -12,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 use crate::daemon::{unix_now, Daemon};
+use crate::daemon_ops::write_ops_config;
 use crate::daemon_serve::free_port;
 
 /// The status code and body of `GET path`, over the Unix socket or TCP.
@@ -43,18 +43,17 @@ fn scrape_get(port: u16, path: &str) -> (u16, Vec<u8>) {
     get_status(&mut s, path)
 }
 
+/// The test's configuration: 499 Hz in 1-s slices, the budget out of the way, the scrape
+/// listener on `port`, and `api_extra` in `[api]`.
 fn write_config(config: &Path, dir: &Path, port: u16, api_extra: &str) {
-    let text = format!(
-        "[sampling]\nfrequency = 499\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n\
-         [api]\nsocket = \"{}\"\n{api_extra}\n[budget]\nmax_cpu_percent = 10000\n\n\
-         [scrape]\nlisten = \"127.0.0.1:{port}\"\n",
-        dir.join("state").display(),
-        dir.join("cache").display(),
-        dir.join("profilerd.sock").display()
+    write_ops_config(
+        config,
+        dir,
+        "frequency = 499\nslice = \"1s\"\n",
+        &format!(
+            "{api_extra}\n[budget]\nmax_cpu_percent = 10000\n\n[scrape]\nlisten = \"127.0.0.1:{port}\"\n"
+        ),
     );
-    let tmp = config.with_extension("tmp");
-    fs::write(&tmp, text).unwrap();
-    fs::rename(&tmp, config).unwrap();
 }
 
 #[test]
