@@ -79,10 +79,18 @@ pub fn resolve_group(group: &str) -> Result<u32> {
     bail!("no group {group:?} in /etc/group")
 }
 
-/// Give the API socket to `gid` (mode 0660), or to every local user (0666) when None.
+/// Give the API socket to `gid` (mode 0660), or to every local user (0666) when None. The
+/// socket's directory is root's alone (`trusted_dir.rs`); a symbolic link in its place is
+/// refused, not followed.
 pub fn set_socket_group(socket: &Path, gid: Option<u32>) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = std::fs::symlink_metadata(socket)
+        .with_context(|| format!("inspecting {}", socket.display()))?;
+    if !meta.file_type().is_socket() {
+        bail!("{} is not a socket", socket.display());
+    }
     if let Some(gid) = gid {
-        std::os::unix::fs::chown(socket, None, Some(gid))
+        std::os::unix::fs::lchown(socket, None, Some(gid))
             .with_context(|| format!("giving {} to group {gid}", socket.display()))?;
     }
     let mode = if gid.is_some() { 0o660 } else { 0o666 };

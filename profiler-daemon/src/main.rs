@@ -38,6 +38,7 @@ mod slice_proto;
 mod state;
 mod store;
 mod sys;
+mod trusted_dir;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

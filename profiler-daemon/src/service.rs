@@ -22,6 +22,7 @@ use crate::pipeline::Pipeline;
 use crate::reload::{self, Reloader};
 use crate::state::{unix_now_ns, Shared};
 use crate::store::Store;
+use crate::trusted_dir::ensure_trusted_dir;
 
 /// Reads the configuration (file and flags), at start and on SIGHUP.
 pub type LoadConfig = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
@@ -73,8 +74,8 @@ pub fn run(config: Config, load: LoadConfig, set_log_filter: SetLogFilter) -> Re
     })
 }
 
-/// Resolve the groups, open the store, make the cache directory, read the scrape token, and
-/// make the shared state.
+/// Resolve the groups, check (making them) the state and cache directories, open the store,
+/// read the scrape token, and make the shared state.
 fn prepare(config: Config, load: LoadConfig, set_log_filter: SetLogFilter) -> Result<Prepared> {
     let group =
         |name: Option<&str>, key: &'static str| name.map(resolve_group).transpose().context(key);
@@ -84,6 +85,14 @@ fn prepare(config: Config, load: LoadConfig, set_log_filter: SetLogFilter) -> Re
     let frequency = target_frequency(&config, u64::MAX);
     let cpus = sampler::online_cpus().map(|c| c.len()).unwrap_or(0);
     let storage = &config.storage;
+    let uid = crate::sys::effective_uid();
+    for (dir, what) in [
+        (storage.state_dir.clone(), "storage.state_dir"),
+        (storage.state_dir.join("slices"), "storage.state_dir"),
+        (storage.cache_dir.clone(), "storage.cache_dir"),
+    ] {
+        ensure_trusted_dir(&dir, 0o750, uid).context(what)?;
+    }
     let store = Store::open(
         &storage.state_dir,
         storage.max_age.0,
@@ -91,12 +100,6 @@ fn prepare(config: Config, load: LoadConfig, set_log_filter: SetLogFilter) -> Re
         unix_now_ns(),
     )
     .with_context(|| format!("opening the history under {}", storage.state_dir.display()))?;
-    std::fs::create_dir_all(&storage.cache_dir).with_context(|| {
-        format!(
-            "creating the cache directory {}",
-            storage.cache_dir.display()
-        )
-    })?;
     let scrape_token = config
         .scrape
         .token_file

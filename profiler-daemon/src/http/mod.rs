@@ -13,6 +13,7 @@ pub mod recordings;
 pub mod scrape;
 pub mod status;
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -23,15 +24,19 @@ use tokio::net::UnixListener;
 
 use crate::access::set_socket_group;
 use crate::http::common::{ApiState, Peer};
+use crate::trusted_dir::ensure_trusted_dir;
 
-/// Bind the API socket at `path`: its directory is created if missing; a socket left by a
-/// daemon that is gone is replaced, one that answers is an error; mode 0666, or 0660 and
-/// owned by `group` when set.
+/// Bind the API socket at `path`. Its directory must be root's alone (created, mode 0755, if
+/// missing: `trusted_dir.rs`); a socket left by a daemon that is gone is replaced, one that
+/// answers is an error. The socket is bound in a private directory beside it, given its mode
+/// (0666, or 0660 and owned by `group` when set) and only then renamed into place, so that it
+/// is never visible with another mode and no path is followed.
 pub fn bind(path: &Path, group: Option<u32>) -> Result<UnixListener> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating the socket's directory {}", dir.display()))?;
-    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    ensure_trusted_dir(dir, 0o755, crate::sys::effective_uid()).context("api.socket")?;
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         use std::os::unix::fs::FileTypeExt;
         if !meta.file_type().is_socket() {
@@ -40,13 +45,24 @@ pub fn bind(path: &Path, group: Option<u32>) -> Result<UnixListener> {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             bail!("another profilerd answers on {}", path.display());
         }
-        std::fs::remove_file(path)
-            .with_context(|| format!("removing the stale socket {}", path.display()))?;
     }
-    let listener =
-        UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
-    set_socket_group(path, group)?;
-    Ok(listener)
+    let private = dir.join(format!(".profilerd-bind-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&private);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .with_context(|| format!("creating {}", private.display()))?;
+    let staged = private.join("socket");
+    let bound = (|| {
+        let listener =
+            UnixListener::bind(&staged).with_context(|| format!("binding {}", staged.display()))?;
+        set_socket_group(&staged, group)?;
+        std::fs::rename(&staged, path)
+            .with_context(|| format!("moving the socket to {}", path.display()))?;
+        Ok(listener)
+    })();
+    let _ = std::fs::remove_dir_all(&private);
+    bound
 }
 
 /// The API's routes.
