@@ -80,7 +80,7 @@ pub fn resolve_group(group: &str) -> Result<u32> {
 }
 
 /// Give the API socket to `gid` (mode 0660), or to every local user (0666) when None. The
-/// socket's directory is root's alone (`trusted_dir.rs`); a symbolic link in its place is
+/// socket's directory is root's alone (`recorder::check_private_dir`); a symbolic link in its place is
 /// refused, not followed.
 pub fn set_socket_group(socket: &Path, gid: Option<u32>) -> Result<()> {
     use std::os::unix::fs::FileTypeExt;

@@ -38,7 +38,6 @@ mod slice_proto;
 mod state;
 mod store;
 mod sys;
-mod trusted_dir;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

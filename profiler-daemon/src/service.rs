@@ -22,7 +22,6 @@ use crate::pipeline::Pipeline;
 use crate::reload::{self, Reloader};
 use crate::state::{unix_now_ns, Shared};
 use crate::store::Store;
-use crate::trusted_dir::ensure_trusted_dir;
 
 /// Reads the configuration (file and flags), at start and on SIGHUP.
 pub type LoadConfig = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
@@ -91,7 +90,7 @@ fn prepare(config: Config, load: LoadConfig, set_log_filter: SetLogFilter) -> Re
         (storage.state_dir.join("slices"), "storage.state_dir"),
         (storage.cache_dir.clone(), "storage.cache_dir"),
     ] {
-        ensure_trusted_dir(&dir, 0o750, uid).context(what)?;
+        recorder::check_private_dir(&dir, uid, 0o750).context(what)?;
     }
     let store = Store::open(
         &storage.state_dir,

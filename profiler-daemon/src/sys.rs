@@ -1,6 +1,5 @@
 //! The daemon's only unsafe code: a Unix socket peer's supplementary groups, pidfds, the
-//! calling thread's id and its scheduling priority, the effective uid, and whether a file
-//! carries a POSIX ACL.
+//! calling thread's id and its scheduling priority, and the effective uid.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -83,56 +82,4 @@ pub fn lowest_priority_for_this_thread() -> io::Result<()> {
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid takes nothing and cannot fail.
     unsafe { libc::geteuid() }
-}
-
-/// Which POSIX ACL of a directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AclKind {
-    /// Who may use the directory itself (`system.posix_acl_access`).
-    Access,
-    /// What files created in it inherit (`system.posix_acl_default`).
-    Default,
-}
-
-impl AclKind {
-    fn attribute(self) -> &'static std::ffi::CStr {
-        match self {
-            AclKind::Access => c"system.posix_acl_access",
-            AclKind::Default => c"system.posix_acl_default",
-        }
-    }
-}
-
-impl std::fmt::Display for AclKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            AclKind::Access => "an access ACL",
-            AclKind::Default => "a default ACL",
-        })
-    }
-}
-
-/// Whether `path` (not followed if a symbolic link) carries the ACL `kind`. A file system
-/// without ACLs has none.
-pub fn has_acl(path: &std::path::Path, kind: AclKind) -> io::Result<bool> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: both names are NUL-terminated strings that outlive the call; a null buffer of
-    // size 0 asks only for the attribute's size, nothing is written.
-    let rc = unsafe {
-        libc::lgetxattr(
-            path.as_ptr(),
-            kind.attribute().as_ptr(),
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    if rc >= 0 {
-        return Ok(true);
-    }
-    match io::Error::last_os_error() {
-        e if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::EOPNOTSUPP)) => Ok(false),
-        e => Err(e),
-    }
 }

@@ -97,7 +97,7 @@ fn directories_other_users_control_are_refused() {
         &open,
         &socket,
         &open,
-        "writable by its group or by other users",
+        "is writable by other users (mode 777)",
     );
 
     // One whose default ACL would give every slice to another user.

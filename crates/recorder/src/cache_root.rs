@@ -1,4 +1,5 @@
-//! Whether a cache directory is this user's alone (issue 11, item 8).
+//! Whether a directory is this user's alone: profctl's cache root (issue 11, item 8), and
+//! profilerd's state, cache and socket directories.
 //!
 //! profctl keeps caches under `$XDG_CACHE_HOME/profctl` (else `~/.cache/profctl`); root may
 //! run with another user's `HOME` or `XDG_CACHE_HOME` kept (`sudo -E`), and then writes into
@@ -6,10 +7,15 @@
 //! cache root is used only when it is a real directory (not a symlink) owned by the effective
 //! user and writable by nobody else, and every directory above it is owned by that user or
 //! root and writable by nobody else (unless sticky, as `/tmp`). A missing root is created with
-//! mode 0700. Inside an accepted root, no other user can plant anything.
+//! mode 0700. A directory carrying a POSIX ACL (access or default) is refused too: a default
+//! ACL would give another user every file written in it. Inside an accepted root, no other
+//! user can plant or read anything.
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use crate::sys::has_acl;
+pub use crate::sys::AclKind;
 
 /// Why a cache root was refused.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +44,14 @@ pub enum CacheRootError {
         /// Its mode bits.
         mode: u32,
     },
+    /// Carries a POSIX ACL that could give other users access to what is written in it.
+    #[error("{} carries {kind}; remove it (setfacl -b -k) or choose another directory", path.display())]
+    Acl {
+        /// The offending path.
+        path: PathBuf,
+        /// Which ACL.
+        kind: AclKind,
+    },
     /// Could not be inspected or created.
     #[error("cannot use {}: {source}", path.display())]
     Io {
@@ -51,6 +65,12 @@ pub enum CacheRootError {
 
 /// Check (creating it if missing, mode 0700) that `root` is safe as `uid`'s cache root.
 pub fn check_cache_root(root: &Path, uid: u32) -> Result<(), CacheRootError> {
+    check_private_dir(root, uid, 0o700)
+}
+
+/// Check (creating it with `create_mode` if missing) that `root` is `uid`'s alone, as the
+/// module says.
+pub fn check_private_dir(root: &Path, uid: u32, create_mode: u32) -> Result<(), CacheRootError> {
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| CacheRootError::Io { path, source }
@@ -87,7 +107,7 @@ pub fn check_cache_root(root: &Path, uid: u32) -> Result<(), CacheRootError> {
     }
     match std::fs::DirBuilder::new()
         .recursive(true)
-        .mode(0o700)
+        .mode(create_mode)
         .create(root)
     {
         Ok(()) => {}
@@ -112,6 +132,14 @@ pub fn check_cache_root(root: &Path, uid: u32) -> Result<(), CacheRootError> {
             path: root.into(),
             mode: mode & 0o7777,
         });
+    }
+    for kind in [AclKind::Access, AclKind::Default] {
+        if has_acl(root, kind).map_err(io(root))? {
+            return Err(CacheRootError::Acl {
+                path: root.into(),
+                kind,
+            });
+        }
     }
     Ok(())
 }
@@ -169,6 +197,32 @@ mod tests {
             check_cache_root(&link, uid),
             Err(CacheRootError::NotADirectory { .. })
         ));
+        // A default ACL would hand every file made inside to another user.
+        let acl = std::process::Command::new("setfacl")
+            .args(["-d", "-m", "u:65534:rx"])
+            .arg(&root)
+            .status()
+            .expect("setfacl (package acl; scripts/test installs it)");
+        assert!(acl.success());
+        let err = check_cache_root(&root, uid).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CacheRootError::Acl {
+                    kind: AclKind::Default,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("a default ACL"), "{err}");
+        let removed = std::process::Command::new("setfacl")
+            .arg("-k")
+            .arg(&root)
+            .status()
+            .unwrap();
+        assert!(removed.success());
+        check_cache_root(&root, uid).unwrap();
         // Another user's: refused (as another uid, or by chown when root).
         assert!(matches!(
             check_cache_root(&root, uid.wrapping_add(1)),

@@ -33,7 +33,7 @@ pub use usage::{
     anonymous_resident_bytes, open_fds, release_free_memory, resident_bytes, ProcessUsage,
 };
 
-pub use cache_root::{check_cache_root, CacheRootError};
+pub use cache_root::{check_cache_root, check_private_dir, AclKind, CacheRootError};
 
 /// profctl's cache directory: `$XDG_CACHE_HOME/profctl`, else `~/.cache/profctl` (kernel
 /// symbols per boot, frames per build-id, decompressed debug sections per build-id); None

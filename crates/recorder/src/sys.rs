@@ -1,5 +1,5 @@
 //! The crate's only `unsafe`: forking a command that waits for its events, waiting for it,
-//! signals and the clock.
+//! signals, the clock, and whether a directory carries a POSIX ACL.
 //!
 //! std's `Command::spawn` returns only after the child has called exec, so a child cannot be
 //! held between fork and exec through it; this module forks by hand (as perf does). After
@@ -208,4 +208,56 @@ pub(crate) fn release_free_memory() {
 pub(crate) fn effective_uid() -> u32 {
     // SAFETY: geteuid takes no arguments, cannot fail and touches no memory of ours.
     unsafe { libc::geteuid() }
+}
+
+/// Which POSIX ACL of a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AclKind {
+    /// Who may use the directory itself (`system.posix_acl_access`).
+    Access,
+    /// What files created in it inherit (`system.posix_acl_default`).
+    Default,
+}
+
+impl AclKind {
+    fn attribute(self) -> &'static std::ffi::CStr {
+        match self {
+            AclKind::Access => c"system.posix_acl_access",
+            AclKind::Default => c"system.posix_acl_default",
+        }
+    }
+}
+
+impl std::fmt::Display for AclKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AclKind::Access => "an access ACL",
+            AclKind::Default => "a default ACL",
+        })
+    }
+}
+
+/// Whether `path` (not followed if a symbolic link) carries the ACL `kind`. A file system
+/// without ACLs has none.
+pub(crate) fn has_acl(path: &std::path::Path, kind: AclKind) -> io::Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: both names are NUL-terminated strings that outlive the call; a null buffer of
+    // size 0 asks only for the attribute's size, nothing is written.
+    let rc = unsafe {
+        libc::lgetxattr(
+            path.as_ptr(),
+            kind.attribute().as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc >= 0 {
+        return Ok(true);
+    }
+    match io::Error::last_os_error() {
+        e if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::EOPNOTSUPP)) => Ok(false),
+        e => Err(e),
+    }
 }

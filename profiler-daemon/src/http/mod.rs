@@ -24,10 +24,9 @@ use tokio::net::UnixListener;
 
 use crate::access::set_socket_group;
 use crate::http::common::{ApiState, Peer};
-use crate::trusted_dir::ensure_trusted_dir;
 
 /// Bind the API socket at `path`. Its directory must be root's alone (created, mode 0755, if
-/// missing: `trusted_dir.rs`); a socket left by a daemon that is gone is replaced, one that
+/// missing: `recorder::check_private_dir`); a socket left by a daemon that is gone is replaced, one that
 /// answers is an error. The socket is bound in a private directory beside it, given its mode
 /// (0666, or 0660 and owned by `group` when set) and only then renamed into place, so that it
 /// is never visible with another mode and no path is followed.
@@ -36,7 +35,7 @@ pub fn bind(path: &Path, group: Option<u32>) -> Result<UnixListener> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    ensure_trusted_dir(dir, 0o755, crate::sys::effective_uid()).context("api.socket")?;
+    recorder::check_private_dir(dir, crate::sys::effective_uid(), 0o755).context("api.socket")?;
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         use std::os::unix::fs::FileTypeExt;
         if !meta.file_type().is_socket() {
