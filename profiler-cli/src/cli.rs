@@ -81,14 +81,19 @@ const FLAMEGRAPH_EXAMPLES: &str = "Examples:
   profctl flamegraph --since 1h --until 50m --pid 1234 --folded app.folded
   profctl flamegraph --since 5m --pid 1234 --descendants   a process and what it started
   profctl flamegraph --since 5m --cgroup /system.slice/nginx.service
+  profctl flamegraph --since 14:02 --until 14:05 -o range.pb.gz   a range as pprof
 
-Times: a duration ago (90s, 10m, 2h, 1d) or @UNIX-SECONDS. The daemon's slices (10 s by
-default) are the finest grain: a slice overlapping the range is counted whole.";
+Times: a duration ago (90s, 10m, 2h, 1d), @UNIX-SECONDS, a local time (14:02, 14:02:30: today,
+or yesterday when that is still to come), a local date and time (\"2026-11-26 14:02\") or RFC 3339
+(2026-11-26T14:02:00+01:00). Local time is the system's (TZ honoured). The daemon's slices (10 s
+by default) are the finest grain: a slice overlapping the range is counted whole.";
 
 /// A range of profilerd's history: `--since`, `--until` (flamegraph, top).
 #[derive(Debug, Args)]
 pub struct RangeArgs {
-    /// Start of the range: a duration ago (`10m`, `2h`, `90s`, `1d`) or `@UNIX-SECONDS`.
+    /// Start of the range: a duration ago (`10m`, `2h`, `90s`, `1d`), `@UNIX-SECONDS`, a local
+    /// time today (`14:02`, `14:02:30`; yesterday's when today's is still to come), a local
+    /// date and time (`2026-11-26 14:02`) or RFC 3339 with an offset.
     #[arg(long, value_name = "TIME", value_parser = parse_time, required_unless_present = "input")]
     pub since: Option<TimeArg>,
     /// End of the range, as --since. Default: now.
@@ -196,7 +201,7 @@ pub struct DiffArgs {
     #[arg(value_name = "FILE", num_args = 0..=2)]
     pub files: Vec<PathBuf>,
     /// BEFORE as a range of profilerd's history: `SINCE..UNTIL`, each as `flamegraph --since`
-    /// takes it (`10m..5m`, `@1700000000..@1700000300`; `0` is now).
+    /// takes it (`10m..5m`, `@1700000000..@1700000300`, `14:00..14:05`; `0` is now).
     #[arg(long, value_name = "RANGE", value_parser = parse_range)]
     pub before: Option<(TimeArg, TimeArg)>,
     /// AFTER as a range of profilerd's history.
