@@ -151,11 +151,15 @@ fn unit_seconds(unit: &str, text: &str) -> Result<f64, String> {
     })
 }
 
-/// `--bucket`: a positive duration (`5s`, `1m`, `1h`), at least a second.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+/// `--bucket`: a duration of whole seconds (`5s`, `1m`, `1h`), in seconds.
+pub fn parse_bucket(text: &str) -> Result<u64, String> {
     match parse_ago(text.trim()) {
-        Ok(TimeArg::Ago(d)) if d >= Duration::from_secs(1) => Ok(d),
-        Ok(_) => Err(format!("at least 1s, got {text:?}")),
+        Ok(TimeArg::Ago(d)) if d >= Duration::from_secs(1) && d.subsec_nanos() == 0 => {
+            Ok(d.as_secs())
+        }
+        Ok(_) => Err(format!(
+            "a whole number of seconds, at least 1s: got {text:?}"
+        )),
         Err(e) => Err(e),
     }
 }
@@ -279,8 +283,10 @@ mod tests {
             &tz,
         );
         assert!(err.unwrap_err().0.contains("must be before its end"));
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert!(parse_duration("500ms").is_err());
+        assert_eq!(parse_bucket("5s"), Ok(5));
+        assert_eq!(parse_bucket("2m"), Ok(120));
+        assert!(parse_bucket("500ms").is_err());
+        assert!(parse_bucket("1.5s").is_err());
     }
 
     #[test]
