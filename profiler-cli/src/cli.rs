@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::time::{parse_range, parse_time, TimeArg};
+use crate::time::{parse_bucket, parse_range, parse_time, TimeArg};
 
 /// A sampling profiler for Linux: from a running process to a flamegraph in one command.
 #[derive(Debug, Parser)]
@@ -46,7 +46,10 @@ pub enum Command {
     /// profilerd's history (no recording: the daemon samples continuously), filtered by
     /// process, command name or user. Users other than root and the daemon's admin group see
     /// only their own processes, without kernel frames.
-    #[command(after_help = FLAMEGRAPH_EXAMPLES)]
+    #[command(
+        after_help = FLAMEGRAPH_EXAMPLES,
+        mut_arg("since", |a| a.required_unless_present("input")),
+    )]
     Flamegraph(FlamegraphArgs),
     /// What profilerd is doing: event, frequency, samples, lost samples, history kept,
     /// processes tracked, memory.
@@ -55,7 +58,9 @@ pub enum Command {
     /// folded) or from profilerd's history (--since, as `flamegraph`).
     #[command(
         after_help = TOP_EXAMPLES,
-        mut_arg("since", |a| a.help("Start of a range of profilerd's history, as `profctl flamegraph --since`")),
+        mut_arg("since", |a| a
+            .help("Start of a range of profilerd's history, as `profctl flamegraph --since`")
+            .required_unless_present("input")),
         mut_arg("until", |a| a.help("End of the range. Default: now")),
         mut_arg("pid", |a| a.help("Only this process (daemon range)")),
         mut_arg("comm", |a| a.help("Only threads with this command name (daemon range)")),
@@ -72,6 +77,72 @@ pub enum Command {
         mut_arg("uid", |a| a.help("Only processes of this user (ranges)")),
     )]
     Diff(DiffArgs),
+    /// CPU over time from profilerd's history: each bucket's CPU in cores, stacked by the top
+    /// groups (command, process, user or cgroup), as a chart in the terminal, an SVG (-o) or
+    /// JSON (--json). Users other than root and the daemon's admin group see only their own
+    /// processes' CPU.
+    #[command(
+        after_help = TIMELINE_EXAMPLES,
+        mut_arg("since", |a| a.required(true)),
+    )]
+    Timeline(TimelineArgs),
+}
+
+/// `profctl timeline --help` examples.
+const TIMELINE_EXAMPLES: &str = "Examples:
+  profctl timeline --since 1h                           the last hour, by command name
+  profctl timeline --since 14:00 --by pid --top 8       since 14:00 (local time), by process
+  profctl timeline --since 10m --bucket 5s --comm nginx --by pid
+  profctl timeline --since 2h --function malloc         when was malloc hot?
+  profctl timeline --since 1d -o day.svg                an SVG (open it in a browser)
+  profctl timeline --since 30m --json                   {\"bucket_seconds\": .., \"buckets\": [..]}
+
+A bucket's CPU is its samples' CPU time over its length, in cores (1.0: one CPU busy all the
+time). The daemon's slices (10 s by default) are the finest grain: a slice's CPU is spread
+evenly over its span. Without --bucket, about 60 buckets, none shorter than a slice.";
+
+/// What `profctl timeline` groups CPU by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GroupByArg {
+    /// The thread's command name.
+    Comm,
+    /// The process (`comm[pid]`).
+    Pid,
+    /// The process's user (uid).
+    Uid,
+    /// The process's cgroup.
+    Cgroup,
+}
+
+/// Arguments of `profctl timeline`.
+#[derive(Debug, Args)]
+pub struct TimelineArgs {
+    /// `--since`, `--until`.
+    #[command(flatten)]
+    pub range: RangeArgs,
+    /// `--pid`, `--comm`, `--uid`, `--descendants`, `--cgroup`.
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Group the CPU by this.
+    #[arg(long, value_enum, default_value_t = GroupByArg::Comm)]
+    pub by: GroupByArg,
+    /// Only the CPU spent with this function on the stack (its name as in flamegraphs).
+    #[arg(long, value_name = "NAME")]
+    pub function: Option<String>,
+    /// Bucket length: whole seconds (`5s`, `1m`, `1h`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_bucket)]
+    pub bucket: Option<u64>,
+    /// Groups shown; the rest is summed as "other".
+    #[arg(long, value_name = "N", default_value_t = 5,
+          value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub top: u16,
+    /// Write the timeline as an SVG here (instead of the chart in the terminal).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print the timeline as JSON: {"bucket_seconds": N, "buckets": [{"start": UNIX-SECONDS,
+    /// "cpu": {"GROUP": cores, ...}}, ...]}.
+    #[arg(long)]
+    pub json: bool,
 }
 
 const FLAMEGRAPH_EXAMPLES: &str = "Examples:
@@ -81,15 +152,21 @@ const FLAMEGRAPH_EXAMPLES: &str = "Examples:
   profctl flamegraph --since 1h --until 50m --pid 1234 --folded app.folded
   profctl flamegraph --since 5m --pid 1234 --descendants   a process and what it started
   profctl flamegraph --since 5m --cgroup /system.slice/nginx.service
+  profctl flamegraph --since 14:02 --until 14:05 -o range.pb.gz   a range as pprof
 
-Times: a duration ago (90s, 10m, 2h, 1d) or @UNIX-SECONDS. The daemon's slices (10 s by
-default) are the finest grain: a slice overlapping the range is counted whole.";
+Times: a duration ago (90s, 10m, 2h, 1d), @UNIX-SECONDS, a local time (14:02, 14:02:30: today,
+or yesterday when that is still to come), a local date and time (\"2026-11-26 14:02\") or RFC 3339
+(2026-11-26T14:02:00+01:00). Local time is the system's (TZ honoured). The daemon's slices (10 s
+by default) are the finest grain: a slice overlapping the range is counted whole.";
 
-/// A range of profilerd's history: `--since`, `--until` (flamegraph, top).
+/// A range of profilerd's history: `--since`, `--until` (flamegraph, top, timeline; each
+/// command says when `--since` is required).
 #[derive(Debug, Args)]
 pub struct RangeArgs {
-    /// Start of the range: a duration ago (`10m`, `2h`, `90s`, `1d`) or `@UNIX-SECONDS`.
-    #[arg(long, value_name = "TIME", value_parser = parse_time, required_unless_present = "input")]
+    /// Start of the range: a duration ago (`10m`, `2h`, `90s`, `1d`), `@UNIX-SECONDS`, a local
+    /// time today (`14:02`, `14:02:30`; yesterday's when today's is still to come), a local
+    /// date and time (`2026-11-26 14:02`) or RFC 3339 with an offset.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub since: Option<TimeArg>,
     /// End of the range, as --since. Default: now.
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
@@ -196,7 +273,7 @@ pub struct DiffArgs {
     #[arg(value_name = "FILE", num_args = 0..=2)]
     pub files: Vec<PathBuf>,
     /// BEFORE as a range of profilerd's history: `SINCE..UNTIL`, each as `flamegraph --since`
-    /// takes it (`10m..5m`, `@1700000000..@1700000300`; `0` is now).
+    /// takes it (`10m..5m`, `@1700000000..@1700000300`, `14:00..14:05`; `0` is now).
     #[arg(long, value_name = "RANGE", value_parser = parse_range)]
     pub before: Option<(TimeArg, TimeArg)>,
     /// AFTER as a range of profilerd's history.

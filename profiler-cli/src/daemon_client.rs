@@ -30,6 +30,8 @@ pub mod header {
     pub const EVENT: &str = "x-profilerd-event";
     /// 1 when kernel frames are included.
     pub const KERNEL_FRAMES: &str = "x-profilerd-kernel-frames";
+    /// The daemon's slice length, ns (timeline answers).
+    pub const SLICE_NS: &str = "x-profilerd-slice-ns";
 }
 
 /// Why a request to profilerd failed.

@@ -1,5 +1,6 @@
 //! Ranges of profilerd's history: the `GET /v1/folded` query for a time range and a filter,
-//! and its answer as a [`profile::Profile`] with what the daemon said of it.
+//! and its answer as a [`profile::Profile`] with what the daemon said of it; the
+//! `GET /v1/timeline` query.
 
 use std::path::Path;
 
@@ -103,6 +104,44 @@ pub fn folded_range(
         event: answer.text(header::EVENT).unwrap_or("unknown").to_string(),
         kernel: answer.number(header::KERNEL_FRAMES) == Some(1),
     })
+}
+
+/// What a timeline query asks for besides its range and filter.
+#[derive(Clone, Debug)]
+pub struct TimelineQuery {
+    /// Bucket length, seconds (None: the daemon's choice).
+    pub bucket: Option<u64>,
+    /// Grouping: comm, pid, uid or cgroup.
+    pub by: &'static str,
+    /// Groups kept apart from "other".
+    pub top: u16,
+    /// Only CPU with this function on the stack.
+    pub function: Option<String>,
+}
+
+/// The daemon's timeline of `since..until` (UNIX seconds): its JSON answer, and the daemon's
+/// slice length in seconds (0 when it did not say).
+pub fn timeline_range(
+    socket: &Path,
+    (since, until): (f64, f64),
+    filter: &RangeFilter,
+    query: &TimelineQuery,
+) -> Result<(Vec<u8>, f64)> {
+    let mut path = format!(
+        "/v1/timeline?since={since:.3}&until={until:.3}&by={}&top={}{}",
+        query.by,
+        query.top,
+        filter.query()
+    );
+    if let Some(bucket) = query.bucket {
+        path.push_str(&format!("&bucket={bucket}"));
+    }
+    if let Some(function) = &query.function {
+        path.push_str(&format!("&function={}", encode(function)));
+    }
+    let answer = daemon_client::get(socket, &path)?.ok()?;
+    let slice = answer.number(header::SLICE_NS).unwrap_or(0) as f64 / 1e9;
+    Ok((answer.body, slice))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod input;
 mod output;
 mod render;
 mod time;
+mod timeline;
 
 use std::process::ExitCode;
 
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
         cli::Command::Flamegraph(args) => flamegraph::run(&args, socket, cli.quiet),
         cli::Command::Top(args) => top::run(&args, socket, cli.quiet),
         cli::Command::Diff(args) => diff::run(&args, socket, cli.quiet),
+        cli::Command::Timeline(args) => commands::timeline::run(&args, socket, cli.quiet),
         cli::Command::Status => status::run(socket),
     };
     match result {

@@ -1,45 +1,143 @@
-//! Times on the command line (`--since`, `--until`, `--before`, `--after`): parsing, and
-//! turning them into a range of UNIX seconds.
+//! Times on the command line (`--since`, `--until`, `--before`, `--after`): parsing, turning
+//! them into a range of UNIX seconds, and showing times in local time. Local time is the
+//! system's (`TZ`, else `/etc/localtime`), through jiff.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use jiff::civil::{Date, DateTime, Time};
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+
 use crate::error::UsageError;
 
-/// A time on the command line: some time ago, or absolute.
+/// What every time flag's help says it takes.
+pub const FORMS: &str = "a duration ago (90s, 10m, 2h, 1d), @UNIX-SECONDS, a local time today \
+(14:02, 14:02:30; yesterday when that is still to come), a local date and time \
+(2026-11-26 14:02[:30]) or RFC 3339 with an offset (2026-11-26T14:02:00+01:00)";
+
+/// A time on the command line: some time ago, absolute, or a local wall-clock time.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum TimeArg {
     /// This long before now.
     Ago(Duration),
     /// UNIX time in seconds.
     Unix(f64),
+    /// A local time of day: today, or yesterday when today's is still to come.
+    Clock(Time),
+    /// A local date and time.
+    Local(DateTime),
 }
 
 impl TimeArg {
-    /// UNIX time in seconds, with `now` the current one.
-    pub fn unix_seconds(self, now: f64) -> f64 {
+    /// UNIX time in seconds, with `now` the current one and `tz` the local time zone.
+    pub fn unix_seconds_in(self, now: f64, tz: &TimeZone) -> Result<f64, UsageError> {
+        let unix_of = |dt: DateTime| {
+            tz.to_ambiguous_timestamp(dt)
+                .compatible()
+                .map(|t| t.as_millisecond() as f64 / 1e3)
+                .map_err(|e| UsageError(format!("{dt} in local time: {e}")))
+        };
         match self {
-            TimeArg::Ago(d) => now - d.as_secs_f64(),
-            TimeArg::Unix(t) => t,
+            TimeArg::Ago(d) => Ok(now - d.as_secs_f64()),
+            TimeArg::Unix(t) => Ok(t),
+            TimeArg::Local(dt) => unix_of(dt),
+            TimeArg::Clock(time) => {
+                let today = local_datetime(now, tz).date();
+                let at = unix_of(today.to_datetime(time))?;
+                if at <= now {
+                    return Ok(at);
+                }
+                let yesterday = today
+                    .yesterday()
+                    .map_err(|e| UsageError(format!("the day before {today}: {e}")))?;
+                unix_of(yesterday.to_datetime(time))
+            }
         }
     }
 }
 
-/// `--since`/`--until`: `10m`, `90s`, `2h`, `1d`, `500ms`, or `@UNIX-SECONDS`.
+/// `--since`/`--until`: see [`FORMS`].
 pub fn parse_time(text: &str) -> Result<TimeArg, String> {
+    let text = text.trim();
     if let Some(unix) = text.strip_prefix('@') {
         return match unix.parse::<f64>() {
             Ok(t) if t.is_finite() && t >= 0.0 => Ok(TimeArg::Unix(t)),
             _ => Err(format!("not UNIX seconds: {text:?}")),
         };
     }
+    if text.contains(':') {
+        return parse_wall_clock(text);
+    }
+    parse_ago(text)
+}
+
+/// `HH:MM[:SS]`, `YYYY-MM-DD HH:MM[:SS]` (or with a `T`), RFC 3339 with an offset.
+fn parse_wall_clock(text: &str) -> Result<TimeArg, String> {
+    let bad = || {
+        format!("not a time: {text:?}; expected HH:MM[:SS], YYYY-MM-DD HH:MM[:SS] or RFC 3339 (2026-11-26T14:02:00+01:00)")
+    };
+    if !text.contains('-') {
+        return clock_time(text).map(TimeArg::Clock).ok_or_else(bad);
+    }
+    // With an offset (Z, +01:00): an instant.
+    if let Ok(t) = text.parse::<Timestamp>() {
+        return Ok(TimeArg::Unix(t.as_millisecond() as f64 / 1e3));
+    }
+    let (date, time) = text.split_once([' ', 'T', 't']).ok_or_else(bad)?;
+    let date: Date = date.parse().map_err(|_| bad())?;
+    let time = clock_time(time).ok_or_else(bad)?;
+    Ok(TimeArg::Local(date.to_datetime(time)))
+}
+
+/// `HH:MM` or `HH:MM:SS` (fractions of a second allowed), two-digit fields.
+fn clock_time(text: &str) -> Option<Time> {
+    let mut fields = text.splitn(3, ':');
+    let field = |f: Option<&str>| -> Option<i8> {
+        let f = f?;
+        if f.len() != 2 || !f.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        f.parse().ok()
+    };
+    let hour = field(fields.next())?;
+    let minute = field(fields.next())?;
+    let (second, nanos) = match fields.next() {
+        None => (0, 0),
+        Some(s) => {
+            let (whole, fraction) = s.split_once('.').unwrap_or((s, ""));
+            let nanos = if fraction.is_empty() {
+                0
+            } else {
+                if fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                format!("{fraction:0<9}").parse().ok()?
+            };
+            (field(Some(whole))?, nanos)
+        }
+    };
+    Time::new(hour, minute, second, nanos).ok()
+}
+
+/// `10m`, `90s`, `2h`, `1d`, `500ms` ago.
+fn parse_ago(text: &str) -> Result<TimeArg, String> {
     let split = text
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().map_err(|_| {
-        format!("expected a duration ago (10m, 2h, 90s, 1d) or @UNIX-SECONDS, got {text:?}")
-    })?;
-    let scale = match unit {
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("expected {FORMS}; got {text:?}"))?;
+    let secs = value * unit_seconds(unit, text)?;
+    if !secs.is_finite() || secs > 100.0 * 365.0 * 86_400.0 {
+        return Err(format!("out of range: {text:?}"));
+    }
+    Ok(TimeArg::Ago(Duration::from_secs_f64(secs)))
+}
+
+/// Seconds in a duration's `unit` (`ms`, `s`, `m`, `h`, `d`; none: seconds).
+fn unit_seconds(unit: &str, text: &str) -> Result<f64, String> {
+    Ok(match unit {
         "ms" => 1e-3,
         "s" | "" => 1.0,
         "m" | "min" => 60.0,
@@ -50,12 +148,20 @@ pub fn parse_time(text: &str) -> Result<TimeArg, String> {
                 "unknown unit in {text:?}: expected ms, s, m, h or d"
             ))
         }
-    };
-    let secs = value * scale;
-    if !secs.is_finite() || secs > 100.0 * 365.0 * 86_400.0 {
-        return Err(format!("out of range: {text:?}"));
+    })
+}
+
+/// `--bucket`: a duration of whole seconds (`5s`, `1m`, `1h`), in seconds.
+pub fn parse_bucket(text: &str) -> Result<u64, String> {
+    match parse_ago(text.trim()) {
+        Ok(TimeArg::Ago(d)) if d >= Duration::from_secs(1) && d.subsec_nanos() == 0 => {
+            Ok(d.as_secs())
+        }
+        Ok(_) => Err(format!(
+            "a whole number of seconds, at least 1s: got {text:?}"
+        )),
+        Err(e) => Err(e),
     }
-    Ok(TimeArg::Ago(Duration::from_secs_f64(secs)))
 }
 
 /// `--before`/`--after`: `SINCE..UNTIL`, each as [`parse_time`] takes it.
@@ -73,29 +179,90 @@ pub fn now_unix() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// `since..until` (until: now when not given) in UNIX seconds, as of `now`; a range that
-/// does not start before it ends is a usage error.
+/// The system's time zone (`TZ`, else `/etc/localtime`; UTC when neither can be read).
+pub fn local_zone() -> TimeZone {
+    TimeZone::try_system().unwrap_or(TimeZone::UTC)
+}
+
+/// `since..until` (until: now when not given) in UNIX seconds, as of `now` in the system's
+/// time zone; a range that does not start before it ends is a usage error.
 pub fn resolve_range(
     since: TimeArg,
     until: Option<TimeArg>,
     now: f64,
 ) -> Result<(f64, f64), UsageError> {
-    let since = since.unix_seconds(now);
-    let until = until.map_or(now, |u| u.unix_seconds(now));
+    resolve_range_in(since, until, now, &local_zone())
+}
+
+/// [`resolve_range`] in the time zone `tz`.
+pub fn resolve_range_in(
+    since: TimeArg,
+    until: Option<TimeArg>,
+    now: f64,
+    tz: &TimeZone,
+) -> Result<(f64, f64), UsageError> {
+    let since = since.unix_seconds_in(now, tz)?;
+    let until = match until {
+        Some(u) => u.unix_seconds_in(now, tz)?,
+        None => now,
+    };
     if since >= until {
         return Err(UsageError(format!(
-            "the start of a range ({since:.0}) must be before its end ({until:.0})"
+            "the start of a range ({}) must be before its end ({})",
+            local_label(since, tz),
+            local_label(until, tz)
         )));
     }
     Ok((since, until))
+}
+
+/// `unix` (seconds) as a local date and time in `tz`.
+fn local_datetime(unix: f64, tz: &TimeZone) -> DateTime {
+    let t = Timestamp::from_millisecond((unix * 1e3) as i64).unwrap_or(Timestamp::UNIX_EPOCH);
+    t.to_zoned(tz.clone()).datetime()
+}
+
+/// `unix` as `YYYY-MM-DD HH:MM:SS` in `tz`.
+fn local_label(unix: f64, tz: &TimeZone) -> String {
+    local_datetime(unix, tz).strftime("%F %T").to_string()
+}
+
+/// `unix` as the local time of day, `HH:MM:SS`.
+pub fn local_clock(unix: f64, tz: &TimeZone) -> String {
+    local_datetime(unix, tz).strftime("%T").to_string()
+}
+
+/// A range in local time, for summaries and subtitles: `2026-11-26 14:02:00 to 14:12:00 UTC+01`
+/// (the end's date only when it differs), with the zone's abbreviation.
+pub fn local_range(since: f64, until: f64, tz: &TimeZone) -> String {
+    let (a, b) = (local_datetime(since, tz), local_datetime(until, tz));
+    let end = if a.date() == b.date() {
+        b.strftime("%T").to_string()
+    } else {
+        b.strftime("%F %T").to_string()
+    };
+    let zone = Timestamp::from_millisecond((until * 1e3) as i64)
+        .map(|t| t.to_zoned(tz.clone()).strftime("%Z").to_string())
+        .unwrap_or_default();
+    format!("{} to {end} {zone}", a.strftime("%F %T"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// 2026-03-29 00:00:30 in Europe/Berlin (CET, UTC+1), as UNIX seconds.
+    fn just_after_midnight(tz: &TimeZone) -> f64 {
+        let dt: DateTime = "2026-03-29T00:00:30".parse().unwrap();
+        tz.to_ambiguous_timestamp(dt)
+            .compatible()
+            .unwrap()
+            .as_second() as f64
+    }
+
     #[test]
-    fn times_and_ranges() {
+    fn durations_and_unix_times() {
+        let tz = TimeZone::UTC;
         assert_eq!(parse_time("90s"), Ok(TimeArg::Ago(Duration::from_secs(90))));
         assert_eq!(
             parse_time("2h"),
@@ -106,9 +273,73 @@ mod tests {
         assert!(parse_time("@-1").is_err());
         assert!(parse_range("10m..5m").is_ok());
         assert!(parse_range("10m").is_err());
-        let (since, until) = resolve_range(parse_time("10m").unwrap(), None, 1000.0).unwrap();
+        let (since, until) =
+            resolve_range_in(parse_time("10m").unwrap(), None, 1000.0, &tz).expect("a range");
         assert_eq!((since, until), (400.0, 1000.0));
-        let err = resolve_range(parse_time("1m").unwrap(), parse_time("2m").ok(), 1000.0);
+        let err = resolve_range_in(
+            parse_time("1m").unwrap(),
+            parse_time("2m").ok(),
+            1000.0,
+            &tz,
+        );
         assert!(err.unwrap_err().0.contains("must be before its end"));
+        assert_eq!(parse_bucket("5s"), Ok(5));
+        assert_eq!(parse_bucket("2m"), Ok(120));
+        assert!(parse_bucket("500ms").is_err());
+        assert!(parse_bucket("1.5s").is_err());
+    }
+
+    #[test]
+    fn wall_clock_times_in_a_zone_other_than_utc() {
+        let tz = TimeZone::get("Europe/Berlin").unwrap();
+        let now = just_after_midnight(&tz);
+        let at = |text: &str| parse_time(text).unwrap().unix_seconds_in(now, &tz).unwrap();
+        // Today's 00:00:10 has passed: 20 s ago.
+        assert_eq!(at("00:00:10"), now - 20.0);
+        // 23:59 is still to come today: yesterday's, 90 s ago.
+        assert_eq!(at("23:59"), now - 90.0);
+        // 00:01 too: yesterday's, a day less 30 s ago.
+        assert_eq!(at("00:01"), now - 86_400.0 + 30.0);
+        // A local date and time, and the same instant in RFC 3339 and as UNIX seconds.
+        assert_eq!(at("2026-03-28 23:59:00"), now - 90.0);
+        assert_eq!(at("2026-03-28T23:59"), now - 90.0);
+        assert_eq!(at("2026-03-28T22:59:00Z"), now - 90.0);
+        assert_eq!(at("2026-03-29T00:59:00+02:00"), now - 90.0);
+        // That night the clocks go forward at 02:00: 03:30 is 1.5 h after 01:00.
+        let one = at("2026-03-29 01:00");
+        assert_eq!(at("2026-03-29 03:30") - one, 5400.0);
+        // A range given in local time reads back in it.
+        let (since, until) =
+            resolve_range_in(parse_time("23:59").unwrap(), None, now, &tz).unwrap();
+        assert_eq!(
+            local_range(since, until, &tz),
+            "2026-03-28 23:59:00 to 2026-03-29 00:00:30 CET"
+        );
+        assert_eq!(local_clock(until, &tz), "00:00:30");
+        for bad in [
+            "24:00",
+            "1:02",
+            "12:60",
+            "2026-13-01 10:00",
+            "10:00:00.1234567890",
+        ] {
+            assert!(parse_time(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse_time("12:34:56.5"),
+            Ok(TimeArg::Clock(Time::new(12, 34, 56, 500_000_000).unwrap()))
+        );
+    }
+
+    #[test]
+    fn the_system_zone_follows_tz() {
+        // Only this test sets TZ; jiff reads it whenever the system zone is asked for.
+        std::env::set_var("TZ", "Asia/Kolkata");
+        let tz = local_zone();
+        assert_eq!(tz.iana_name(), Some("Asia/Kolkata"));
+        let now = 1_700_000_000.0; // 2023-11-15 03:43:20 IST
+        assert_eq!(local_clock(now, &tz), "03:43:20");
+        let (since, _) = resolve_range(parse_time("03:40").unwrap(), None, now).unwrap();
+        assert_eq!(since, now - 200.0);
     }
 }

@@ -9,11 +9,11 @@
 //!
 //! ```text
 //! main.rs, service.rs     flags, configuration; start, signals, systemd, shutdown
-//! http/                   routes: status + /metrics, folded, recordings, scrape (TCP)
+//! http/                   routes: status + /metrics, folded, timeline, recordings, scrape (TCP)
 //! reload.rs, recordings/  SIGHUP; on-demand recordings of one process
 //! pipeline.rs             drain thread -> bounded queue -> naming thread -> store
 //! state.rs                Shared: live configuration, store, counters, clock
-//! query.rs, budget.rs, options.rs, pipeline_cpu.rs,
+//! timeline.rs, query.rs, budget.rs, options.rs, pipeline_cpu.rs,
 //!                         store/ (hourly -> mod -> rollup_writer -> rollup_builder, rollup)
 //! slice.rs, filter.rs, cgroup.rs, access.rs, config/, metric.rs, logging.rs, sys.rs
 //! ```
@@ -38,6 +38,7 @@ mod slice_proto;
 mod state;
 mod store;
 mod sys;
+mod timeline;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

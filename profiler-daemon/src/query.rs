@@ -43,7 +43,7 @@ pub struct Folded {
 }
 
 /// The root frame of a stack: its command name (as profctl record writes it).
-fn comm_of(s: &SliceStack) -> String {
+pub fn comm_of(s: &SliceStack) -> String {
     match &s.comm {
         Some(c) => profile::sanitize_frame(c).into_owned(),
         None if s.pid == 0 => "swapper".to_string(),

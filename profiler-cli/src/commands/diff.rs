@@ -14,7 +14,7 @@ use crate::error::UsageError;
 use crate::history::{folded_range, RangeFilter};
 use crate::output::{printable, write_atomically};
 use crate::render::{shown, Outputs};
-use crate::time::{now_unix, resolve_range, TimeArg};
+use crate::time::{local_range, local_zone, now_unix, resolve_range, TimeArg};
 
 /// One side of the diff, loaded.
 struct Side {
@@ -54,7 +54,7 @@ fn load_side(
     Ok(Side {
         profile: range.profile,
         comm_root: true,
-        what: format!("profilerd {since:.0}..{until:.0} (UNIX)"),
+        what: format!("profilerd {}", local_range(since, until, &local_zone())),
     })
 }
 

@@ -11,7 +11,7 @@ use crate::daemon_client::socket_path;
 use crate::history::{folded_range, RangeFilter, RangeProfile};
 use crate::output::printable;
 use crate::render::{write_outputs, Outputs, WhenEmpty};
-use crate::time::{now_unix, resolve_range};
+use crate::time::{local_range, local_zone, now_unix, resolve_range};
 
 /// Default flamegraph path when neither -o nor --folded is given.
 const DEFAULT_SVG: &str = "profile.svg";
@@ -81,7 +81,8 @@ fn from_daemon(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Res
     let options = profile::SvgOptions {
         title: format!("profctl: via profilerd{filter}"),
         subtitle: Some(format!(
-            "{event} at {frequency} Hz, {:.0} s from {since:.0} (UNIX), {samples} samples in {slices} slices{}",
+            "{event} at {frequency} Hz, {} ({:.0} s), {samples} samples in {slices} slices{}",
+            local_range(since, until, &local_zone()),
             until - since,
             if kernel { "" } else { ", user space only" }
         )),
@@ -90,9 +91,9 @@ fn from_daemon(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Res
     let written = write_outputs(&outputs, &profile, &options, empty)?;
     if !quiet {
         eprintln!(
-            "profctl: via profilerd ({}): {samples} samples in {slices} slices over {:.0} s ({event} at {frequency} Hz{})",
+            "profctl: via profilerd ({}): {samples} samples in {slices} slices, {} ({event} at {frequency} Hz{})",
             printable(&socket.display().to_string()),
-            until - since,
+            local_range(since, until, &local_zone()),
             if kernel { ", with kernel frames" } else { ", user space only" }
         );
         if skipped > 0 {

@@ -7,4 +7,5 @@ pub mod flamegraph;
 pub mod record;
 pub mod status;
 pub mod symbolize;
+pub mod timeline;
 pub mod top;

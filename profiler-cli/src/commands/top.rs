@@ -12,7 +12,7 @@ use crate::cli::TopArgs;
 use crate::daemon_client::socket_path;
 use crate::history::{folded_range, RangeFilter};
 use crate::output::printable;
-use crate::time::{now_unix, resolve_range};
+use crate::time::{local_range, local_zone, now_unix, resolve_range};
 
 /// The table `profctl top` prints: self and total samples and shares of `samples`.
 pub fn table(rows: &[FunctionCounts], samples: u64) -> String {
@@ -59,7 +59,8 @@ pub fn run(args: &TopArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCod
             let filter = RangeFilter::of_process(&args.filter);
             let range = folded_range(&socket, since, until, &filter)?;
             let what = format!(
-                "via profilerd, {:.0} s from {since:.0} (UNIX), {} slices",
+                "via profilerd, {} ({:.0} s), {} slices",
+                local_range(since, until, &local_zone()),
                 until - since,
                 range.slices
             );

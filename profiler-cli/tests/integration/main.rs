@@ -29,5 +29,6 @@ mod split;
 mod symbols;
 mod system;
 mod threads;
+mod timeline;
 mod unwind;
 mod unwind_edges;

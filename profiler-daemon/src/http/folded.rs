@@ -49,15 +49,20 @@ fn time_ns(value: f64, now_ns: u64) -> Option<u64> {
     Some((value * 1e9) as u64)
 }
 
-/// `[since, until)` of a query, in UNIX ns, or why it is refused.
-fn range(params: &FoldedParams, config: &Config) -> Result<(u64, u64), String> {
+/// `[since, until)` of a query (`since`, `until` as [`FoldedParams`] takes them), in UNIX
+/// ns, or why it is refused.
+pub fn range(
+    since: Option<f64>,
+    until: Option<f64>,
+    config: &Config,
+) -> Result<(u64, u64), String> {
     let now = unix_now_ns();
-    let until = match params.until.map(|v| time_ns(v, now)) {
+    let until = match until.map(|v| time_ns(v, now)) {
         None => now,
         Some(Some(t)) => t,
         Some(None) => return Err("bad until".into()),
     };
-    let since = match params.since.map(|v| time_ns(v, now)) {
+    let since = match since.map(|v| time_ns(v, now)) {
         None => until.saturating_sub(600_000_000_000),
         Some(Some(t)) => t,
         Some(None) => return Err("bad since".into()),
@@ -90,7 +95,7 @@ pub async fn folded(
         return error(StatusCode::FORBIDDEN, "unknown peer");
     }
     let config = state.shared.live();
-    let (since, until) = match range(&params, &config) {
+    let (since, until) = match range(params.since, params.until, &config) {
         Ok(r) => r,
         Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };

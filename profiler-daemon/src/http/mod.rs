@@ -12,6 +12,7 @@ pub mod folded;
 pub mod recordings;
 pub mod scrape;
 pub mod status;
+pub mod timeline;
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
@@ -69,6 +70,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/v1/status", get(status::status))
         .route("/v1/folded", get(folded::folded))
+        .route("/v1/timeline", get(timeline::timeline))
         .route("/metrics", get(status::metrics))
         .merge(recordings::routes())
         .with_state(state)

@@ -384,19 +384,47 @@ impl Store {
         since_ns: u64,
         until_ns: u64,
     ) -> Result<Option<Slice>, SliceError> {
+        self.read_with(meta, |bytes| {
+            if meta.rollup {
+                Rollup::decode(bytes).map(|r| r.restrict(since_ns, until_ns))
+            } else {
+                Slice::decode(bytes)
+            }
+        })
+    }
+
+    /// A stored file with each stack's count per member slice, for answers that place samples
+    /// in time (the timeline): a roll-up as it is, a plain slice as a roll-up of itself.
+    pub fn read_members(&self, meta: &SliceMeta) -> Result<Option<Rollup>, SliceError> {
+        self.read_with(meta, |bytes| {
+            if meta.rollup {
+                return Rollup::decode(bytes);
+            }
+            let slice = Slice::decode(bytes)?;
+            Ok(Rollup {
+                members: vec![(slice.start_ns, slice.end_ns)],
+                counts: slice.stacks.iter().map(|s| vec![(0, s.count)]).collect(),
+                slice,
+            })
+        })
+    }
+
+    /// Read one file and `decode` it. `Ok(None)`: deleted meanwhile (retention). A corrupt or
+    /// truncated file is logged, counted, taken out of the index and renamed aside, and is an
+    /// error.
+    fn read_with<T>(
+        &self,
+        meta: &SliceMeta,
+        decode: impl FnOnce(&[u8]) -> Result<T, SliceError>,
+    ) -> Result<Option<T>, SliceError> {
         let path = self.path_of(meta.start_ns, meta.end_ns, meta.rollup);
         let bytes = match read_bounded(&path) {
             Ok(b) => b,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(err) => return Err(SliceError::Io(err.to_string())),
         };
-        let decoded = if meta.rollup {
-            Rollup::decode(&bytes).map(|r| r.restrict(since_ns, until_ns))
-        } else {
-            Slice::decode(&bytes)
-        };
-        match decoded {
-            Ok(slice) => Ok(Some(slice)),
+        match decode(&bytes) {
+            Ok(decoded) => Ok(Some(decoded)),
             Err(err) => {
                 self.counters.corrupt.fetch_add(1, Ordering::Relaxed);
                 warn!(file = %path.display(), %err, "skipping a corrupt slice file (renamed to .corrupt)");

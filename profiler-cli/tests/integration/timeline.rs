@@ -1,0 +1,241 @@
+//! `profctl timeline` end to end: bursts of CPU (8 s busy, 20 s idle, 8 s busy) under a real
+//! daemon, asked for one second after the second burst, in a time zone other than UTC: the
+//! workload's cores in every bucket inside a burst and in the pause; `--since HH:MM:SS`
+//! selects the buckets the duration form does; the terminal chart; the SVG rendered by a real
+//! headless browser (chromium) and its picture checked; an unprivileged user sees none of
+//! root's CPU.
+
+use std::path::Path;
+use std::process::Command;
+use std::thread;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::*;
+use crate::daemon::{unix_now, Daemon};
+use crate::daemon_serve::as_user;
+
+/// The time zone profctl runs in (not UTC, half-hour offset).
+const TZ: &str = "Asia/Kolkata";
+
+/// The timeline's colour of its first group (profiler-cli/src/timeline/svg.rs).
+const FIRST_COLOUR: [u8; 3] = [0xd9, 0x48, 0x0f];
+
+/// Sleeps until `lead` seconds before a multiple of `bucket` (UNIX time), so that a burst
+/// started then covers a whole bucket.
+fn wait_before_boundary(bucket: f64, lead: f64) {
+    let now = unix_now();
+    let mut next = (now / bucket).ceil() * bucket - lead;
+    if next < now {
+        next += bucket;
+    }
+    thread::sleep(Duration::from_secs_f64(next - now));
+}
+
+/// Runs the burner for `seconds` of CPU; its (start, end), UNIX seconds.
+fn burst(burner: &Path, seconds: u32) -> (f64, f64) {
+    let start = unix_now();
+    tool(Command::new(burner).arg(seconds.to_string()));
+    (start, unix_now())
+}
+
+/// `profctl timeline ARGS` in [`TZ`]; its stdout.
+fn timeline(socket: &Path, args: &[&str], cwd: &Path) -> String {
+    let mut all = vec!["--socket", socket.to_str().unwrap(), "timeline"];
+    all.extend_from_slice(args);
+    tool(
+        Command::new(profctl())
+            .args(&all)
+            .env("TZ", TZ)
+            .current_dir(cwd),
+    )
+}
+
+/// Bucket starts and the burner's cores in each.
+fn burner_cores(json: &str) -> Vec<(f64, f64)> {
+    let v: Value = serde_json::from_str(json).expect("JSON");
+    assert_eq!(v["bucket_seconds"], 5, "{json}");
+    v["buckets"]
+        .as_array()
+        .expect("buckets")
+        .iter()
+        .map(|b| {
+            (
+                b["start"].as_f64().expect("start"),
+                b["cpu"]["burner"].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect()
+}
+
+/// `unix` as `HH:MM:SS` in [`TZ`].
+fn clock_in_tz(unix: i64) -> String {
+    let tz = jiff::tz::TimeZone::get(TZ).unwrap();
+    let t = jiff::Timestamp::from_second(unix).unwrap();
+    t.to_zoned(tz).strftime("%T").to_string()
+}
+
+#[test]
+fn timeline_shows_bursts_and_the_pause_and_renders_in_a_browser() {
+    let _guard = sampling_lock();
+    let w = workloads();
+    let dir = scratch();
+    let config = Daemon::write_config(dir.path(), "");
+    let daemon = Daemon::start(&config);
+    let socket = daemon.socket.clone();
+
+    wait_before_boundary(5.0, 0.3);
+    let first = burst(&w.burner, 8);
+    thread::sleep(Duration::from_secs(20));
+    wait_before_boundary(5.0, 0.3);
+    let second = burst(&w.burner, 8);
+    thread::sleep(Duration::from_secs(1));
+
+    // From a bucket's middle before the first burst: both forms fall in the same bucket.
+    let since = ((first.0 / 5.0).floor() * 5.0 - 7.5) as i64;
+    let ago = format!("{}s", (unix_now() - since as f64).round());
+    let json = timeline(
+        &socket,
+        &["--json", "--bucket", "5s", "--by", "comm", "--since", &ago],
+        dir.path(),
+    );
+    let buckets = burner_cores(&json);
+    let inside = |(a, b): (f64, f64), start: f64| start >= a && start + 5.0 <= b;
+    for (name, span) in [("first", first), ("second", second)] {
+        let busy: Vec<_> = buckets.iter().filter(|(s, _)| inside(span, *s)).collect();
+        assert!(
+            !busy.is_empty(),
+            "no bucket inside the {name} burst: {json}"
+        );
+        for (start, cores) in busy {
+            assert!(
+                *cores >= 0.5,
+                "{cores} cores in the bucket at {start}, inside the {name} burst {span:?}: {json}"
+            );
+        }
+    }
+    let pause: Vec<_> = buckets
+        .iter()
+        .filter(|(s, _)| inside((first.1, second.0), *s))
+        .collect();
+    assert!(pause.len() >= 3, "{json}");
+    for (start, cores) in pause {
+        assert!(
+            *cores < 0.05,
+            "{cores} cores at {start}, in the pause: {json}"
+        );
+    }
+
+    // The same range as a local wall-clock time selects the same buckets.
+    let clock = clock_in_tz(since);
+    let by_clock = timeline(
+        &socket,
+        &[
+            "--json", "--bucket", "5s", "--by", "comm", "--since", &clock,
+        ],
+        dir.path(),
+    );
+    let starts = |b: &[(f64, f64)]| b.iter().map(|(s, _)| *s).collect::<Vec<_>>();
+    let by_clock = burner_cores(&by_clock);
+    let n = buckets.len().min(by_clock.len());
+    assert_eq!(
+        starts(&by_clock)[..n],
+        starts(&buckets)[..n],
+        "--since {clock}"
+    );
+    assert_eq!(by_clock[0].0, (since as f64 / 5.0).floor() * 5.0);
+    for (a, b) in buckets[1..n - 1].iter().zip(&by_clock[1..n - 1]) {
+        assert!((a.1 - b.1).abs() < 0.02, "{a:?} vs {b:?} (--since {clock})");
+    }
+
+    // The terminal chart: a row per bucket with its local time; the burst's rows name burner.
+    let chart = timeline(&socket, &["--bucket", "5s", "--since", &clock], dir.path());
+    let busy_row = clock_in_tz((first.0 / 5.0).ceil() as i64 * 5);
+    let row = chart
+        .lines()
+        .find(|l| l.starts_with(&busy_row))
+        .unwrap_or_else(|| panic!("no row at {busy_row}:\n{chart}"));
+    assert!(row.contains('█') && row.contains("burner"), "{chart}");
+
+    // The SVG, rendered by a real browser: the picture holds the first group's colour.
+    let svg = dir.path().join("timeline.svg");
+    timeline(
+        &socket,
+        &[
+            "--bucket",
+            "5s",
+            "--since",
+            &clock,
+            "-o",
+            svg.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let text = check_svg(&svg);
+    assert!(text.contains("burner"), "{text}");
+    let (coloured, other) = browser_pixels(&svg, dir.path());
+    assert!(
+        coloured > 2000 && other > 200,
+        "the rendered timeline has {coloured} pixels of the burst's colour and {other} other non-white ones"
+    );
+
+    // A user other than root sees none of root's CPU.
+    let (uid, gid) = ensure_test_user();
+    let out = as_user(uid, gid, profctl(), Path::new("/"))
+        .args(["--socket", socket.to_str().unwrap(), "timeline", "--json"])
+        .args(["--bucket", "5s", "--since", &ago])
+        .output()
+        .unwrap();
+    let own = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        own.starts_with("{\"bucket_seconds\":5,") && !own.contains("burner"),
+        "{own}"
+    );
+    daemon.stop();
+}
+
+/// Renders `svg` with headless chromium into a PNG; (pixels of [`FIRST_COLOUR`], other
+/// pixels that are not white).
+fn browser_pixels(svg: &Path, dir: &Path) -> (usize, usize) {
+    let png = dir.join("timeline.png");
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1000,440",
+        ])
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", svg.display()))
+        .env("HOME", dir)
+        .output()
+        .expect("run chromium (scripts/test installs it)");
+    assert!(
+        out.status.success() && png.exists(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let decoder = png::Decoder::new(std::fs::File::open(&png).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    let step = info.color_type.samples();
+    assert!(step >= 3, "{:?}", info.color_type);
+    let (mut coloured, mut other) = (0, 0);
+    for p in pixels[..info.buffer_size()].chunks_exact(step) {
+        let near = |c: [u8; 3]| (0..3).all(|i| p[i].abs_diff(c[i]) <= 8);
+        if near(FIRST_COLOUR) {
+            coloured += 1;
+        } else if !near([255, 255, 255]) {
+            other += 1;
+        }
+    }
+    (coloured, other)
+}

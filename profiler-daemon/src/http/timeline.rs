@@ -1,0 +1,223 @@
+//! `GET /v1/timeline`: CPU over time of a range of the history, in cores per bucket, by
+//! group; with the filters, access rules and bounds of `/v1/folded`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use crate::filter::Filter;
+use crate::http::common::{error, ApiState, Peer};
+use crate::http::folded::range;
+use crate::query::{self, QueryError};
+use crate::timeline::{self, GroupBy, Request, MAX_BUCKETS};
+
+/// Most groups a timeline shows apart from "other".
+const MAX_TOP: usize = 100;
+
+/// Longest function name asked for.
+const MAX_FUNCTION_BYTES: usize = 4096;
+
+/// Query parameters of `GET /v1/timeline`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineParams {
+    /// Start: UNIX seconds, or negative: seconds before now (as `/v1/folded`).
+    pub since: Option<f64>,
+    /// End, as `since`. Default: now.
+    pub until: Option<f64>,
+    /// Bucket length, whole seconds. Default: about 60 buckets, none shorter than a slice.
+    pub bucket: Option<u64>,
+    /// Grouping: comm (default), pid, uid, cgroup.
+    pub by: Option<GroupBy>,
+    /// Groups shown apart from "other" (default 5).
+    pub top: Option<usize>,
+    /// Only CPU with this function on the stack.
+    pub function: Option<String>,
+    /// Only this process.
+    pub pid: Option<u32>,
+    /// Only threads with this command name.
+    pub comm: Option<String>,
+    /// Only processes of this user.
+    pub uid: Option<u32>,
+    /// With `pid`: also its descendants.
+    pub descendants: Option<bool>,
+    /// Only processes in this cgroup or under it.
+    pub cgroup: Option<String>,
+}
+
+/// The answer's body.
+#[derive(serde::Serialize)]
+struct Body {
+    bucket_seconds: u64,
+    buckets: Vec<timeline::Bucket>,
+}
+
+/// A bucket length for `range_ns` when none is asked for: a round length giving at most
+/// about 60 buckets, at least `slice_ns`.
+fn default_bucket(range_ns: u64, slice_ns: u64) -> u64 {
+    const STEPS: [u64; 15] = [
+        1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600,
+    ];
+    let want = range_ns.div_ceil(60).max(slice_ns).div_ceil(1_000_000_000);
+    STEPS.iter().copied().find(|&s| s >= want).unwrap_or(86_400)
+}
+
+/// The request of `params`, or why it is refused.
+fn request(
+    params: &TimelineParams,
+    (since, until): (u64, u64),
+    slice_ns: u64,
+) -> Result<Request, String> {
+    let bucket_s = match params.bucket {
+        Some(0) => return Err("bucket must be at least 1 (seconds)".into()),
+        Some(b) => b,
+        None => default_bucket(until - since, slice_ns),
+    };
+    let bucket_ns = bucket_s.saturating_mul(1_000_000_000);
+    if (until - since).div_ceil(bucket_ns) >= MAX_BUCKETS {
+        return Err(format!(
+            "more than {MAX_BUCKETS} buckets: use longer buckets or a shorter range"
+        ));
+    }
+    let top = params.top.unwrap_or(5);
+    if top == 0 || top > MAX_TOP {
+        return Err(format!("top must be from 1 to {MAX_TOP}"));
+    }
+    if params
+        .function
+        .as_ref()
+        .is_some_and(|f| f.is_empty() || f.len() > MAX_FUNCTION_BYTES)
+    {
+        return Err(format!(
+            "function must be a name of 1 to {MAX_FUNCTION_BYTES} bytes"
+        ));
+    }
+    Ok(Request {
+        since_ns: since,
+        until_ns: until,
+        bucket_ns,
+        by: params.by.unwrap_or(GroupBy::Comm),
+        top,
+        function: params.function.clone(),
+    })
+}
+
+/// `GET /v1/timeline`.
+pub async fn timeline(
+    State(state): State<Arc<ApiState>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    params: Result<Query<TimelineParams>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(Query(params)) = params else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), bucket (seconds), by (comm, pid, uid or cgroup), top, function, pid, descendants (true or false), comm, uid, cgroup",
+        );
+    };
+    if peer.uid == u32::MAX {
+        return error(StatusCode::FORBIDDEN, "unknown peer");
+    }
+    let config = state.shared.live();
+    let slice_ns = config.sampling.slice.0.as_nanos() as u64;
+    let request = match range(params.since, params.until, &config)
+        .and_then(|r| request(&params, r, slice_ns))
+    {
+        Ok(r) => r,
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    };
+    let filter = Filter {
+        pid: params.pid,
+        descendants: params.descendants.unwrap_or(false),
+        comm: params.comm,
+        uid: params.uid,
+        cgroup: params.cgroup,
+    };
+    if let Err(message) = filter.check() {
+        return error(StatusCode::BAD_REQUEST, message);
+    }
+    let Ok(_permit) = state.queries.try_acquire() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many queries at once; try again",
+        );
+    };
+    let visibility = state.visibility(&peer);
+    let bounds = query::Bounds::from_api(&config.api);
+    let store = Arc::clone(&state.shared.store);
+    let started = Instant::now();
+    let asked = request.clone();
+    let answer = tokio::task::spawn_blocking(move || {
+        timeline::timeline(&store, &asked, &filter, visibility, &bounds)
+    })
+    .await;
+    let answer = match answer {
+        Ok(Ok(t)) => t,
+        Ok(Err(e @ QueryError::TooLarge(_))) => {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
+        }
+        Ok(Err(e @ QueryError::TooSlow(_))) => {
+            return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
+    };
+    tracing::debug!(
+        uid = peer.uid,
+        slices = answer.slices,
+        buckets = answer.buckets.len(),
+        ms = started.elapsed().as_millis() as u64,
+        "timeline query"
+    );
+    let body = Body {
+        bucket_seconds: request.bucket_ns / 1_000_000_000,
+        buckets: answer.buckets,
+    };
+    let Ok(json) = serde_json::to_vec(&body) else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "encoding the answer");
+    };
+    if json.len() as u64 > bounds.max_bytes {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            QueryError::TooLarge(bounds.max_bytes).to_string(),
+        );
+    }
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    for (name, value) in [
+        ("x-profilerd-slices", answer.slices),
+        ("x-profilerd-skipped-slices", answer.skipped),
+        ("x-profilerd-since-ns", request.since_ns),
+        ("x-profilerd-until-ns", request.until_ns),
+        ("x-profilerd-slice-ns", slice_ns),
+    ] {
+        headers.insert(name, HeaderValue::from(value));
+    }
+    (StatusCode::OK, headers, json).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_round_and_never_finer_than_a_slice() {
+        let s = 1_000_000_000;
+        assert_eq!(default_bucket(3600 * s, 10 * s), 60);
+        assert_eq!(default_bucket(86_400 * s, 10 * s), 1800);
+        assert_eq!(default_bucket(60 * s, 10 * s), 10);
+        assert_eq!(default_bucket(60 * s, s), 1);
+        let params: TimelineParams =
+            serde_json::from_str(r#"{"bucket": 1, "top": 3, "by": "uid"}"#).unwrap();
+        let err = request(&params, (0, 86_400 * s), 10 * s).unwrap_err();
+        assert!(err.contains("buckets"), "{err}");
+        let r = request(&params, (0, 60 * s), 10 * s).unwrap();
+        assert_eq!((r.bucket_ns, r.top, r.by), (s, 3, GroupBy::Uid));
+    }
+}

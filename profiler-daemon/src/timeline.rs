@@ -1,0 +1,342 @@
+//! The CPU timeline of a time range: each bucket's CPU in cores, by group (command name,
+//! process, user or cgroup), the top groups kept and the rest as "other"; optionally only the
+//! CPU spent with a function on the stack. Read from the same stored files as the other
+//! queries (`query`), each member slice of a roll-up placed at its own time; a slice's CPU is
+//! spread evenly over its span, so the slice length is the finest grain.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crate::access::Visibility;
+use crate::filter::Filter;
+use crate::query::{comm_of, Bounds, QueryError};
+use crate::slice::SliceStack;
+use crate::store::Store;
+
+/// Most buckets one timeline may have.
+pub const MAX_BUCKETS: u64 = 20_000;
+
+/// The group the rest is summed in.
+pub const OTHER: &str = "other";
+
+/// What the CPU is grouped by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupBy {
+    /// The thread's command name.
+    Comm,
+    /// The process: `comm[pid]`.
+    Pid,
+    /// The process's user (uid).
+    Uid,
+    /// The process's cgroup path.
+    Cgroup,
+}
+
+impl GroupBy {
+    /// The group of `s`.
+    fn key(self, s: &SliceStack) -> String {
+        match self {
+            GroupBy::Comm => comm_of(s),
+            GroupBy::Pid => format!("{}[{}]", comm_of(s), s.pid),
+            GroupBy::Uid => s.uid.map_or("unknown".into(), |u| u.to_string()),
+            GroupBy::Cgroup => s.cgroup.clone().unwrap_or_else(|| "unknown".into()),
+        }
+    }
+}
+
+/// What a timeline shows.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// Range, UNIX ns: `[since, until)`.
+    pub since_ns: u64,
+    /// End of the range.
+    pub until_ns: u64,
+    /// Bucket length, ns (buckets start at multiples of it, UNIX time).
+    pub bucket_ns: u64,
+    /// Grouping.
+    pub by: GroupBy,
+    /// Groups kept; the rest is [`OTHER`].
+    pub top: usize,
+    /// Only CPU with this function on the stack.
+    pub function: Option<String>,
+}
+
+/// One bucket: its start (UNIX seconds) and its CPU in cores by group.
+#[derive(Debug, Default, PartialEq, serde::Serialize)]
+pub struct Bucket {
+    /// Start, UNIX seconds.
+    pub start: u64,
+    /// Cores by group.
+    pub cpu: std::collections::BTreeMap<String, f64>,
+}
+
+/// A timeline and what was read for it.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    /// The buckets, oldest first (every bucket of the range, empty ones included).
+    pub buckets: Vec<Bucket>,
+    /// Files read.
+    pub slices: u64,
+    /// Files skipped as corrupt or truncated.
+    pub skipped: u64,
+}
+
+/// CPU ns by (group, bucket), with the groups' names.
+#[derive(Default)]
+struct Sums {
+    groups: HashMap<String, u32>,
+    names: Vec<String>,
+    cpu: HashMap<(u32, u32), f64>,
+}
+
+impl Sums {
+    /// Add `cpu_ns` spent evenly over `[start, end)` (ns) to `group`'s buckets, counting only
+    /// the part inside the range.
+    fn add(&mut self, group: u32, cpu_ns: f64, (start, end): (u64, u64), request: &Request) {
+        let lo = start.max(request.since_ns);
+        let hi = end.min(request.until_ns);
+        if lo >= hi || end <= start {
+            return;
+        }
+        let per_ns = cpu_ns / (end - start) as f64;
+        let first = request.since_ns / request.bucket_ns * request.bucket_ns;
+        let mut b = (lo - first) / request.bucket_ns;
+        loop {
+            let b_start = first + b * request.bucket_ns;
+            if b_start >= hi {
+                break;
+            }
+            let b_end = b_start + request.bucket_ns;
+            let overlap = hi.min(b_end) - lo.max(b_start);
+            *self.cpu.entry((group, b as u32)).or_default() += per_ns * overlap as f64;
+            b += 1;
+        }
+    }
+
+    /// The id of `name`.
+    fn group(&mut self, name: String) -> u32 {
+        if let Some(&id) = self.groups.get(&name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.clone());
+        self.groups.insert(name, id);
+        id
+    }
+
+    /// Rough bytes held.
+    fn bytes(&self) -> u64 {
+        (self.cpu.len() * 32 + self.names.iter().map(|n| 2 * n.len() + 48).sum::<usize>()) as u64
+    }
+}
+
+/// The timeline of `request` from `store`, of the stacks `filter` and `visibility` admit,
+/// within `bounds`.
+pub fn timeline(
+    store: &Store,
+    request: &Request,
+    filter: &Filter,
+    visibility: Visibility,
+    bounds: &Bounds,
+) -> Result<Timeline, QueryError> {
+    let mut sums = Sums::default();
+    let mut out = Timeline::default();
+    for meta in &store.select(request.since_ns, request.until_ns).slices {
+        if Instant::now() > bounds.deadline {
+            return Err(QueryError::TooSlow(bounds.timeout));
+        }
+        let rollup = match store.read_members(meta) {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
+            Err(_) => {
+                out.skipped += 1;
+                continue;
+            }
+        };
+        out.slices += 1;
+        let wanted: Option<Vec<bool>> = request.function.as_deref().map(|f| {
+            let f = profile::sanitize_frame(f);
+            let names = &rollup.slice.names;
+            names
+                .iter()
+                .map(|n| n == f.as_ref() || profile::sanitize_frame(n) == f)
+                .collect()
+        });
+        for (s, counts) in rollup.slice.stacks.iter().zip(&rollup.counts) {
+            if !filter.admits(s, visibility) || s.count == 0 {
+                continue;
+            }
+            if let Some(wanted) = &wanted {
+                let frames = visible_frames(s, visibility);
+                if !frames
+                    .iter()
+                    .any(|&f| wanted.get(f as usize) == Some(&true))
+                {
+                    continue;
+                }
+            }
+            let group = sums.group(request.by.key(s));
+            for &(m, count) in counts {
+                let Some(&span) = rollup.members.get(m as usize) else {
+                    continue;
+                };
+                let cpu = s.cpu_ns as f64 * count as f64 / s.count as f64;
+                sums.add(group, cpu, span, request);
+            }
+        }
+        if sums.bytes() > bounds.max_bytes {
+            return Err(QueryError::TooLarge(bounds.max_bytes));
+        }
+    }
+    out.buckets = buckets(&sums, request);
+    Ok(out)
+}
+
+/// The frames of `s` the asking user may see (no kernel frames unless everything).
+fn visible_frames(s: &SliceStack, visibility: Visibility) -> &[u32] {
+    if visibility == Visibility::All {
+        return &s.frames;
+    }
+    &s.frames[..s.frames.len() - (s.kernel_frames as usize).min(s.frames.len())]
+}
+
+/// Every bucket of the range, in cores, the top groups by CPU kept and the rest as
+/// [`OTHER`].
+fn buckets(sums: &Sums, request: &Request) -> Vec<Bucket> {
+    let mut totals = vec![0.0; sums.names.len()];
+    for (&(g, _), &cpu) in &sums.cpu {
+        totals[g as usize] += cpu;
+    }
+    let mut order: Vec<u32> = (0..sums.names.len() as u32).collect();
+    order.sort_by(|&a, &b| {
+        totals[b as usize]
+            .total_cmp(&totals[a as usize])
+            .then_with(|| sums.names[a as usize].cmp(&sums.names[b as usize]))
+    });
+    let mut shown: Vec<Option<&str>> = vec![None; sums.names.len()];
+    for &g in order.iter().take(request.top) {
+        shown[g as usize] = Some(&sums.names[g as usize]);
+    }
+    let first = request.since_ns / request.bucket_ns * request.bucket_ns;
+    let count = (request.until_ns - first).div_ceil(request.bucket_ns);
+    let mut out: Vec<Bucket> = (0..count)
+        .map(|b| Bucket {
+            start: (first + b * request.bucket_ns) / 1_000_000_000,
+            cpu: Default::default(),
+        })
+        .collect();
+    for (&(g, b), &cpu_ns) in &sums.cpu {
+        let Some(bucket) = out.get_mut(b as usize) else {
+            continue;
+        };
+        let name = shown[g as usize].unwrap_or(OTHER);
+        *bucket.cpu.entry(name.to_string()).or_default() += cpu_ns;
+    }
+    for (b, bucket) in out.iter_mut().enumerate() {
+        // Cores over the part of the bucket inside the range.
+        let b_start = first + b as u64 * request.bucket_ns;
+        let b_end = b_start + request.bucket_ns;
+        let covered = (b_end.min(request.until_ns) - b_start.max(request.since_ns)) as f64;
+        for cores in bucket.cpu.values_mut() {
+            *cores = (*cores / covered * 1000.0).round() / 1000.0;
+        }
+        bucket.cpu.retain(|_, cores| *cores > 0.0);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slice::tests::example;
+    use std::time::Duration;
+
+    fn bounds() -> Bounds {
+        Bounds {
+            max_bytes: 1 << 20,
+            deadline: Instant::now() + Duration::from_secs(10),
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn cpu_is_placed_in_the_buckets_its_slices_cover() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Duration::from_secs(1 << 30), 1 << 30, 0).unwrap();
+        // Two 10-s slices at 1000 s and 1020 s (a gap between).
+        for start in [1000 * S, 1020 * S] {
+            let mut slice = example(start);
+            slice.end_ns = start + 10 * S;
+            store.write(&slice, 0).unwrap();
+        }
+        let request = Request {
+            since_ns: 1000 * S,
+            until_ns: 1030 * S,
+            bucket_ns: 5 * S,
+            by: GroupBy::Comm,
+            top: 2,
+            function: None,
+        };
+        let t = timeline(
+            &store,
+            &request,
+            &Filter::default(),
+            Visibility::All,
+            &bounds(),
+        )
+        .unwrap();
+        assert_eq!(t.slices, 2);
+        assert_eq!(t.buckets.len(), 6);
+        assert_eq!(t.buckets[0].start, 1000);
+        // split: 30 samples of P ns over 10 s; the top 2 are split and [pid 200], init is
+        // "other".
+        let split = 30.0 * 10_101_010.0 / 10e9;
+        assert!((t.buckets[0].cpu["split"] - split).abs() < 0.001, "{t:?}");
+        assert!(t.buckets[0].cpu.contains_key(OTHER));
+        assert_eq!(t.buckets[0].cpu.len(), 3);
+        assert!(t.buckets[2].cpu.is_empty() && t.buckets[3].cpu.is_empty());
+        assert_eq!(t.buckets[4].cpu, t.buckets[1].cpu);
+        // Only the CPU with hot_a on the stack: split's.
+        let hot = Request {
+            function: Some("hot_a".into()),
+            ..request.clone()
+        };
+        let t = timeline(&store, &hot, &Filter::default(), Visibility::All, &bounds()).unwrap();
+        assert_eq!(t.buckets[0].cpu.keys().collect::<Vec<_>>(), ["split"]);
+        // A user sees only their own processes.
+        let t = timeline(
+            &store,
+            &request,
+            &Filter::default(),
+            Visibility::OwnOnly(0),
+            &bounds(),
+        )
+        .unwrap();
+        assert_eq!(t.buckets[0].cpu.keys().collect::<Vec<_>>(), ["init"]);
+    }
+
+    #[test]
+    fn a_slice_across_buckets_is_spread_and_partial_buckets_count_their_part() {
+        let mut sums = Sums::default();
+        let request = Request {
+            since_ns: 7 * S,
+            until_ns: 20 * S,
+            bucket_ns: 5 * S,
+            by: GroupBy::Pid,
+            top: 5,
+            function: None,
+        };
+        let g = sums.group("a".into());
+        // 4 s of CPU over [3 s, 11 s): half a core; 3 s of it inside [7, 11).
+        sums.add(g, 4e9, (3 * S, 11 * S), &request);
+        let out = buckets(&sums, &request);
+        assert_eq!(out.iter().map(|b| b.start).collect::<Vec<_>>(), [5, 10, 15]);
+        // [7, 10): 1.5 s in 3 s; [10, 11) of [10, 15): 0.5 s in 5 s.
+        assert_eq!(out[0].cpu["a"], 0.5);
+        assert_eq!(out[1].cpu["a"], 0.1);
+        assert!(out[2].cpu.is_empty());
+    }
+}
