@@ -3,13 +3,12 @@
 
 use std::sync::Arc;
 
-use axum::extract::connect_info::Connected;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use tokio::net::UnixListener;
-use tokio::sync::Semaphore;
+use tokio::net::UnixStream;
 
 use crate::access::{is_admin, GroupId, Visibility};
+use crate::http::limits::Limiter;
 use crate::recordings::{Recordings, Requester};
 use crate::state::Shared;
 
@@ -26,9 +25,9 @@ pub struct Peer {
     pub pid: Option<i32>,
 }
 
-impl Connected<axum::serve::IncomingStream<'_, UnixListener>> for Peer {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, UnixListener>) -> Peer {
-        let io = stream.io();
+impl Peer {
+    /// The peer of a connection accepted on the API socket.
+    pub fn of(io: &UnixStream) -> Peer {
         match io.peer_cred() {
             Ok(cred) => Peer {
                 uid: cred.uid(),
@@ -55,10 +54,12 @@ pub struct ApiState {
     pub shared: Arc<Shared>,
     /// The admin group's gid, if one is configured (changes on reload).
     pub admin_gid: Arc<GroupId>,
-    /// Bounds concurrent queries.
-    pub queries: Semaphore,
+    /// Queries running, per uid (a slot is held until the query's blocking work ends).
+    pub queries: Arc<Limiter>,
     /// On-demand recordings.
     pub recordings: Recordings,
+    /// Connections open, per uid.
+    pub connections: Arc<Limiter>,
 }
 
 impl ApiState {
