@@ -105,7 +105,7 @@ impl Default for Api {
             max_range: Seconds(Duration::from_secs(86_400)),
             max_response_bytes: Bytes(64 << 20),
             request_timeout: Seconds(Duration::from_secs(30)),
-            max_concurrent_queries: QueueLen(2),
+            max_concurrent_queries: QueueLen(4),
             max_queries_per_user: QueueLen(1),
             max_connections: QueueLen(256),
             max_connections_per_user: QueueLen(16),
@@ -143,7 +143,7 @@ pub struct Recordings {
 impl Default for Recordings {
     fn default() -> Recordings {
         Recordings {
-            max_concurrent: QueueLen(2),
+            max_concurrent: QueueLen(4),
             max_per_user: QueueLen(1),
             max_bytes: Bytes(64 << 20),
             max_duration: Seconds(Duration::from_secs(600)),
