@@ -23,6 +23,7 @@ mod budget;
 mod cgroup;
 mod config;
 mod filter;
+mod folding;
 mod http;
 mod logging;
 mod metric;
@@ -65,7 +66,8 @@ struct Args {
     #[arg(long, value_name = "HZ")]
     freq: Option<u64>,
     /// Serve pprof scrapers (`/debug/pprof/profile`, `/metrics`) over TCP at ADDR:PORT
-    /// (overrides scrape.listen; loopback recommended).
+    /// (overrides scrape.listen; needs scrape.token_file, or scrape.allow_unauthenticated on
+    /// loopback).
     #[arg(long, value_name = "ADDR:PORT")]
     pprof_listen: Option<String>,
     /// Check the configuration (file and flags), print it on success, and exit: 0 when valid,

@@ -4,12 +4,15 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::access::Visibility;
 use crate::config::Api;
 use crate::filter::Filter;
-use crate::slice::{Slice, SliceStack};
+use crate::folding::Folding;
+use crate::slice::Slice;
 use crate::store::{SliceMeta, Store};
 
 /// Why a query was not answered.
@@ -23,6 +26,9 @@ pub enum QueryError {
     /// The query took longer than allowed.
     #[error("the query took longer than {0:?}: narrow the time range")]
     TooSlow(std::time::Duration),
+    /// The client went away.
+    #[error("the client went away")]
+    Cancelled,
 }
 
 /// A query's answer.
@@ -42,61 +48,56 @@ pub struct Folded {
     pub frequency: Option<u64>,
 }
 
-/// The root frame of a stack: its command name (as profctl record writes it).
-pub fn comm_of(s: &SliceStack) -> String {
-    match &s.comm {
-        Some(c) => profile::sanitize_frame(c).into_owned(),
-        None if s.pid == 0 => "swapper".to_string(),
-        None => format!("[pid {}]", s.pid),
-    }
-}
-
 /// Add the stacks of `slice` that `filter` and `visibility` admit to `lines` (their CPU time,
-/// ns: [`SliceStack::cpu_ns`]); returns their samples.
+/// ns: [`SliceStack::cpu_ns`]), with no bound; returns their samples. For tests and small
+/// inputs: queries use [`Folding`], which stops at its bound.
+#[cfg(test)]
 pub fn add_slice(
     lines: &mut HashMap<String, u64>,
     slice: &Slice,
     filter: &Filter,
     visibility: Visibility,
 ) -> u64 {
-    let mut samples = 0;
-    let mut key = String::new();
-    // Each name sanitized once per slice, not once per frame.
-    let names: Vec<std::borrow::Cow<str>> = slice
-        .names
-        .iter()
-        .map(|n| profile::sanitize_frame(n))
-        .collect();
-    for s in &slice.stacks {
-        if !filter.admits(s, visibility) {
-            continue;
-        }
-        let mut frames = &s.frames[..];
-        if visibility != Visibility::All {
-            frames = &frames[..frames.len() - (s.kernel_frames as usize).min(frames.len())];
-        }
-        key.clear();
-        key.push_str(&comm_of(s));
-        for &f in frames {
-            key.push(';');
-            key.push_str(names.get(f as usize).map_or("[unknown]", |n| n));
-        }
-        if frames.is_empty() {
-            key.push_str(";[unknown]");
-        }
-        match lines.get_mut(key.as_str()) {
-            Some(count) => *count += s.cpu_ns,
-            None => {
-                lines.insert(key.clone(), s.cpu_ns);
-            }
-        }
-        samples += s.count;
+    let mut folding = Folding::new(u64::MAX);
+    let samples = folding
+        .add_slice(slice, filter, visibility)
+        .unwrap_or_default();
+    for (line, totals) in folding.lines() {
+        *lines.entry(line).or_default() += totals.cpu_ns;
     }
     samples
 }
 
+/// Set when the client that asked went away: the query stops at its next check.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel(Option<Arc<AtomicBool>>);
+
+impl Cancel {
+    /// A flag, and a guard that sets it when dropped (held by the request's handler, which is
+    /// dropped when its client goes away).
+    pub fn new() -> (Cancel, CancelOnDrop) {
+        let flag = Arc::new(AtomicBool::new(false));
+        (Cancel(Some(Arc::clone(&flag))), CancelOnDrop(flag))
+    }
+
+    /// Whether it was set.
+    pub fn is_set(&self) -> bool {
+        self.0.as_ref().is_some_and(|f| f.load(Ordering::Relaxed))
+    }
+}
+
+/// Sets its [`Cancel`] when dropped.
+#[derive(Debug)]
+pub struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// What one query may cost.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Bounds {
     /// Largest answer.
     pub max_bytes: u64,
@@ -104,15 +105,29 @@ pub struct Bounds {
     pub deadline: Instant,
     /// The time allowed (for the message).
     pub timeout: std::time::Duration,
+    /// Set when the client went away.
+    pub cancel: Cancel,
 }
 
 impl Bounds {
+    /// An error if the query must stop: past its deadline, or its client went away.
+    pub fn check(&self) -> Result<(), QueryError> {
+        if self.cancel.is_set() {
+            return Err(QueryError::Cancelled);
+        }
+        if Instant::now() > self.deadline {
+            return Err(QueryError::TooSlow(self.timeout));
+        }
+        Ok(())
+    }
+
     /// The bounds `[api]` sets, for a query starting now.
     pub fn from_api(api: &Api) -> Bounds {
         Bounds {
             max_bytes: api.max_response_bytes.0,
             timeout: api.request_timeout.0,
             deadline: Instant::now() + api.request_timeout.0,
+            cancel: Cancel::default(),
         }
     }
 }
@@ -126,21 +141,13 @@ pub fn folded(
     visibility: Visibility,
     bounds: &Bounds,
 ) -> Result<Folded, QueryError> {
-    let Bounds {
-        max_bytes,
-        deadline,
-        timeout,
-    } = *bounds;
     let selection = store.select(since_ns, until_ns);
-    let mut lines: HashMap<String, u64> = HashMap::new();
-    let mut key_bytes: u64 = 0;
+    let mut folding = Folding::new(bounds.max_bytes);
     let mut out = Folded::default();
     // The shortest period of the slices read: the counts are given in samples of it.
     let mut period_ns = u64::MAX;
     for meta in &selection.slices {
-        if Instant::now() > deadline {
-            return Err(QueryError::TooSlow(timeout));
-        }
+        bounds.check()?;
         let slice = match store.read_in(meta, since_ns, until_ns) {
             Ok(Some(slice)) => slice,
             Ok(None) => continue,
@@ -153,31 +160,25 @@ pub fn folded(
         if slice.period_ns > 0 {
             period_ns = period_ns.min(slice.period_ns);
         }
-        let before = lines.len();
-        add_slice(&mut lines, &slice, filter, visibility);
-        if lines.len() != before {
-            key_bytes = lines.keys().map(|k| k.len() as u64 + 22).sum();
-            if key_bytes > max_bytes {
-                return Err(QueryError::TooLarge(max_bytes));
-            }
-        }
+        folding
+            .add_slice(&slice, filter, visibility)
+            .map_err(|_| QueryError::TooLarge(bounds.max_bytes))?;
     }
-    let mut sorted: Vec<(String, u64)> = lines.into_iter().collect();
-    sorted.sort_unstable();
-    out.text.reserve(key_bytes as usize);
+    bounds.check()?;
+    out.text.reserve(folding.bytes() as usize);
     if period_ns != u64::MAX {
         out.frequency = Some((1_000_000_000 / period_ns).max(1));
     }
-    for (line, cpu_ns) in sorted {
-        let count = samples_of(cpu_ns, period_ns);
+    for (line, totals) in folding.lines() {
+        let count = samples_of(totals.cpu_ns, period_ns);
         if count == 0 {
             continue;
         }
         out.samples += count;
         let _ = writeln!(out.text, "{line} {count}");
     }
-    if out.text.len() as u64 > max_bytes {
-        return Err(QueryError::TooLarge(max_bytes));
+    if out.text.len() as u64 > bounds.max_bytes {
+        return Err(QueryError::TooLarge(bounds.max_bytes));
     }
     Ok(out)
 }
@@ -200,9 +201,7 @@ pub fn merged(
     let mut ids: HashMap<String, u32> = HashMap::new();
     let mut bytes: u64 = 0;
     for meta in slices {
-        if Instant::now() > bounds.deadline {
-            return Err(QueryError::TooSlow(bounds.timeout));
-        }
+        bounds.check()?;
         let slice = match store.read_in(meta, since_ns, until_ns) {
             Ok(Some(slice)) => slice,
             Ok(None) => continue,
@@ -239,7 +238,11 @@ pub fn merged(
                 let id = match remap.get(i).copied().flatten() {
                     Some(id) => id,
                     None => {
-                        let name = slice.names.get(i).map_or("[unknown]", String::as_str);
+                        let name = slice
+                            .names
+                            .get(i)
+                            .map_or("[unknown]".into(), |n| profile::sanitize_frame(n));
+                        let name: &str = &name;
                         let id = match ids.get(name) {
                             Some(&id) => id,
                             None => {
@@ -258,12 +261,15 @@ pub fn merged(
                 };
                 *f = id;
             }
+            if let Some(comm) = &stack.comm {
+                stack.comm = Some(profile::sanitize_frame(comm).into_owned());
+            }
             bytes += 8 * stack.frames.len() as u64 + 64;
+            if bytes > bounds.max_bytes {
+                return Err(QueryError::TooLarge(bounds.max_bytes));
+            }
             counts.samples += stack.count;
             out.stacks.push(stack);
-        }
-        if bytes > bounds.max_bytes {
-            return Err(QueryError::TooLarge(bounds.max_bytes));
         }
     }
     Ok((out, counts))
@@ -304,6 +310,7 @@ mod tests {
             max_bytes: 1 << 20,
             deadline: Instant::now() + std::time::Duration::from_secs(10),
             timeout: std::time::Duration::from_secs(10),
+            cancel: Cancel::default(),
         };
         let f = folded(
             &store,
@@ -344,6 +351,7 @@ mod tests {
             max_bytes: 1 << 20,
             deadline: Instant::now() + std::time::Duration::from_secs(10),
             timeout: std::time::Duration::from_secs(10),
+            cancel: Cancel::default(),
         };
         let (all, counts) = merged(
             &store,

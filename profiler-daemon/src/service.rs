@@ -142,8 +142,9 @@ async fn start(prepared: &Prepared) -> Result<Running> {
     let api = Arc::new(ApiState {
         shared: Arc::clone(shared),
         admin_gid: Arc::clone(&prepared.reloader.admin_gid),
-        queries: tokio::sync::Semaphore::new(config.api.max_concurrent_queries.0),
+        queries: Default::default(),
         recordings: Default::default(),
+        connections: Default::default(),
     });
     let scrape = match config.scrape.listen.as_deref() {
         Some(addr) => {
@@ -151,6 +152,7 @@ async fn start(prepared: &Prepared) -> Result<Running> {
                 shared: Arc::clone(shared),
                 token: prepared.scrape_token.clone(),
                 profiles: tokio::sync::Semaphore::new(config.scrape.max_concurrent.0),
+                connections: Default::default(),
             });
             let addr = addr.parse().context("scrape.listen")?;
             Some(scrape::serve(addr, state, std::future::pending()).await?)

@@ -5,11 +5,11 @@
 //! spread evenly over its span, so the slice length is the finest grain.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use crate::access::Visibility;
 use crate::filter::Filter;
-use crate::query::{comm_of, Bounds, QueryError};
+use crate::folding::comm_of;
+use crate::query::{Bounds, QueryError};
 use crate::slice::SliceStack;
 use crate::store::Store;
 
@@ -143,9 +143,7 @@ pub fn timeline(
     let mut sums = Sums::default();
     let mut out = Timeline::default();
     for meta in &store.select(request.since_ns, request.until_ns).slices {
-        if Instant::now() > bounds.deadline {
-            return Err(QueryError::TooSlow(bounds.timeout));
-        }
+        bounds.check()?;
         let rollup = match store.read_members(meta) {
             Ok(Some(r)) => r,
             Ok(None) => continue,

@@ -625,27 +625,32 @@ pub fn id(args: &[&str]) -> Option<u32> {
 
 /// uid and gid of [`TEST_USER`], creating it if needed.
 pub fn ensure_test_user() -> (u32, u32) {
-    if id(&["-u", TEST_USER]).is_none() {
+    ensure_user(TEST_USER)
+}
+
+/// The uid and gid of system user `name`, created (no home, no shell) if missing.
+pub fn ensure_user(name: &str) -> (u32, u32) {
+    if id(&["-u", name]).is_none() {
         let out = Command::new("useradd")
             .args([
                 "--system",
                 "--no-create-home",
                 "--shell",
                 "/usr/sbin/nologin",
-                TEST_USER,
+                name,
             ])
             .output()
             .expect("run useradd");
         // Another run may have created it meanwhile: only the final lookup counts.
-        if !out.status.success() && id(&["-u", TEST_USER]).is_none() {
+        if !out.status.success() && id(&["-u", name]).is_none() {
             panic!(
-                "useradd {TEST_USER} failed: {}",
+                "useradd {name} failed: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
         }
     }
     (
-        id(&["-u", TEST_USER]).expect("uid of test user"),
-        id(&["-g", TEST_USER]).expect("gid of test user"),
+        id(&["-u", name]).expect("uid of test user"),
+        id(&["-g", name]).expect("gid of test user"),
     )
 }

@@ -51,7 +51,7 @@ fn write_config(config: &Path, dir: &Path, port: u16, api_extra: &str) {
         dir,
         "frequency = 499\nslice = \"1s\"\n",
         &format!(
-            "{api_extra}\n[budget]\nmax_cpu_percent = 10000\n\n[scrape]\nlisten = \"127.0.0.1:{port}\"\n"
+            "{api_extra}\n[budget]\nmax_cpu_percent = 10000\n\n[scrape]\nlisten = \"127.0.0.1:{port}\"\nallow_unauthenticated = true\n"
         ),
     );
 }

@@ -312,7 +312,11 @@ fn scrape_get(port: u16, path: &str, token: Option<&str>) -> (u16, Vec<u8>) {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n{auth}\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n{auth}\r\n"
+    )
+    .unwrap();
     let mut bytes = Vec::new();
     s.read_to_end(&mut bytes).unwrap();
     let end = bytes.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
@@ -370,7 +374,7 @@ fn daemon_scrape_with_go_tool_pprof_token_and_two_at_once() {
     let port = free_port();
     let config = Daemon::write_config(
         dir.path(),
-        &format!("\n[scrape]\nlisten = \"127.0.0.1:{port}\"\n"),
+        &format!("\n[scrape]\nlisten = \"127.0.0.1:{port}\"\nallow_unauthenticated = true\n"),
     );
     let daemon = Daemon::start(&config);
     let measured_path = dir.path().join("measured.txt");
@@ -442,6 +446,16 @@ fn daemon_scrape_with_go_tool_pprof_token_and_two_at_once() {
     assert_eq!(scrape_get(port, path, None).0, 401);
     assert_eq!(scrape_get(port, path, Some("s3cret-tokem")).0, 401);
     assert_eq!(scrape_get(port, "/metrics", None).0, 401);
+    // A Host that is a DNS name (a page rebinding it to this address) is refused, token or not.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.0\r\nHost: evil.example:{port}\r\nAuthorization: Bearer s3cret-token\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.0 403"), "{answer}");
     let (status, body) = scrape_get(port, path, Some("s3cret-token"));
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     // Clients that go away stop their profiles: four (scrape.max_concurrent) 30-second
@@ -450,7 +464,7 @@ fn daemon_scrape_with_go_tool_pprof_token_and_two_at_once() {
         let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         write!(
             s,
-            "GET /debug/pprof/profile?seconds=30 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret-token\r\n\r\n"
+            "GET /debug/pprof/profile?seconds=30 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer s3cret-token\r\n\r\n"
         )
         .unwrap();
         thread::sleep(Duration::from_millis(200));

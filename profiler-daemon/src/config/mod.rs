@@ -151,6 +151,10 @@ mod tests {
                     "max_response_bytes",
                     "request_timeout",
                     "max_concurrent_queries",
+                    "max_queries_per_user",
+                    "max_connections",
+                    "max_connections_per_user",
+                    "idle_timeout",
                 ][..],
             ),
             (
@@ -160,11 +164,23 @@ mod tests {
             ("log", &["level"][..]),
             (
                 "recordings",
-                &["max_concurrent", "max_duration", "max_frequency"][..],
+                &[
+                    "max_concurrent",
+                    "max_per_user",
+                    "max_bytes",
+                    "max_duration",
+                    "max_frequency",
+                ][..],
             ),
             (
                 "scrape",
-                &["max_concurrent", "max_seconds", "layout_labels"][..],
+                &[
+                    "allow_unauthenticated",
+                    "max_connections",
+                    "max_concurrent",
+                    "max_seconds",
+                    "layout_labels",
+                ][..],
             ),
         ] {
             let t = table[section].as_table().expect("section");
@@ -239,6 +255,14 @@ mod tests {
             ("[storage]\nstate_dir = \"relative\"\n", "absolute path"),
             ("[scrape]\nlisten = \"localhost\"\n", "ADDR:PORT"),
             ("[scrape]\ntoken_file = \"token\"\n", "absolute path"),
+            (
+                "[scrape]\nlisten = \"127.0.0.1:6060\"\n",
+                "scrape.token_file",
+            ),
+            (
+                "[scrape]\nlisten = \"0.0.0.0:6060\"\nallow_unauthenticated = true\n",
+                "loopback",
+            ),
             ("[budget]\nwindow = \"5s\"\n", "budget.window"),
         ] {
             let err = parse(text).expect_err(text).to_string();

@@ -82,8 +82,19 @@ pub struct Api {
     pub max_response_bytes: Bytes,
     /// Longest time a query may take.
     pub request_timeout: Seconds,
-    /// Queries answered at once; more are refused (503) until one ends.
+    /// Queries answered at once; more are refused (503) until one ends. One of them is kept
+    /// for root and the admin group when there are two or more.
     pub max_concurrent_queries: QueueLen,
+    /// Queries one user (uid) may have running at once.
+    pub max_queries_per_user: QueueLen,
+    /// Connections open at once; past this, a user's new connection is closed at once with a
+    /// 503 (root and the admin group may go past it by `max_connections_per_user`).
+    pub max_connections: QueueLen,
+    /// Connections one user (uid) may hold open at once.
+    pub max_connections_per_user: QueueLen,
+    /// A connection that has not sent a whole request's headers this long after it was opened
+    /// or after its last answer is closed (slow headers and idle keep-alive alike).
+    pub idle_timeout: Seconds,
 }
 
 impl Default for Api {
@@ -94,7 +105,11 @@ impl Default for Api {
             max_range: Seconds(Duration::from_secs(86_400)),
             max_response_bytes: Bytes(64 << 20),
             request_timeout: Seconds(Duration::from_secs(30)),
-            max_concurrent_queries: QueueLen(2),
+            max_concurrent_queries: QueueLen(4),
+            max_queries_per_user: QueueLen(1),
+            max_connections: QueueLen(256),
+            max_connections_per_user: QueueLen(16),
+            idle_timeout: Seconds(Duration::from_secs(10)),
         }
     }
 }
@@ -111,8 +126,14 @@ pub struct Access {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Recordings {
-    /// Recordings running at once; more are refused (429) until one ends.
+    /// Recordings running at once; more are refused (429) until one ends. One of them is kept
+    /// for root and the admin group when there are two or more.
     pub max_concurrent: QueueLen,
+    /// Recordings one user (uid) may have running at once.
+    pub max_per_user: QueueLen,
+    /// Most bytes of stacks one recording keeps; past it the recording stops and its result
+    /// says it was truncated.
+    pub max_bytes: Bytes,
     /// Longest recording.
     pub max_duration: Seconds,
     /// Highest frequency a recording may ask for.
@@ -122,7 +143,9 @@ pub struct Recordings {
 impl Default for Recordings {
     fn default() -> Recordings {
         Recordings {
-            max_concurrent: QueueLen(2),
+            max_concurrent: QueueLen(4),
+            max_per_user: QueueLen(1),
+            max_bytes: Bytes(64 << 20),
             max_duration: Seconds(Duration::from_secs(600)),
             max_frequency: Frequency(4999),
         }
@@ -163,8 +186,14 @@ impl Default for Budget {
 pub struct Scrape {
     /// `ADDR:PORT` to serve `/debug/pprof/*` and `/metrics` on over TCP. Unset: no listener.
     pub listen: Option<String>,
-    /// A file holding the bearer token scrapers must send. Unset: none asked.
+    /// A file holding the bearer token scrapers must send. Unset: refused at start unless
+    /// `allow_unauthenticated` is set and `listen` is a loopback address.
     pub token_file: Option<PathBuf>,
+    /// Serve without a token (only on a loopback `listen`): every local user then sees every
+    /// process's profile, kernel frames included.
+    pub allow_unauthenticated: bool,
+    /// Connections open at once; more are closed at once with a 503.
+    pub max_connections: QueueLen,
     /// Profiles being answered at once; more are refused (503).
     pub max_concurrent: QueueLen,
     /// Longest `seconds` a scrape may ask for.
@@ -179,6 +208,8 @@ impl Default for Scrape {
         Scrape {
             listen: None,
             token_file: None,
+            allow_unauthenticated: false,
+            max_connections: QueueLen(64),
             max_concurrent: QueueLen(4),
             max_seconds: Seconds(Duration::from_secs(300)),
             layout_labels: true,

@@ -42,10 +42,22 @@ impl Config {
             )));
         }
         if let Some(listen) = &self.scrape.listen {
-            if listen.parse::<std::net::SocketAddr>().is_err() {
+            let Ok(addr) = listen.parse::<std::net::SocketAddr>() else {
                 return Err(invalid(format!(
                     "scrape.listen is {listen:?}: expected ADDR:PORT such as \"127.0.0.1:6060\" or \"[::1]:6060\""
                 )));
+            };
+            if self.scrape.token_file.is_none() {
+                if !self.scrape.allow_unauthenticated {
+                    return Err(invalid(format!(
+                        "scrape.listen is {listen:?} without scrape.token_file: set a token file, or (on loopback only) scrape.allow_unauthenticated = true, which lets every local user see every process"
+                    )));
+                }
+                if !addr.ip().is_loopback() {
+                    return Err(invalid(format!(
+                        "scrape.allow_unauthenticated needs a loopback scrape.listen, not {listen:?}: set scrape.token_file"
+                    )));
+                }
             }
         }
         if let Some(path) = &self.scrape.token_file {

@@ -3,13 +3,12 @@
 
 use std::sync::Arc;
 
-use axum::extract::connect_info::Connected;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use tokio::net::UnixListener;
-use tokio::sync::Semaphore;
+use tokio::net::UnixStream;
 
 use crate::access::{is_admin, GroupId, Visibility};
+use crate::http::limits::{Caps, Limiter, Slot};
 use crate::recordings::{Recordings, Requester};
 use crate::state::Shared;
 
@@ -26,9 +25,9 @@ pub struct Peer {
     pub pid: Option<i32>,
 }
 
-impl Connected<axum::serve::IncomingStream<'_, UnixListener>> for Peer {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, UnixListener>) -> Peer {
-        let io = stream.io();
+impl Peer {
+    /// The peer of a connection accepted on the API socket.
+    pub fn of(io: &UnixStream) -> Peer {
         match io.peer_cred() {
             Ok(cred) => Peer {
                 uid: cred.uid(),
@@ -55,10 +54,12 @@ pub struct ApiState {
     pub shared: Arc<Shared>,
     /// The admin group's gid, if one is configured (changes on reload).
     pub admin_gid: Arc<GroupId>,
-    /// Bounds concurrent queries.
-    pub queries: Semaphore,
+    /// Queries running, per uid (a slot is held until the query's blocking work ends).
+    pub queries: Arc<Limiter>,
     /// On-demand recordings.
     pub recordings: Recordings,
+    /// Connections open, per uid.
+    pub connections: Arc<Limiter>,
 }
 
 impl ApiState {
@@ -70,6 +71,20 @@ impl ApiState {
     /// What `peer` may see.
     pub fn visibility(&self, peer: &Peer) -> Visibility {
         Visibility::of(peer.uid, self.is_admin(peer))
+    }
+
+    /// A query slot for `peer` (held until the query's blocking work ends), or the answer
+    /// that says which cap is reached.
+    pub fn admit_query(&self, peer: &Peer, api: &crate::config::Api) -> Result<Slot, Response> {
+        let caps = Caps::queries(api.max_concurrent_queries.0, api.max_queries_per_user.0);
+        self.queries
+            .admit(Some(peer.uid), self.is_admin(peer), caps)
+            .ok_or_else(|| {
+                error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many queries at once (yours, or everyone's: api.max_queries_per_user, api.max_concurrent_queries); try again",
+                )
+            })
     }
 
     /// `peer` as the recordings know users.

@@ -14,6 +14,7 @@ use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
 use crate::http::common::{error, ApiState, Peer};
+use crate::http::limits::Caps;
 use crate::query::{self, Folded, QueryError};
 use crate::state::unix_now_ns;
 
@@ -109,17 +110,29 @@ pub async fn folded(
     if let Err(message) = filter.check() {
         return error(StatusCode::BAD_REQUEST, message);
     }
-    let Ok(_permit) = state.queries.try_acquire() else {
+    let caps = Caps::queries(
+        config.api.max_concurrent_queries.0,
+        config.api.max_queries_per_user.0,
+    );
+    let Some(slot) = state
+        .queries
+        .admit(Some(peer.uid), state.is_admin(&peer), caps)
+    else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
-            "too many queries at once; try again",
+            "too many queries at once (yours, or everyone's: api.max_queries_per_user, api.max_concurrent_queries); try again",
         );
     };
     let visibility = state.visibility(&peer);
-    let bounds = query::Bounds::from_api(&config.api);
+    let mut bounds = query::Bounds::from_api(&config.api);
+    // Dropped with this handler when the client goes away: the query then stops.
+    let (cancel, _cancel_on_drop) = query::Cancel::new();
+    bounds.cancel = cancel;
     let store = Arc::clone(&state.shared.store);
     let started = Instant::now();
     let answer = tokio::task::spawn_blocking(move || {
+        // The slot is held until the blocking work ends, not until the client goes away.
+        let _slot = slot;
         query::folded(&store, since, until, &filter, visibility, &bounds)
     })
     .await;
@@ -128,7 +141,7 @@ pub async fn folded(
         Ok(Err(e @ QueryError::TooLarge(_))) => {
             return error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
         }
-        Ok(Err(e @ QueryError::TooSlow(_))) => {
+        Ok(Err(e @ (QueryError::TooSlow(_) | QueryError::Cancelled))) => {
             return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
         }
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),

@@ -8,7 +8,9 @@
 //! (`query`, `recordings`, the shared state) and encodes the answer.
 
 pub mod common;
+pub mod conn;
 pub mod folded;
+pub mod limits;
 pub mod recordings;
 pub mod scrape;
 pub mod status;
@@ -76,16 +78,59 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .with_state(state)
 }
 
-/// Serve `router` on `listener` until `shutdown` resolves.
+/// Serve the API on `listener` until `shutdown` resolves: each connection counted against
+/// `api.max_connections` and `api.max_connections_per_user`, and closed when idle for
+/// `api.idle_timeout`.
 pub async fn serve(
     listener: UnixListener,
     state: Arc<ApiState>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<Peer>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    let router = router(Arc::clone(&state));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    // Out of descriptors (or another transient error): wait a little, so as
+                    // not to spin, and go on.
+                    tracing::debug!(%err, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let peer = Peer::of(&stream);
+        let api = state.shared.live().api.clone();
+        let caps = limits::Caps::connections(api.max_connections.0, api.max_connections_per_user.0);
+        let Some(slot) = state
+            .connections
+            .admit(Some(peer.uid), state.is_admin(&peer), caps)
+        else {
+            tracing::debug!(
+                uid = peer.uid,
+                pid = peer.pid,
+                "connection refused: too many open"
+            );
+            conn::refuse_stream(&stream);
+            continue;
+        };
+        tokio::spawn(conn::serve_one(
+            stream,
+            router.clone(),
+            peer,
+            api.idle_timeout.0,
+            slot,
+            stop_rx.clone(),
+        ));
+    }
+    let _ = stop_tx.send(true);
+    // Answers under way end; then every connection closes.
+    while state.connections.open() > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    Ok(())
 }

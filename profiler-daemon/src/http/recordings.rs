@@ -61,7 +61,7 @@ async fn create(
                     );
                     StatusCode::FORBIDDEN
                 }
-                Refused::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
+                Refused::Busy(_) | Refused::BusyYours(_) => StatusCode::TOO_MANY_REQUESTS,
             };
             error(code, refused.to_string())
         }
@@ -82,6 +82,7 @@ fn unavailable(why: Unavailable) -> Response {
         Unavailable::NotFound(_) => StatusCode::NOT_FOUND,
         Unavailable::Running(_) => StatusCode::CONFLICT,
         Unavailable::Failed(..) => StatusCode::GONE,
+        Unavailable::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
     };
     error(code, why.to_string())
 }
@@ -111,13 +112,28 @@ async fn status(
     }
 }
 
+/// `render` run on the blocking pool, not on the thread that answers every request and
+/// feeds the watchdog.
+async fn off_thread<T: Send + 'static>(
+    state: &Arc<ApiState>,
+    render: impl FnOnce(&ApiState) -> Result<T, Unavailable> + Send + 'static,
+) -> Result<T, Unavailable> {
+    let state = Arc::clone(state);
+    tokio::task::spawn_blocking(move || render(&state))
+        .await
+        .unwrap_or_else(|_| Err(Unavailable::Failed(0, "rendering failed".into())))
+}
+
 /// `GET /v1/recordings/ID/folded`.
 async fn folded(
     State(state): State<Arc<ApiState>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     Path(id): Path<u64>,
 ) -> Response {
-    match state.recordings.folded(id, state.requester(&peer)) {
+    let who = state.requester(&peer);
+    let max_bytes = state.shared.live().api.max_response_bytes.0;
+    let rendered = off_thread(&state, move |s| s.recordings.folded(id, who, max_bytes)).await;
+    match rendered {
         Ok(f) => (
             [
                 (
@@ -150,7 +166,8 @@ async fn pprof(
     ConnectInfo(peer): ConnectInfo<Peer>,
     Path(id): Path<u64>,
 ) -> Response {
-    match state.recordings.pprof(id, state.requester(&peer)) {
+    let who = state.requester(&peer);
+    match off_thread(&state, move |s| s.recordings.pprof(id, who)).await {
         Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
         Err(why) => unavailable(why),
     }

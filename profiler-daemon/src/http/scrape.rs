@@ -8,9 +8,13 @@
 //! of it lies in the window). Any number of scrapers (up to `scrape.max_concurrent`) share the
 //! one stream: a scrape opens no perf event. `past=1` answers at once with the latest
 //! `seconds` of kept history (ending at the newest slice named). `pid` (with `descendants=true`), `comm`, `uid` and `cgroup` narrow it.
-//! Whoever reaches the listener sees the whole machine, kernel frames included: listen on
-//! loopback, and set `scrape.token_file` (requests without `Authorization: Bearer TOKEN` get
-//! 401).
+//! Whoever reaches the listener sees the whole machine, kernel frames included: a token is
+//! required (`scrape.token_file`; requests without `Authorization: Bearer TOKEN` get 401)
+//! unless `scrape.allow_unauthenticated` is set on a loopback address (the configuration is
+//! refused otherwise). The `Host` header must be an IP address or `localhost` (a page that
+//! makes a browser ask through a DNS name it controls gets 403), connections are capped
+//! (`scrape.max_connections`) and closed when idle (`api.idle_timeout`), and names are
+//! served sanitized as in folded output.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -31,6 +35,8 @@ use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
 use crate::http::common::error;
+use crate::http::conn;
+use crate::http::limits::{Caps, Limiter};
 use crate::http::status::metrics_response;
 use crate::query;
 use crate::state::{unix_now_ns, Shared};
@@ -47,6 +53,8 @@ pub struct ScrapeState {
     pub token: Option<String>,
     /// Bounds profiles answered at once.
     pub profiles: Semaphore,
+    /// Connections open.
+    pub connections: Arc<Limiter>,
 }
 
 /// The token in `path` (surrounding whitespace removed); an empty file is an error.
@@ -72,17 +80,58 @@ pub async fn serve(
     if !addr.ip().is_loopback() {
         tracing::warn!(
             %addr,
-            token = state.token.is_some(),
-            "the scrape listener is not on loopback: whoever reaches it sees every process's profile"
+            "the scrape listener is not on loopback: whoever has the token sees every process's profile"
+        );
+    }
+    if state.token.is_none() {
+        tracing::warn!(
+            %addr,
+            "the scrape listener asks no token (scrape.allow_unauthenticated): every local user sees every process's profile"
         );
     }
     tracing::info!(%addr, token = state.token.is_some(), "scrape listener started");
-    let app = router(state);
-    Ok(tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-    }))
+    Ok(tokio::spawn(accept_loop(listener, state, shutdown)))
+}
+
+/// Accept connections within `scrape.max_connections` until `shutdown` resolves.
+async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<ScrapeState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(Arc::clone(&state));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, from) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(err) => {
+                    tracing::debug!(%err, "scrape accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let config = state.shared.live();
+        let caps = Caps::connections(config.scrape.max_connections.0, usize::MAX);
+        let Some(slot) = state.connections.admit(None, false, caps) else {
+            tracing::debug!(%from, "scrape connection refused: too many open");
+            conn::refuse_tcp(&stream);
+            continue;
+        };
+        tokio::spawn(conn::serve_one(
+            stream,
+            app.clone(),
+            from,
+            config.api.idle_timeout.0,
+            slot,
+            stop_rx.clone(),
+        ));
+    }
+    let _ = stop_tx.send(true);
+    Ok(())
 }
 
 /// The listener's routes: `/debug/pprof/`, `/debug/pprof/profile`, `/metrics`.
@@ -100,8 +149,35 @@ pub fn router(state: Arc<ScrapeState>) -> Router {
         .with_state(state)
 }
 
-/// 401 unless the request carries the configured token.
+/// Whether a `Host` header names this listener the way only a local client or a configured
+/// scraper does: an IP address or `localhost`, with or without a port (a DNS name could be
+/// rebound to this address by a web page).
+fn host_allowed(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((addr, rest)) if rest.is_empty() || rest.starts_with(':') => addr,
+            _ => return false,
+        },
+        None => match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => host,
+        },
+    };
+    name.parse::<std::net::IpAddr>().is_ok() || name.eq_ignore_ascii_case("localhost")
+}
+
+/// 403 unless the `Host` header is allowed ([`host_allowed`]); 401 unless the request
+/// carries the configured token.
 fn authorize(state: &ScrapeState, headers: &HeaderMap) -> Result<(), Box<Response>> {
+    if let Some(host) = headers.get(header::HOST) {
+        let host = host.to_str().unwrap_or("");
+        if !host_allowed(host) {
+            return Err(Box::new(error(
+                StatusCode::FORBIDDEN,
+                "the Host header must be an IP address or localhost",
+            )));
+        }
+    }
     let Some(token) = &state.token else {
         return Ok(());
     };
@@ -290,7 +366,10 @@ async fn profile(
     };
     let (t0, t1) = window(&shared, &config, &p).await;
     // Read after the wait: a reload meanwhile applies.
-    let bounds = query::Bounds::from_api(&shared.live().api);
+    let mut bounds = query::Bounds::from_api(&shared.live().api);
+    // Dropped with this handler when the client goes away: the merge then stops.
+    let (cancel, _cancel_on_drop) = query::Cancel::new();
+    bounds.cancel = cancel;
     let store = Arc::clone(&shared.store);
     let filter = p.filter;
     let layout_labels = shared.live().scrape.layout_labels;
@@ -385,5 +464,27 @@ mod tests {
         assert!(params(&raw(&[("debug", "1")])).is_err());
         assert!(params(&raw(&[("descendants", "1")])).is_err());
         assert!(params(&raw(&[("cgroup", "x")])).is_err());
+    }
+
+    #[test]
+    fn only_addresses_and_localhost_are_allowed_hosts() {
+        for ok in [
+            "127.0.0.1",
+            "127.0.0.1:6060",
+            "[::1]:6060",
+            "[::1]",
+            "localhost:6060",
+            "10.1.2.3:80",
+        ] {
+            assert!(host_allowed(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example:6060",
+            "evil.example",
+            "[::1]x",
+            "127.0.0.1.nip.io",
+        ] {
+            assert!(!host_allowed(bad), "{bad}");
+        }
     }
 }

@@ -79,6 +79,19 @@ pub struct Status {
     /// The overhead budget: what it sees and did.
     #[serde(flatten)]
     pub budget: BudgetStatus,
+    /// Connections open on the API socket.
+    #[serde(default)]
+    pub connections_open: usize,
+    /// Connections refused at `api.max_connections` or `api.max_connections_per_user` since
+    /// start.
+    #[serde(default)]
+    pub connections_refused: u64,
+    /// Queries running (until their blocking work ends).
+    #[serde(default)]
+    pub queries_running: usize,
+    /// Queries refused at `api.max_queries_per_user` or `api.max_concurrent_queries`.
+    #[serde(default)]
+    pub queries_refused: u64,
     /// The asking user.
     pub peer_uid: u32,
     /// Whether the asking user sees everything.
@@ -90,6 +103,10 @@ fn status_of(state: &ApiState, peer: &Peer) -> Status {
     let mut status = snapshot(&state.shared);
     status.peer_uid = peer.uid;
     status.peer_is_admin = state.is_admin(peer);
+    status.connections_open = state.connections.open();
+    status.connections_refused = state.connections.refused.load(Ordering::Relaxed);
+    status.queries_running = state.queries.open();
+    status.queries_refused = state.queries.refused.load(Ordering::Relaxed);
     status
 }
 
@@ -130,6 +147,10 @@ pub fn snapshot(s: &Shared) -> Status {
         resident_bytes: recorder::resident_bytes().unwrap_or(0),
         cpu_seconds: recorder::ProcessUsage::now().cpu().as_secs_f64(),
         budget: s.budget.status(&config.budget),
+        connections_open: 0,
+        connections_refused: 0,
+        queries_running: 0,
+        queries_refused: 0,
         peer_uid: 0,
         peer_is_admin: false,
     }

@@ -140,18 +140,22 @@ pub async fn timeline(
     if let Err(message) = filter.check() {
         return error(StatusCode::BAD_REQUEST, message);
     }
-    let Ok(_permit) = state.queries.try_acquire() else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many queries at once; try again",
-        );
+    let slot = match state.admit_query(&peer, &config.api) {
+        Ok(slot) => slot,
+        Err(refused) => return refused,
     };
     let visibility = state.visibility(&peer);
-    let bounds = query::Bounds::from_api(&config.api);
+    let mut bounds = query::Bounds::from_api(&config.api);
+    // Dropped with this handler when the client goes away: the query then stops.
+    let (cancel, _cancel_on_drop) = query::Cancel::new();
+    bounds.cancel = cancel;
+    let max_bytes = bounds.max_bytes;
     let store = Arc::clone(&state.shared.store);
     let started = Instant::now();
     let asked = request.clone();
     let answer = tokio::task::spawn_blocking(move || {
+        // The slot is held until the blocking work ends, not until the client goes away.
+        let _slot = slot;
         timeline::timeline(&store, &asked, &filter, visibility, &bounds)
     })
     .await;
@@ -160,7 +164,7 @@ pub async fn timeline(
         Ok(Err(e @ QueryError::TooLarge(_))) => {
             return error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
         }
-        Ok(Err(e @ QueryError::TooSlow(_))) => {
+        Ok(Err(e @ (QueryError::TooSlow(_) | QueryError::Cancelled))) => {
             return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
         }
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
@@ -179,10 +183,10 @@ pub async fn timeline(
     let Ok(json) = serde_json::to_vec(&body) else {
         return error(StatusCode::INTERNAL_SERVER_ERROR, "encoding the answer");
     };
-    if json.len() as u64 > bounds.max_bytes {
+    if json.len() as u64 > max_bytes {
         return error(
             StatusCode::PAYLOAD_TOO_LARGE,
-            QueryError::TooLarge(bounds.max_bytes).to_string(),
+            QueryError::TooLarge(max_bytes).to_string(),
         );
     }
     let mut headers = HeaderMap::new();

@@ -19,6 +19,7 @@
 mod thread;
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,14 +29,15 @@ use serde::{Deserialize, Serialize};
 use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
-use crate::query::add_slice;
+use crate::folding::Folding;
 use crate::slice::Slice;
 use crate::state::{unix_now_ns, Shared};
 
 use thread::{run, uid_of};
 
-/// Finished recordings kept for their owners to fetch; past this the oldest is dropped.
-const FINISHED_KEPT: usize = 16;
+/// Finished recordings kept per user for them to fetch; past this the user's oldest is
+/// dropped (never another user's).
+const FINISHED_PER_USER: usize = 4;
 
 /// How long a finished recording is kept.
 const FINISHED_FOR: Duration = Duration::from_secs(600);
@@ -80,6 +82,7 @@ struct Outcome {
     frequency: u64,
     seconds: f64,
     stopped_early: bool,
+    truncated: bool,
 }
 
 /// `POST /v1/recordings` body.
@@ -134,8 +137,11 @@ pub struct RecordingStatus {
     pub frequency_used: Option<u64>,
     /// When done: seconds sampled.
     pub seconds: Option<f64>,
-    /// When done: whether it was stopped before its duration (DELETE, or the process exited).
+    /// When done: whether it was stopped before its duration (DELETE, the process exited, or
+    /// `recordings.max_bytes` reached).
     pub stopped_early: Option<bool>,
+    /// When done: whether it stopped at `recordings.max_bytes` (what was kept is served).
+    pub truncated: Option<bool>,
     /// When failed: why.
     pub error: Option<String>,
 }
@@ -161,9 +167,13 @@ pub enum Refused {
     /// Another user's process, and the requester is not an admin.
     #[error("process {0} is not yours: you may record only your own processes")]
     NotYours(u32),
-    /// `recordings.max_concurrent` are running.
+    /// `recordings.max_concurrent` are running (or, for a user, all but the one kept for
+    /// admins).
     #[error("{0} recordings are running (recordings.max_concurrent); try again when one ends")]
     Busy(usize),
+    /// The user has `recordings.max_per_user` running.
+    #[error("you have {0} recordings running (recordings.max_per_user); try again when one ends")]
+    BusyYours(usize),
 }
 
 /// Why a recording's result is not given.
@@ -178,6 +188,9 @@ pub enum Unavailable {
     /// It failed.
     #[error("recording {0} failed: {1}")]
     Failed(u64, String),
+    /// Its answer would be larger than allowed.
+    #[error("the answer is larger than {0} bytes (api.max_response_bytes)")]
+    TooLarge(u64),
 }
 
 /// What `DELETE` did.
@@ -223,6 +236,7 @@ impl Entry {
             frequency_used: None,
             seconds: None,
             stopped_early: None,
+            truncated: None,
             error: None,
         };
         match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
@@ -236,6 +250,7 @@ impl Entry {
                 status.frequency_used = Some(o.frequency);
                 status.seconds = Some(o.seconds);
                 status.stopped_early = Some(o.stopped_early);
+                status.truncated = Some(o.truncated);
             }
             Phase::Failed(e) => {
                 status.state = "failed";
@@ -261,17 +276,24 @@ impl Entry {
 }
 
 impl Recordings {
-    /// Drop finished recordings past their time or past [`FINISHED_KEPT`].
+    /// Drop finished recordings past their time, and each user's past [`FINISHED_PER_USER`].
     fn expire(table: &mut HashMap<u64, Arc<Entry>>) {
         let finished_at = |e: &Entry| *e.finished_at.lock().unwrap_or_else(|e| e.into_inner());
         table.retain(|_, e| finished_at(e).is_none_or(|t| t.elapsed() < FINISHED_FOR));
-        let mut finished: Vec<(Instant, u64)> = table
+        let mut finished: Vec<(u32, Instant, u64)> = table
             .values()
-            .filter_map(|e| Some((finished_at(e)?, e.id)))
+            .filter_map(|e| Some((e.owner, finished_at(e)?, e.id)))
             .collect();
-        if finished.len() > FINISHED_KEPT {
-            finished.sort();
-            for (_, id) in &finished[..finished.len() - FINISHED_KEPT] {
+        // Newest first per owner: each owner's past the first FINISHED_PER_USER go.
+        finished.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut kept = 0;
+        for (i, (owner, _, id)) in finished.iter().enumerate() {
+            kept = if i > 0 && finished[i - 1].0 == *owner {
+                kept + 1
+            } else {
+                1
+            };
+            if kept > FINISHED_PER_USER {
                 table.remove(id);
             }
         }
@@ -317,7 +339,7 @@ impl Recordings {
         let kernel = who.admin && request.kernel.unwrap_or(true) && config.sampling.kernel;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
         let visibility = Visibility::of(who.uid, who.admin);
-        let entry = self.insert(config.recordings.max_concurrent.0, |id| Entry {
+        let entry = self.insert(&config.recordings, who, |id| Entry {
             id,
             owner: who.uid,
             request: Request {
@@ -359,18 +381,28 @@ impl Recordings {
         Ok(entry.status())
     }
 
-    /// Keep the recording `make` makes with the next id, unless `max_running` recordings are
-    /// running.
+    /// Keep the recording `make` makes with the next id, unless `limits` are reached: a user
+    /// may run `max_per_user`, and all users together all of `max_concurrent` but one (kept
+    /// for admins, when there are two or more).
     fn insert(
         &self,
-        max_running: usize,
+        limits: &crate::config::Recordings,
+        who: Requester,
         make: impl FnOnce(u64) -> Entry,
     ) -> Result<Arc<Entry>, Refused> {
         let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
         Recordings::expire(&mut table);
         let running = table.values().filter(|e| e.running()).count();
-        if running >= max_running {
+        let max = limits.max_concurrent.0;
+        if running >= max || (!who.admin && running >= max - usize::from(max >= 2)) {
             return Err(Refused::Busy(running));
+        }
+        let own = table
+            .values()
+            .filter(|e| e.owner == who.uid && e.running())
+            .count();
+        if !who.admin && own >= limits.max_per_user.0 {
+            return Err(Refused::BusyYours(own));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let entry = Arc::new(make(id));
@@ -413,27 +445,30 @@ impl Recordings {
         }
     }
 
-    /// The finished recording's folded stacks.
-    pub fn folded(&self, id: u64, who: Requester) -> Result<FoldedResult, Unavailable> {
+    /// The finished recording's folded stacks (counts in samples), unless their text would
+    /// pass `max_bytes`. Blocking work: called off the API's thread.
+    pub fn folded(
+        &self,
+        id: u64,
+        who: Requester,
+        max_bytes: u64,
+    ) -> Result<FoldedResult, Unavailable> {
         self.result(id, who, |o| {
-            let mut lines = HashMap::new();
-            add_slice(&mut lines, &o.slice, &Filter::default(), Visibility::All);
-            let mut sorted: Vec<(String, u64)> = lines.into_iter().collect();
-            sorted.sort_unstable();
-            let mut text = String::new();
-            for (line, count) in sorted {
-                text.push_str(&line);
-                text.push(' ');
-                text.push_str(&count.to_string());
-                text.push('\n');
+            let mut folding = Folding::new(max_bytes);
+            folding
+                .add_slice(&o.slice, &Filter::default(), Visibility::All)
+                .map_err(|_| Unavailable::TooLarge(max_bytes))?;
+            let mut text = String::with_capacity(folding.bytes() as usize);
+            for (line, totals) in folding.lines() {
+                let _ = writeln!(text, "{line} {}", totals.samples);
             }
-            FoldedResult {
+            Ok(FoldedResult {
                 text,
                 frequency: o.frequency,
                 event: o.event.clone(),
                 seconds: o.seconds,
-            }
-        })
+            })
+        })?
     }
 
     /// The finished recording as a pprof file (gzipped).

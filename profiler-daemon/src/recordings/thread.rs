@@ -1,6 +1,7 @@
 //! The recording thread: sample one process on perf events of its own, name what was
 //! sampled, and keep what the requester may see.
 
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -57,7 +58,13 @@ pub(super) fn run(
         ..recorder::ResolveOptions::default()
     };
     let mut symbolizer = recorder::Symbolizer::new(service_options, None);
-    let sampled = sample(&options, &symbolizer, &pidfd, stop)?;
+    let sampled = sample(
+        &options,
+        &symbolizer,
+        &pidfd,
+        stop,
+        config.recordings.max_bytes.0,
+    )?;
     let recording = &sampled.recording;
     let period_ns = 1_000_000_000 / recording.frequency.max(1);
     let offset = unix_now_ns().saturating_sub(sampler::now_ns());
@@ -72,10 +79,11 @@ pub(super) fn run(
         period_ns,
         ..Slice::default()
     };
+    let mut names = HashMap::new();
     for closed in &sampled.windows {
         let (profile, stacks, _) = symbolizer.symbolize_stacks(&closed.window);
         let slice = Slice::from_named(&closed.window, &profile, &stacks, period_ns, event, offset);
-        append(&mut out, slice, &filter, entry.visibility);
+        append(&mut out, &mut names, slice, &filter, entry.visibility);
     }
     let elapsed = recording.duration.as_secs_f64();
     tracing::info!(
@@ -90,7 +98,10 @@ pub(super) fn run(
         event: recording.event.to_string(),
         frequency: recording.frequency,
         seconds: elapsed,
-        stopped_early: sampled.stopped || elapsed + 0.5 < duration.as_secs_f64(),
+        stopped_early: sampled.stopped
+            || sampled.truncated
+            || elapsed + 0.5 < duration.as_secs_f64(),
+        truncated: sampled.truncated,
         slice: out,
     })
 }
@@ -101,16 +112,42 @@ struct Sampled {
     windows: Vec<recorder::ClosedWindow>,
     /// Stopped before its duration (DELETE, shutdown).
     stopped: bool,
+    /// Stopped at the byte budget.
+    truncated: bool,
 }
 
-/// Sample with `options` until the duration ends or `stop`; an error unless the process the
-/// pidfd names was alive once its events were open.
+/// How often a recording's samples are closed into a window, whose size counts against the
+/// recording's byte budget.
+const WINDOW: Duration = Duration::from_secs(1);
+
+/// Bytes a window holds (its stacks, frames, threads and files), as counted against the
+/// budget.
+fn window_bytes(w: &profile::NormalizedWindow) -> u64 {
+    let names: usize = w
+        .threads
+        .iter()
+        .map(|t| t.comm.as_ref().map_or(0, String::len) + 64)
+        .sum();
+    (std::mem::size_of_val(&w.frames[..])
+        + std::mem::size_of_val(&w.stacks[..])
+        + std::mem::size_of_val(&w.files[..])
+        + std::mem::size_of_val(&w.threads[..])
+        + names) as u64
+}
+
+/// Sample with `options` until the duration ends, `stop`, or the windows closed hold more
+/// than `max_bytes`; an error unless the process the pidfd names was alive once its events
+/// were open.
 fn sample(
     options: &recorder::RecordOptions,
     symbolizer: &recorder::Symbolizer,
     pidfd: &OwnedFd,
     stop: tokio::sync::oneshot::Receiver<()>,
+    max_bytes: u64,
 ) -> Result<Sampled, String> {
+    let mut options = options.clone();
+    options.window = Some(WINDOW);
+    let options = &options;
     let pid = match options.target {
         recorder::RecordTarget::Pid(pid) => pid,
         _ => 0,
@@ -134,11 +171,26 @@ fn sample(
         }
     };
     let mut windows = Vec::new();
-    let mut on_window = |w: recorder::ClosedWindow| windows.push(w);
+    let over_budget = tokio::sync::Notify::new();
+    let truncated = AtomicBool::new(false);
+    let mut bytes = 0u64;
+    let mut on_window = |w: recorder::ClosedWindow| {
+        if truncated.load(Ordering::Relaxed) {
+            return;
+        }
+        bytes += window_bytes(&w.window);
+        windows.push(w);
+        if bytes > max_bytes {
+            truncated.store(true, Ordering::Relaxed);
+            over_budget.notify_one();
+        }
+    };
     let recording = runtime.block_on(async {
         let stop = async {
-            let _ = stop.await;
-            stopped.store(true, Ordering::Relaxed);
+            tokio::select! {
+                _ = stop => stopped.store(true, Ordering::Relaxed),
+                _ = over_budget.notified() => {}
+            }
         };
         recorder::record(options, Some(&feed), stop, &mut progress, &mut on_window).await
     });
@@ -158,14 +210,30 @@ fn sample(
         recording,
         windows,
         stopped: stopped.load(Ordering::Relaxed),
+        truncated: truncated.load(Ordering::Relaxed),
     })
 }
 
 /// Add the stacks of `slice` that `filter` and `visibility` admit to `out` (kernel frames
-/// removed unless everything is visible).
-fn append(out: &mut Slice, slice: Slice, filter: &Filter, visibility: Visibility) {
-    let base = out.names.len() as u32;
-    out.names.extend(slice.names);
+/// removed unless everything is visible); `names` are `out`'s names by text, so that each
+/// is kept once however many windows hold it.
+fn append(
+    out: &mut Slice,
+    names: &mut HashMap<String, u32>,
+    slice: Slice,
+    filter: &Filter,
+    visibility: Visibility,
+) {
+    let mut intern = |n: String| {
+        *names.entry(n).or_insert_with_key(|n| {
+            out.names.push(n.clone());
+            out.names.len() as u32 - 1
+        })
+    };
+    let mut remap: Vec<u32> = slice.names.into_iter().map(&mut intern).collect();
+    // A frame with no name (never made by the namer) reads as such.
+    remap.push(intern("[unknown]".to_string()));
+    let unknown = remap[remap.len() - 1];
     for mut s in slice.stacks {
         if !filter.admits(&s, visibility) {
             continue;
@@ -176,7 +244,7 @@ fn append(out: &mut Slice, slice: Slice, filter: &Filter, visibility: Visibility
             s.kernel_frames = 0;
         }
         for f in s.frames.iter_mut() {
-            *f += base;
+            *f = remap.get(*f as usize).copied().unwrap_or(unknown);
         }
         out.stacks.push(s);
     }

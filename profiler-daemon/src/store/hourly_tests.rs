@@ -51,6 +51,7 @@ fn query(store: &Store, since: u64, until: u64) -> Folded {
         max_bytes: 1 << 30,
         deadline: Instant::now() + Duration::from_secs(60),
         timeout: Duration::from_secs(60),
+        cancel: Default::default(),
     };
     folded(
         store,
@@ -326,6 +327,7 @@ mod bench {
             max_bytes: 1 << 30,
             deadline: Instant::now() + Duration::from_secs(600),
             timeout: Duration::from_secs(600),
+            cancel: Default::default(),
         };
         let time = |label: &str| {
             for (range, since) in [("1h", now - 3600 * s), ("24h", now - 86_400 * s)] {

@@ -162,6 +162,8 @@ struct Finished {
     lost: u64,
     event: String,
     kernel: bool,
+    /// Stopped at the daemon's byte budget for a recording.
+    truncated: bool,
 }
 
 impl Finished {
@@ -175,6 +177,7 @@ impl Finished {
                 .unwrap_or("unknown")
                 .to_string(),
             kernel: field(status, "kernel").as_bool().unwrap_or(false),
+            truncated: field(status, "truncated").as_bool().unwrap_or(false),
         }
     }
 }
@@ -197,10 +200,15 @@ fn record(args: &RecordArgs, pid: u32, socket: &Path, quiet: bool) -> Result<Exi
         .profile;
     let samples = profile.total();
     let f = Finished::of(&status);
+    let truncated = if f.truncated {
+        ", truncated (the daemon's recordings.max_bytes)"
+    } else {
+        ""
+    };
     let options = profile::SvgOptions {
         title: format!("profctl: process {pid}"),
         subtitle: Some(format!(
-            "{} at {} Hz, {:.1} s, {samples} samples, {} lost{}; via profilerd",
+            "{} at {} Hz, {:.1} s, {samples} samples, {} lost{}{truncated}; via profilerd",
             f.event,
             f.frequency,
             f.seconds,
@@ -227,7 +235,7 @@ fn record(args: &RecordArgs, pid: u32, socket: &Path, quiet: bool) -> Result<Exi
     written.extend(write_outputs(&svg_only, &profile, &options, empty())?);
     if !quiet {
         eprintln!(
-            "profctl: {samples} samples in {:.1} s ({} at {} Hz{}), {} lost, via profilerd at {}",
+            "profctl: {samples} samples in {:.1} s ({} at {} Hz{}), {} lost{truncated}, via profilerd at {}",
             f.seconds,
             f.event,
             f.frequency,

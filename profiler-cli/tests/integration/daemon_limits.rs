@@ -1,0 +1,470 @@
+//! profilerd against local users who spend its resources, each played by a real unprivileged
+//! user against a real daemon: held connections (capped per user, idle ones closed; another
+//! user still answered), a folded query of deep stacks with long names (the daemon in a
+//! memory cgroup answers 413 instead of being killed), recordings (a byte budget that
+//! truncates, a slot per user and one kept for admins), and a scrape listener without a token
+//! refused.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::daemon::{profilerd, unix_now, Daemon, BUDGET_OFF};
+use crate::daemon_ops::write_ops_config;
+use crate::daemon_serve::as_user;
+
+/// The second user, for what one user must not take from another.
+const OTHER_USER: &str = "profctl-test2";
+
+/// The Python the test users run (root's may live under its home).
+const PYTHON: &str = "/usr/bin/python3";
+
+/// Holds `argv[2]` connections to the socket `argv[1]`, writes how many to `argv[3]`, then
+/// sleeps.
+const HOLD: &str = r#"
+import socket, sys, time
+held = []
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    held.append(s)
+open(sys.argv[3] + ".tmp", "w").write(str(len(held)))
+import os; os.rename(sys.argv[3] + ".tmp", sys.argv[3])
+time.sleep(600)
+"#;
+
+/// `METHOD PATH [BODY]` on the socket `argv[1]`: prints the status line's code and the body.
+const HTTP: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(60)
+s.connect(sys.argv[1])
+body = sys.argv[4] if len(sys.argv) > 4 else ""
+s.sendall(("%s %s HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (sys.argv[2], sys.argv[3], len(body), body)).encode())
+data = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+head, _, rest = data.partition(b"\r\n\r\n")
+print(head.split()[1].decode() if head else "none")
+print(rest.decode(errors="replace"))
+"#;
+
+/// Connects to the socket `argv[1]`, sends nothing, and prints `closed` when the daemon
+/// closes the connection (within 60 s), `open` otherwise.
+const IDLE: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.settimeout(60)
+try:
+    print("closed" if s.recv(1) == b"" else "data")
+except socket.timeout:
+    print("open")
+"#;
+
+/// A test user with a directory of their own under `dir`.
+struct User {
+    uid: u32,
+    gid: u32,
+    dir: PathBuf,
+}
+
+impl User {
+    fn new(name: &str, dir: &Path) -> User {
+        let (uid, gid) = ensure_user(name);
+        let home = dir.join(name);
+        fs::create_dir(&home).unwrap();
+        std::os::unix::fs::chown(&home, Some(uid), Some(gid)).unwrap();
+        User {
+            uid,
+            gid,
+            dir: home,
+        }
+    }
+
+    fn command(&self, program: &Path) -> Command {
+        as_user(self.uid, self.gid, program, &self.dir)
+    }
+
+    fn python(&self, script: &str, args: &[&str]) -> Command {
+        let mut c = self.command(Path::new(PYTHON));
+        c.arg("-c").arg(script).args(args);
+        c
+    }
+
+    /// `METHOD PATH [BODY]` on the API socket as this user: (status code, body).
+    fn http(&self, socket: &Path, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+        let mut args = vec![socket.to_str().unwrap(), method, path];
+        args.extend(body);
+        let run = Spawned::spawn(self.python(HTTP, &args), "http (user)")
+            .wait_or_panic(Duration::from_secs(90));
+        let (code, body) = run.stdout.split_once('\n').unwrap_or(("none", ""));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    }
+
+    fn profctl(&self, socket: &Path, args: &[&str]) -> Run {
+        let mut cmd = self.command(profctl());
+        cmd.arg("--socket").arg(socket).args(args);
+        Spawned::spawn(cmd, "profctl (user)").wait_or_panic(Duration::from_secs(120))
+    }
+}
+
+/// Only root can play other users.
+fn is_root() -> bool {
+    id(&["-u"]) == Some(0)
+}
+
+/// A scratch directory other users may enter.
+fn shared_scratch() -> tempfile::TempDir {
+    let dir = scratch();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// Sockets `pid` holds open (its other descriptors, pinned binaries and perf events,
+/// change with what runs).
+fn socket_count(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().starts_with("socket:"))
+        .count()
+}
+
+#[test]
+fn daemon_connections_are_capped_per_user_and_idle_ones_closed() {
+    assert!(
+        is_root(),
+        "run as root: the test plays two unprivileged users"
+    );
+    let _guard = sampling_lock();
+    let dir = shared_scratch();
+    let config = Daemon::write_config(dir.path(), "");
+    let daemon = Daemon::start(&config);
+    let pid = daemon.process.pid();
+    let hog = User::new(TEST_USER, dir.path());
+    let other = User::new(OTHER_USER, dir.path());
+    let before = socket_count(pid);
+
+    // One user opens 600 connections and holds them.
+    let ready = hog.dir.join("held");
+    let mut holder = Spawned::spawn(
+        hog.python(
+            HOLD,
+            &[
+                daemon.socket.to_str().unwrap(),
+                "600",
+                ready.to_str().unwrap(),
+            ],
+        ),
+        "holder",
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(
+            holder.wait_timeout(Duration::ZERO).is_none(),
+            "the holder ended early: {}",
+            holder.stderr_now()
+        );
+        assert!(Instant::now() < deadline, "the holder did not connect");
+        thread::sleep(Duration::from_millis(100));
+    }
+    // Another user and root are still answered.
+    let (code, body) = other.http(&daemon.socket, "GET", "/v1/status", None);
+    assert_eq!(code, 200, "another user's status: {body}");
+    let status = daemon.status().expect("root's status");
+    let refused: u64 = status["connections_refused"].parse().unwrap();
+    // The cap per user (16 by default) holds, however many the user asked for.
+    let held = socket_count(pid).saturating_sub(before);
+    assert!(
+        held <= 16 + 2 && refused >= 500,
+        "the daemon holds {held} more sockets with 600 connections held by one user ({refused} refused)"
+    );
+    holder.kill_tree();
+    drop(holder);
+
+    // An idle connection is closed (api.idle_timeout, 10 s by default).
+    let run = Spawned::spawn(
+        other.python(IDLE, &[daemon.socket.to_str().unwrap()]),
+        "idle connection",
+    )
+    .wait_or_panic(Duration::from_secs(90));
+    assert_eq!(run.stdout.trim(), "closed", "{}", run.stderr);
+    daemon.stop();
+}
+
+/// A v1 or v2 memory cgroup of the test's own, removed when dropped.
+struct MemoryCgroup {
+    dir: PathBuf,
+    v1: bool,
+}
+
+impl MemoryCgroup {
+    /// A cgroup capped at `bytes` of memory (and no swap).
+    fn new(bytes: u64) -> MemoryCgroup {
+        let name = format!("profctl-test-{}", std::process::id());
+        let v1_root = Path::new("/sys/fs/cgroup/memory");
+        let (dir, v1) = if v1_root.join("memory.limit_in_bytes").exists() {
+            (v1_root.join(&name), true)
+        } else {
+            let root = Path::new("/sys/fs/cgroup");
+            let _ = fs::write(root.join("cgroup.subtree_control"), "+memory");
+            (root.join(&name), false)
+        };
+        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let set = |file: &str, value: String| {
+            let path = dir.join(file);
+            if path.exists() {
+                fs::write(&path, value).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            }
+        };
+        if v1 {
+            set("memory.limit_in_bytes", bytes.to_string());
+            set("memory.memsw.limit_in_bytes", bytes.to_string());
+        } else {
+            set("memory.max", bytes.to_string());
+            set("memory.swap.max", "0".into());
+        }
+        MemoryCgroup { dir, v1 }
+    }
+
+    fn add(&self, pid: u32) {
+        fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+
+    /// OOM kills in the cgroup.
+    fn oom_kills(&self) -> u64 {
+        let file = if self.v1 {
+            "memory.oom_control"
+        } else {
+            "memory.events"
+        };
+        fs::read_to_string(self.dir.join(file))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir(&self.dir);
+    }
+}
+
+/// longnames.c built into `dir`: stacks up to 120 deep through one function with a
+/// 4000-character name, on threads renamed all the time (each folded line is up to half a
+/// megabyte of text, and nearly every sample a line of its own).
+fn build_longnames(dir: &Path) -> PathBuf {
+    let out = dir.join("longnames");
+    let name = format!("-DLONG_NAME=f{}", "x".repeat(3999));
+    compile_with(
+        "longnames.c",
+        &out,
+        &["-O1", "-fno-omit-frame-pointer", "-pthread"],
+        &[&name],
+    );
+    out
+}
+
+#[test]
+fn daemon_folded_query_of_deep_long_names_stays_within_its_bound() {
+    assert!(
+        is_root(),
+        "run as root: the test plays an unprivileged user"
+    );
+    let _guard = sampling_lock();
+    let dir = shared_scratch();
+    let user = User::new(TEST_USER, dir.path());
+    let longnames = build_longnames(dir.path());
+    let config = dir.path().join("profilerd.toml");
+    write_ops_config(
+        &config,
+        dir.path(),
+        &format!("frequency = {FREQ}\nslice = \"1s\"\n"),
+        &format!("max_response_bytes = \"16MiB\"\n\n{BUDGET_OFF}"),
+    );
+    let daemon = Daemon::start(&config);
+    let cgroup = MemoryCgroup::new(384 << 20);
+    cgroup.add(daemon.process.pid());
+
+    let mut deep = user.command(&longnames);
+    deep.arg("2");
+    let mut deep = Spawned::spawn(deep, "longnames (user)");
+    let t0 = unix_now();
+    thread::sleep(Duration::from_secs(4));
+    deep.kill_tree();
+    drop(deep);
+    daemon.wait_slices_through(unix_now());
+
+    // The user's own query over those seconds: refused as too large, at once, by a daemon
+    // that stays alive within its memory.
+    let since = format!("@{:.3}", t0 - 1.0);
+    let run = user.profctl(
+        &daemon.socket,
+        &["flamegraph", "--since", &since, "--folded", "deep.folded"],
+    );
+    assert!(
+        !run.status.success() && run.stderr.contains("larger than"),
+        "the query of deep stacks with long names was not refused as too large ({}):\n{}",
+        run.status,
+        run.stderr
+    );
+    assert_eq!(cgroup.oom_kills(), 0, "the daemon's cgroup saw an OOM kill");
+    assert!(daemon.status().is_some(), "the daemon no longer answers");
+    // What the bound admits is still answered: one process, a short range.
+    let run = user.profctl(
+        &daemon.socket,
+        &[
+            "flamegraph",
+            "--since",
+            "@1",
+            "--until",
+            "@2",
+            "--folded",
+            "none.folded",
+        ],
+    );
+    assert!(!run.stderr.contains("larger than"), "{}", run.stderr);
+    daemon.stop();
+}
+
+#[test]
+fn daemon_recordings_have_a_byte_budget_and_a_slot_per_user() {
+    assert!(
+        is_root(),
+        "run as root: the test plays two unprivileged users"
+    );
+    let _guard = sampling_lock();
+    let w = workloads();
+    let dir = shared_scratch();
+    let config = Daemon::write_config(dir.path(), "[recordings]\nmax_bytes = \"256KiB\"\n");
+    let daemon = Daemon::start(&config);
+    let user = User::new(TEST_USER, dir.path());
+    let other = User::new(OTHER_USER, dir.path());
+    let own = Spawned::spawn(
+        user.command(&build_longnames(dir.path())),
+        "longnames (user)",
+    );
+    let mut others = other.command(&w.burner);
+    others.arg("600");
+    let others = Spawned::spawn(others, "burner (other user)");
+
+    // A recording past its byte budget stops early, says so, and keeps what it holds.
+    let run = user.profctl(
+        &daemon.socket,
+        &[
+            "record",
+            "--pid",
+            &own.pid().to_string(),
+            "--freq",
+            "4999",
+            "--duration",
+            "60",
+            "--folded",
+            "own.folded",
+        ],
+    );
+    run.assert_success("a recording past its byte budget");
+    assert!(
+        run.stderr.contains("truncated") && run.stderr.contains("via profilerd"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !read_folded(&user.dir.join("own.folded")).is_empty(),
+        "the truncated recording kept nothing"
+    );
+
+    // One running recording per user: the same user's second is refused; another user's
+    // and root's are not.
+    let body = |pid: u32| format!("{{\"pid\":{pid},\"duration\":30}}");
+    let (code, first) = user.http(
+        &daemon.socket,
+        "POST",
+        "/v1/recordings",
+        Some(&body(own.pid())),
+    );
+    assert_eq!(code, 201, "{first}");
+    let (code, second) = user.http(
+        &daemon.socket,
+        "POST",
+        "/v1/recordings",
+        Some(&body(own.pid())),
+    );
+    assert!(
+        code == 429 && second.contains("recordings.max_per_user"),
+        "{code} {second}"
+    );
+    let (code, theirs) = other.http(
+        &daemon.socket,
+        "POST",
+        "/v1/recordings",
+        Some(&body(others.pid())),
+    );
+    assert_eq!(code, 201, "another user's recording: {theirs}");
+    let run = run_profctl(
+        [
+            "--socket",
+            daemon.socket.to_str().unwrap(),
+            "record",
+            "--pid",
+            &own.pid().to_string(),
+            "--duration",
+            "0.5",
+            "--folded",
+            dir.path().join("root.folded").to_str().unwrap(),
+        ],
+        dir.path(),
+        Duration::from_secs(60),
+    );
+    run.assert_success("root records while users hold their slots");
+    assert!(run.stderr.contains("via profilerd"), "{}", run.stderr);
+    drop(own);
+    drop(others);
+    daemon.stop();
+}
+
+#[test]
+fn daemon_scrape_listener_without_a_token_is_refused_unless_allowed_on_loopback() {
+    let dir = scratch();
+    let check = |scrape: &str| {
+        let config = Daemon::write_config(dir.path(), &format!("[scrape]\n{scrape}"));
+        let out = Command::new(profilerd())
+            .arg("--config")
+            .arg(&config)
+            .arg("--check-config")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, err) = check("listen = \"127.0.0.1:6060\"\n");
+    assert!(!ok && err.contains("scrape.token_file"), "{err}");
+    let (ok, err) = check("listen = \"0.0.0.0:6060\"\nallow_unauthenticated = true\n");
+    assert!(!ok && err.contains("loopback"), "{err}");
+    let (ok, err) = check("listen = \"127.0.0.1:6060\"\nallow_unauthenticated = true\n");
+    assert!(ok, "{err}");
+    let out = Command::new(profilerd())
+        .args([
+            "--check-config",
+            "--pprof-listen",
+            "127.0.0.1:6060",
+            "--config",
+        ])
+        .arg(Daemon::write_config(dir.path(), ""))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "--pprof-listen without a token");
+}
