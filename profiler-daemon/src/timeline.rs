@@ -247,14 +247,16 @@ fn buckets(sums: &Sums, request: &Request) -> Vec<Bucket> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::Cancel;
     use crate::slice::tests::example;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     fn bounds() -> Bounds {
         Bounds {
             max_bytes: 1 << 20,
             deadline: Instant::now() + Duration::from_secs(10),
             timeout: Duration::from_secs(10),
+            cancel: Cancel::default(),
         }
     }
 

@@ -73,18 +73,13 @@ impl ApiState {
         Visibility::of(peer.uid, self.is_admin(peer))
     }
 
-    /// A query slot for `peer` (held until the query's blocking work ends), or the answer
-    /// that says which cap is reached.
-    pub fn admit_query(&self, peer: &Peer, api: &crate::config::Api) -> Result<Slot, Response> {
+    /// A query slot for `peer` (held until the query's blocking work ends), or
+    /// [`QueryRefused`] when a cap is reached.
+    pub fn admit_query(&self, peer: &Peer, api: &crate::config::Api) -> Result<Slot, QueryRefused> {
         let caps = Caps::queries(api.max_concurrent_queries.0, api.max_queries_per_user.0);
         self.queries
             .admit(Some(peer.uid), self.is_admin(peer), caps)
-            .ok_or_else(|| {
-                error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "too many queries at once (yours, or everyone's: api.max_queries_per_user, api.max_concurrent_queries); try again",
-                )
-            })
+            .ok_or(QueryRefused)
     }
 
     /// `peer` as the recordings know users.
@@ -93,6 +88,19 @@ impl ApiState {
             uid: peer.uid,
             admin: self.is_admin(peer),
         }
+    }
+}
+
+/// A query refused because the caller's or everyone's query slots are taken.
+#[derive(Debug)]
+pub struct QueryRefused;
+
+impl IntoResponse for QueryRefused {
+    fn into_response(self) -> Response {
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many queries at once (yours, or everyone's: api.max_queries_per_user, api.max_concurrent_queries); try again",
+        )
     }
 }
 

@@ -14,7 +14,6 @@ use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
 use crate::http::common::{error, ApiState, Peer};
-use crate::http::limits::Caps;
 use crate::query::{self, Folded, QueryError};
 use crate::state::unix_now_ns;
 
@@ -110,18 +109,9 @@ pub async fn folded(
     if let Err(message) = filter.check() {
         return error(StatusCode::BAD_REQUEST, message);
     }
-    let caps = Caps::queries(
-        config.api.max_concurrent_queries.0,
-        config.api.max_queries_per_user.0,
-    );
-    let Some(slot) = state
-        .queries
-        .admit(Some(peer.uid), state.is_admin(&peer), caps)
-    else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many queries at once (yours, or everyone's: api.max_queries_per_user, api.max_concurrent_queries); try again",
-        );
+    let slot = match state.admit_query(&peer, &config.api) {
+        Ok(slot) => slot,
+        Err(refused) => return refused.into_response(),
     };
     let visibility = state.visibility(&peer);
     let mut bounds = query::Bounds::from_api(&config.api);

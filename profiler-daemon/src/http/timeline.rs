@@ -142,7 +142,7 @@ pub async fn timeline(
     }
     let slot = match state.admit_query(&peer, &config.api) {
         Ok(slot) => slot,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let visibility = state.visibility(&peer);
     let mut bounds = query::Bounds::from_api(&config.api);
