@@ -217,9 +217,14 @@ pub struct FlamegraphArgs {
     /// `--pid`, `--comm`, `--uid`, `--descendants`, `--cgroup`.
     #[command(flatten)]
     pub filter: FilterArgs,
-    /// Write the SVG flamegraph here.
+    /// Write the SVG flamegraph here; with a range, a pprof profile when FILE ends in .pb.gz,
+    /// .pb or .pprof (or with --format pprof), with profilerd's labels (pid, tid, comm, uid,
+    /// cgroup), for go tool pprof, speedscope or a fleet store.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// What -o holds (default: by its extension); pprof only for a range.
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "output")]
+    pub format: Option<OutputFormat>,
     /// Write folded stacks here (`comm;outer;…;leaf count`).
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
