@@ -22,8 +22,8 @@ pub struct Cli {
     /// Only errors: no progress line and no summary.
     #[arg(short, long, global = true)]
     pub quiet: bool,
-    /// profilerd's socket, for the commands that ask the daemon (flamegraph, status, and
-    /// record --pid when it answers). Default: $PROFILERD_SOCKET, else
+    /// profilerd's socket, for the commands that ask the daemon (flamegraph, top, diff,
+    /// timeline, status, and record --pid when it answers). Default: $PROFILERD_SOCKET, else
     /// /run/profilerd/profilerd.sock.
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
@@ -141,7 +141,7 @@ pub struct TimelineArgs {
     pub output: Option<PathBuf>,
     /// Print the timeline as JSON: {"bucket_seconds": N, "buckets": [{"start": UNIX-SECONDS,
     /// "cpu": {"GROUP": cores, ...}}, ...]}.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "output")]
     pub json: bool,
 }
 
