@@ -24,7 +24,9 @@
 #      indexes files by name), the daemon restarted on it; the first (cold) query and the median
 #      of BENCH_QUERIES (5); against `perf script | inferno-collapse-perf` on the 99 Hz
 #      perf.data, scaled from its wall time to 1 h and 24 h of history (what a user of perf would
-#      run for the same answer); targets: 1 h < 200 ms, 24 h < 1 s (median).
+#      run for the same answer); targets: 1 h < 200 ms, 24 h < 1 s (median);
+#   5. timeline query time, `profctl timeline --since 1h --json` and `--since 24h` on the same
+#      history (cold, and the median of BENCH_QUERIES); target: 24 h < 1 s (median).
 #
 # Usage:   flock /tmp/profctl-sampling.lock bench/daemon.sh     (root)
 # Env:     BENCH_MINUTES=10        99 Hz daemon minutes (RSS is read at its end); 2 for a check
@@ -217,6 +219,21 @@ time_query() {
 }
 read -r Q1_COLD Q1_MED < <(time_query 1h)
 read -r Q24_COLD Q24_MED < <(time_query 24h)
+# time_timeline RANGE: "COLD MEDIAN" ms of QUERIES runs of `profctl timeline --json`
+time_timeline() {
+    local i a b
+    for i in $(seq "$QUERIES"); do
+        a=$(now_ms)
+        "$PROFCTL" --socket "$SOCK" timeline --since "$1" --json >"$T/t$1.json" 2>"$T/t$1.err" ||
+            { cat "$T/t$1.err" >&2; die "timeline --since $1 failed"; }
+        b=$(now_ms)
+        echo $((b - a))
+    done >"$T/t$1.ms"
+    echo "$(head -1 "$T/t$1.ms") $(sort -n "$T/t$1.ms" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')"
+}
+read -r T1_COLD T1_MED < <(time_timeline 1h)
+read -r T24_COLD T24_MED < <(time_timeline 24h)
+T24_BUCKETS=$(grep -o '"start"' "$T/t24h.json" | wc -l)
 Q1_SLICES=$(sed -n -E 's/.* ([0-9]+) slices.*/\1/p' "$T/q1h.err" | head -1)
 Q24_SLICES=$(sed -n -E 's/.* ([0-9]+) slices.*/\1/p' "$T/q24h.err" | head -1)
 HIST_RSS=$(status_kb "$PID" VmRSS)
@@ -261,7 +278,12 @@ row "  first (cold)" "$Q1_COLD"
 row "query 24 h, median of $QUERIES (ms)" "$Q24_MED" "$(printf %.0f "$PERF_Q24")" "$(ratio "$Q24_MED" "$PERF_Q24")" \
     "< 1000 ms" "$(pass_lt "$Q24_MED" 1000)"
 row "  first (cold)" "$Q24_COLD"
+row "timeline 1 h, median of $QUERIES (ms)" "$T1_MED" "" "" "" ""
+row "  first (cold)" "$T1_COLD"
+row "timeline 24 h, median of $QUERIES (ms)" "$T24_MED" "" "" "< 1000 ms" "$(pass_lt "$T24_MED" 1000)"
+row "  first (cold)" "$T24_COLD"
 echo
+echo "timeline 24 h: $T24_BUCKETS buckets (profctl timeline --since 24h --json, the daemon's default bucket)"
 echo "roll-ups: $ROLLUPS hour files after $WAITED s, built in $ROLL_MS ms in all"
 echo "history for the queries: $HIST_FILES slice files, $(calc "$HIST_BYTES / 1048576") MB; slices read: 1 h ${Q1_SLICES:-?}, 24 h ${Q24_SLICES:-?}; daemon RSS after them $(calc "$HIST_RSS / 1024") MB"
 echo "perf query: perf script | inferno-collapse-perf on $(calc "$(stat -c %s "$T/p99.data") / 1048576") MB of perf.data ($(wall "$T/p99.cpu") s) took $PERF_QMS ms, scaled"

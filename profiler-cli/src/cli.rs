@@ -22,8 +22,8 @@ pub struct Cli {
     /// Only errors: no progress line and no summary.
     #[arg(short, long, global = true)]
     pub quiet: bool,
-    /// profilerd's socket, for the commands that ask the daemon (flamegraph, status, and
-    /// record --pid when it answers). Default: $PROFILERD_SOCKET, else
+    /// profilerd's socket, for the commands that ask the daemon (flamegraph, top, diff,
+    /// timeline, status, and record --pid when it answers). Default: $PROFILERD_SOCKET, else
     /// /run/profilerd/profilerd.sock.
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
@@ -141,7 +141,7 @@ pub struct TimelineArgs {
     pub output: Option<PathBuf>,
     /// Print the timeline as JSON: {"bucket_seconds": N, "buckets": [{"start": UNIX-SECONDS,
     /// "cpu": {"GROUP": cores, ...}}, ...]}.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "output")]
     pub json: bool,
 }
 
@@ -217,9 +217,14 @@ pub struct FlamegraphArgs {
     /// `--pid`, `--comm`, `--uid`, `--descendants`, `--cgroup`.
     #[command(flatten)]
     pub filter: FilterArgs,
-    /// Write the SVG flamegraph here.
+    /// Write the SVG flamegraph here; with a range, a pprof profile when FILE ends in .pb.gz,
+    /// .pb or .pprof (or with --format pprof), with profilerd's labels (pid, tid, comm, uid,
+    /// cgroup), for go tool pprof, speedscope or a fleet store.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// What -o holds (default: by its extension); pprof only for a range.
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "output")]
+    pub format: Option<OutputFormat>,
     /// Write folded stacks here (`comm;outer;…;leaf count`).
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,

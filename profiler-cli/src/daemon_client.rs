@@ -22,6 +22,8 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 pub mod header {
     /// Slices read for a range.
     pub const SLICES: &str = "x-profilerd-slices";
+    /// Samples in the answer.
+    pub const SAMPLES: &str = "x-profilerd-samples";
     /// Slices skipped as corrupt or truncated.
     pub const SKIPPED_SLICES: &str = "x-profilerd-skipped-slices";
     /// Sampling frequency, Hz.

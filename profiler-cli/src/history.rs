@@ -1,6 +1,6 @@
 //! Ranges of profilerd's history: the `GET /v1/folded` query for a time range and a filter,
 //! and its answer as a [`profile::Profile`] with what the daemon said of it; the
-//! `GET /v1/timeline` query.
+//! `GET /v1/pprof` and `GET /v1/timeline` queries.
 
 use std::path::Path;
 
@@ -103,6 +103,48 @@ pub fn folded_range(
         frequency: answer.number(header::FREQUENCY).unwrap_or(0),
         event: answer.text(header::EVENT).unwrap_or("unknown").to_string(),
         kernel: answer.number(header::KERNEL_FRAMES) == Some(1),
+    })
+}
+
+/// A time range of the daemon's history as a pprof profile, and what the daemon said of it.
+pub struct RangePprof {
+    /// The profile, gzipped, as the daemon wrote it.
+    pub bytes: Vec<u8>,
+    /// Samples in it.
+    pub samples: u64,
+    /// Slices read.
+    pub slices: u64,
+    /// Slices skipped as corrupt.
+    pub skipped: u64,
+    /// Sampling frequency, Hz.
+    pub frequency: u64,
+    /// The event sampled on.
+    pub event: String,
+    /// Whether kernel frames are included.
+    pub kernel: bool,
+}
+
+/// `since..until` (UNIX seconds) from the daemon at `socket` as a pprof profile
+/// (`GET /v1/pprof`).
+pub fn pprof_range(
+    socket: &Path,
+    since: f64,
+    until: f64,
+    filter: &RangeFilter,
+) -> Result<RangePprof> {
+    let query = format!(
+        "/v1/pprof?since={since:.3}&until={until:.3}{}",
+        filter.query()
+    );
+    let answer = daemon_client::get(socket, &query)?.ok()?;
+    Ok(RangePprof {
+        samples: answer.number(header::SAMPLES).unwrap_or(0),
+        slices: answer.number(header::SLICES).unwrap_or(0),
+        skipped: answer.number(header::SKIPPED_SLICES).unwrap_or(0),
+        frequency: answer.number(header::FREQUENCY).unwrap_or(0),
+        event: answer.text(header::EVENT).unwrap_or("unknown").to_string(),
+        kernel: answer.number(header::KERNEL_FRAMES) == Some(1),
+        bytes: answer.body,
     })
 }
 

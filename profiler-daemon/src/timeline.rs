@@ -34,11 +34,11 @@ pub enum GroupBy {
 }
 
 impl GroupBy {
-    /// The group of `s`.
+    /// The group of `s` (a process: its pid; named after its main thread by [`Sums::name`]).
     fn key(self, s: &SliceStack) -> String {
         match self {
             GroupBy::Comm => comm_of(s),
-            GroupBy::Pid => format!("{}[{}]", comm_of(s), s.pid),
+            GroupBy::Pid => s.pid.to_string(),
             GroupBy::Uid => s.uid.map_or("unknown".into(), |u| u.to_string()),
             GroupBy::Cgroup => s.cgroup.clone().unwrap_or_else(|| "unknown".into()),
         }
@@ -82,11 +82,24 @@ pub struct Timeline {
     pub skipped: u64,
 }
 
+/// What a process's group is named after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Named {
+    /// Nothing yet (or not a process).
+    Not,
+    /// A thread other than the main one.
+    Thread,
+    /// The main thread.
+    Main,
+}
+
 /// CPU ns by (group, bucket), with the groups' names.
 #[derive(Default)]
 struct Sums {
     groups: HashMap<String, u32>,
     names: Vec<String>,
+    /// Per group (by pid): what it is named after.
+    named: Vec<Named>,
     cpu: HashMap<(u32, u32), f64>,
 }
 
@@ -114,6 +127,21 @@ impl Sums {
         }
     }
 
+    /// Name the process `group` `comm[pid]` after `s`: its main thread's command name, else
+    /// the first thread's seen.
+    fn name(&mut self, group: u32, s: &SliceStack) {
+        let g = group as usize;
+        let main = s.tid == s.pid;
+        match self.named[g] {
+            Named::Main => {}
+            Named::Thread if !main => {}
+            _ => {
+                self.names[g] = format!("{}[{}]", comm_of(s), s.pid);
+                self.named[g] = if main { Named::Main } else { Named::Thread };
+            }
+        }
+    }
+
     /// The id of `name`.
     fn group(&mut self, name: String) -> u32 {
         if let Some(&id) = self.groups.get(&name) {
@@ -121,6 +149,7 @@ impl Sums {
         }
         let id = self.names.len() as u32;
         self.names.push(name.clone());
+        self.named.push(Named::Not);
         self.groups.insert(name, id);
         id
     }
@@ -175,6 +204,9 @@ pub fn timeline(
                 }
             }
             let group = sums.group(request.by.key(s));
+            if request.by == GroupBy::Pid {
+                sums.name(group, s);
+            }
             for &(m, count) in counts {
                 let Some(&span) = rollup.members.get(m as usize) else {
                     continue;
@@ -316,6 +348,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.buckets[0].cpu.keys().collect::<Vec<_>>(), ["init"]);
+    }
+
+    #[test]
+    fn a_process_is_named_after_its_main_thread() {
+        let mut sums = Sums::default();
+        let thread = |tid: u32, comm: &str| SliceStack {
+            pid: 7,
+            tid,
+            comm: Some(comm.into()),
+            ..SliceStack::default()
+        };
+        let g = sums.group(GroupBy::Pid.key(&thread(8, "worker")));
+        sums.name(g, &thread(8, "worker"));
+        assert_eq!(sums.names[g as usize], "worker[7]");
+        sums.name(g, &thread(7, "server"));
+        sums.name(g, &thread(9, "other"));
+        assert_eq!(sums.group("7".into()), g);
+        assert_eq!(sums.names[g as usize], "server[7]");
     }
 
     #[test]

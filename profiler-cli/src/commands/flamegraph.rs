@@ -1,16 +1,18 @@
 //! `profctl flamegraph`: a flamegraph (and folded stacks) of a file (`--input`) or of a time
-//! range of profilerd's history (`--since`).
+//! range of profilerd's history (`--since`); a range also as a pprof profile (`-o FILE.pb.gz`).
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
-use crate::cli::FlamegraphArgs;
+use crate::cli::{FlamegraphArgs, OutputFormat};
+use crate::commands::record::options::output_format;
 use crate::daemon_client::socket_path;
-use crate::history::{folded_range, RangeFilter, RangeProfile};
-use crate::output::printable;
-use crate::render::{write_outputs, Outputs, WhenEmpty};
+use crate::error::UsageError;
+use crate::history::{folded_range, pprof_range, RangeFilter, RangePprof, RangeProfile};
+use crate::output::{check_writable, printable, write_atomically};
+use crate::render::{shown, write_outputs, Outputs, WhenEmpty};
 use crate::time::{local_range, local_zone, now_unix, resolve_range};
 
 /// Default flamegraph path when neither -o nor --folded is given.
@@ -18,8 +20,17 @@ const DEFAULT_SVG: &str = "profile.svg";
 
 /// Run `profctl flamegraph`: from `--input` when given, else from the daemon at `socket`.
 pub fn run(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCode> {
+    let pprof = args
+        .output
+        .as_deref()
+        .is_some_and(|o| output_format(o, args.format) == OutputFormat::Pprof);
     match &args.input {
+        Some(_) if pprof => Err(UsageError(
+            "pprof output (-o FILE.pb.gz, --format pprof) is written for a range of profilerd's history (--since)".into(),
+        )
+        .into()),
         Some(input) => from_file(args, input, quiet),
+        None if pprof => pprof_from_daemon(args, socket, quiet),
         None => from_daemon(args, socket, quiet),
     }
 }
@@ -102,6 +113,74 @@ fn from_daemon(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Res
         if written.is_empty() {
             eprintln!("profctl: no files written");
         } else {
+            eprintln!("profctl: wrote {}", written.join(", "));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `profctl flamegraph --since … -o FILE.pb.gz`: a range of the daemon's history as pprof
+/// (and its folded stacks with --folded).
+fn pprof_from_daemon(
+    args: &FlamegraphArgs,
+    socket: Option<&Path>,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let socket = socket_path(socket);
+    let path = args.output.as_deref().expect("pprof output has -o");
+    check_writable(path)?;
+    if let Some(folded) = &args.folded {
+        check_writable(folded)?;
+    }
+    let since = args
+        .range
+        .since
+        .expect("clap requires --since without --input");
+    let (since, until) = resolve_range(since, args.range.until, now_unix())?;
+    let RangePprof {
+        bytes,
+        samples,
+        slices,
+        skipped,
+        frequency,
+        event,
+        kernel,
+    } = pprof_range(&socket, since, until, &RangeFilter::of(&args.filter))?;
+    let mut written = Vec::new();
+    if samples == 0 {
+        eprintln!(
+            "profctl: no samples in that range; not writing {}",
+            shown(path)
+        );
+    } else {
+        write_atomically(path, |out| out.write_all(&bytes).map_err(Into::into))
+            .with_context(|| format!("writing the profile to {}", path.display()))?;
+        written.push(shown(path));
+        if args.folded.is_some() {
+            let loaded = crate::input::parse(&bytes)?;
+            let outputs = Outputs {
+                svg: None,
+                folded: args.folded.clone(),
+            };
+            let options = profile::SvgOptions {
+                title: String::new(),
+                subtitle: None,
+            };
+            let empty = WhenEmpty::Skip("no samples in that range");
+            written.extend(write_outputs(&outputs, &loaded.profile, &options, empty)?);
+        }
+    }
+    if !quiet {
+        eprintln!(
+            "profctl: via profilerd ({}): {samples} samples in {slices} slices, {} ({event} at {frequency} Hz{}); pprof",
+            printable(&socket.display().to_string()),
+            local_range(since, until, &local_zone()),
+            if kernel { ", with kernel frames" } else { ", user space only" }
+        );
+        if skipped > 0 {
+            eprintln!("profctl: note: {skipped} slices were skipped as corrupt or truncated (see profilerd's log)");
+        }
+        if !written.is_empty() {
             eprintln!("profctl: wrote {}", written.join(", "));
         }
     }

@@ -30,7 +30,7 @@ pub(crate) fn inlined() -> &'static Path {
 }
 
 /// `go tool pprof ARGS` (Debian's golang-go; scripts/test installs it); its stdout.
-fn go_pprof(args: &[&str], file: &Path) -> String {
+pub(crate) fn go_pprof(args: &[&str], file: &Path) -> String {
     let out = Command::new("go")
         .args(["tool", "pprof", "-symbolize=none"])
         .args(args)

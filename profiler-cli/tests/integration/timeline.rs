@@ -2,8 +2,9 @@
 //! daemon, asked for one second after the second burst, in a time zone other than UTC: the
 //! workload's cores in every bucket inside a burst and in the pause; `--since HH:MM:SS`
 //! selects the buckets the duration form does; the terminal chart; the SVG rendered by a real
-//! headless browser (chromium) and its picture checked; an unprivileged user sees none of
-//! root's CPU.
+//! headless browser (chromium) and its picture checked; the range as pprof (`flamegraph -o
+//! range.pb.gz`, `--format pprof`) read by go tool pprof with its labels; an unprivileged user
+//! sees none of root's CPU.
 
 use std::path::Path;
 use std::process::Command;
@@ -13,8 +14,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::common::*;
-use crate::daemon::{unix_now, Daemon};
+use crate::daemon::{unix_now, Daemon, BUDGET_OFF};
+use crate::daemon_ops::write_ops_config;
 use crate::daemon_serve::as_user;
+use crate::pprof_files::go_pprof;
 
 /// The time zone profctl runs in (not UTC, half-hour offset).
 const TZ: &str = "Asia/Kolkata";
@@ -77,13 +80,24 @@ fn clock_in_tz(unix: i64) -> String {
 }
 
 #[test]
-fn timeline_shows_bursts_and_the_pause_and_renders_in_a_browser() {
+fn timeline_shows_bursts_and_the_pause_renders_in_a_browser_and_the_range_as_pprof() {
     let _guard = sampling_lock();
     let w = workloads();
     let dir = scratch();
-    let config = Daemon::write_config(dir.path(), "");
+    // 99 Hz (the default), not the other tests' 999: a debug build of the daemon naming
+    // 999 samples a second takes most of a core, which the burner would have to share on a
+    // small machine. Slices of a second, as in the other tests.
+    let config = dir.path().join("profilerd.toml");
+    write_ops_config(
+        &config,
+        dir.path(),
+        "frequency = 99\nslice = \"1s\"\n",
+        BUDGET_OFF,
+    );
     let daemon = Daemon::start(&config);
     let socket = daemon.socket.clone();
+    // The daemon's start (reading symbol tables ahead) out of the way of the first burst.
+    thread::sleep(Duration::from_secs(3));
 
     wait_before_boundary(5.0, 0.3);
     let first = burst(&w.burner, 8);
@@ -180,6 +194,45 @@ fn timeline_shows_bursts_and_the_pause_and_renders_in_a_browser() {
         "the rendered timeline has {coloured} pixels of the burst's colour and {other} other non-white ones"
     );
 
+    // The same range as pprof, with the labels `record` writes, read by go tool pprof.
+    let pb = dir.path().join("range.pb.gz");
+    let out = Command::new(profctl())
+        .args([
+            "--socket",
+            socket.to_str().unwrap(),
+            "flamegraph",
+            "--since",
+            &clock,
+        ])
+        .args(["--comm", "burner", "-o", pb.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && said.contains("wrote"), "{said}");
+    let top = go_pprof(&["-top", "-sample_index=samples"], &pb);
+    let hot = top
+        .lines()
+        .find(|l| l.trim_end().ends_with(" child_hot"))
+        .unwrap_or_else(|| panic!("no child_hot in\n{top}"));
+    let flat: f64 = hot
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    assert!(flat >= 90.0, "{top}");
+    let tags = go_pprof(&["-tags"], &pb);
+    // (uid is on the samples too, but -tags did not list root's, a numeric label of 0.)
+    for label in ["comm:", "pid:", "tid:"] {
+        assert!(tags.contains(label), "{label} missing in\n{tags}");
+    }
+    assert!(tags.contains("burner"), "{tags}");
+    let named = dir.path().join("range.out");
+    timeline_free_pprof(&socket, &clock, &named);
+    let again = go_pprof(&["-top", "-sample_index=samples"], &named);
+    assert!(again.lines().any(|l| l == hot), "{again}");
+
     // A user other than root sees none of root's CPU.
     let (uid, gid) = ensure_test_user();
     let out = as_user(uid, gid, profctl(), Path::new("/"))
@@ -198,6 +251,28 @@ fn timeline_shows_bursts_and_the_pause_and_renders_in_a_browser() {
         "{own}"
     );
     daemon.stop();
+}
+
+/// `profctl flamegraph --since SINCE --comm burner -o OUT --format pprof`.
+fn timeline_free_pprof(socket: &Path, since: &str, out: &Path) {
+    tool(
+        Command::new(profctl())
+            .args([
+                "--socket",
+                socket.to_str().unwrap(),
+                "flamegraph",
+                "--since",
+                since,
+            ])
+            .args([
+                "--comm",
+                "burner",
+                "--format",
+                "pprof",
+                "-o",
+                out.to_str().unwrap(),
+            ]),
+    );
 }
 
 /// Renders `svg` with headless chromium into a PNG; (pixels of [`FIRST_COLOUR`], other

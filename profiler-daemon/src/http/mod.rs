@@ -11,6 +11,7 @@ pub mod common;
 pub mod conn;
 pub mod folded;
 pub mod limits;
+pub mod pprof;
 pub mod recordings;
 pub mod scrape;
 pub mod status;
@@ -73,6 +74,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/status", get(status::status))
         .route("/v1/folded", get(folded::folded))
         .route("/v1/timeline", get(timeline::timeline))
+        .route("/v1/pprof", get(pprof::pprof))
         .route("/metrics", get(status::metrics))
         .merge(recordings::routes())
         .with_state(state)

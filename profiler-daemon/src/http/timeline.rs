@@ -19,6 +19,9 @@ use crate::timeline::{self, GroupBy, Request, MAX_BUCKETS};
 /// Most groups a timeline shows apart from "other".
 const MAX_TOP: usize = 100;
 
+/// Longest bucket, seconds (a week).
+const MAX_BUCKET_SECONDS: u64 = 7 * 86_400;
+
 /// Longest function name asked for.
 const MAX_FUNCTION_BYTES: usize = 4096;
 
@@ -74,7 +77,11 @@ fn request(
     slice_ns: u64,
 ) -> Result<Request, String> {
     let bucket_s = match params.bucket {
-        Some(0) => return Err("bucket must be at least 1 (seconds)".into()),
+        Some(b) if !(1..=MAX_BUCKET_SECONDS).contains(&b) => {
+            return Err(format!(
+                "bucket must be from 1 to {MAX_BUCKET_SECONDS} (seconds)"
+            ))
+        }
         Some(b) => b,
         None => default_bucket(until - since, slice_ns),
     };
@@ -222,6 +229,8 @@ mod tests {
         let err = request(&params, (0, 86_400 * s), 10 * s).unwrap_err();
         assert!(err.contains("buckets"), "{err}");
         let r = request(&params, (0, 60 * s), 10 * s).unwrap();
+        let huge: TimelineParams = serde_json::from_str(r#"{"bucket": 1000000000000}"#).unwrap();
+        assert!(request(&huge, (0, 60 * s), 10 * s).is_err());
         assert_eq!((r.bucket_ns, r.top, r.by), (s, 3, GroupBy::Uid));
     }
 }

@@ -1,0 +1,132 @@
+//! `GET /v1/pprof`: a time range of the history as one pprof profile (gzipped), with the
+//! labels of the slices (pid, tid, comm, uid, process start, cgroup, ancestors); the
+//! parameters, access rules and bounds of `/v1/folded`.
+
+use std::sync::Arc;
+
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::{Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use crate::access::Visibility;
+use crate::filter::Filter;
+use crate::http::common::{error, ApiState, Peer};
+use crate::http::folded::{range, FoldedParams};
+use crate::query::{self, QueryError};
+
+/// `GET /v1/pprof`.
+pub async fn pprof(
+    State(state): State<Arc<ApiState>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    params: Result<Query<FoldedParams>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(Query(params)) = params else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup",
+        );
+    };
+    if peer.uid == u32::MAX {
+        return error(StatusCode::FORBIDDEN, "unknown peer");
+    }
+    let config = state.shared.live();
+    let (since, until) = match range(params.since, params.until, &config) {
+        Ok(r) => r,
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    };
+    let filter = Filter {
+        pid: params.pid,
+        descendants: params.descendants.unwrap_or(false),
+        comm: params.comm,
+        uid: params.uid,
+        cgroup: params.cgroup,
+    };
+    if let Err(message) = filter.check() {
+        return error(StatusCode::BAD_REQUEST, message);
+    }
+    let slot = match state.admit_query(&peer, &config.api) {
+        Ok(slot) => slot,
+        Err(refused) => return refused.into_response(),
+    };
+    let visibility = state.visibility(&peer);
+    let mut bounds = query::Bounds::from_api(&config.api);
+    // Dropped with this handler when the client goes away: the query then stops.
+    let (cancel, _cancel_on_drop) = query::Cancel::new();
+    bounds.cancel = cancel;
+    let max_bytes = bounds.max_bytes;
+    let store = Arc::clone(&state.shared.store);
+    let answer = tokio::task::spawn_blocking(move || {
+        // The slot is held until the blocking work ends, not until the client goes away.
+        let _slot = slot;
+        let slices = store.select(since, until).slices;
+        query::merged(
+            &store,
+            &slices,
+            (since, until),
+            &filter,
+            visibility,
+            &bounds,
+        )
+        .map(|(mut slice, counts)| {
+            // The profile spans the range asked for.
+            slice.start_ns = since;
+            slice.end_ns = until;
+            let bytes = slice.encode();
+            (bytes, counts, slice.period_ns)
+        })
+    })
+    .await;
+    let (bytes, counts, period_ns) = match answer {
+        Ok(Ok(a)) => a,
+        Ok(Err(e @ QueryError::TooLarge(_))) => {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
+        }
+        Ok(Err(e @ (QueryError::TooSlow(_) | QueryError::Cancelled))) => {
+            return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
+    };
+    if bytes.len() as u64 > max_bytes {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            QueryError::TooLarge(max_bytes).to_string(),
+        );
+    }
+    let kernel = visibility == Visibility::All && config.sampling.kernel;
+    let frequency = match period_ns {
+        0 => state.shared.frequency(),
+        p => (1_000_000_000 / p).max(1),
+    };
+    (
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (
+                header::HeaderName::from_static("x-profilerd-slices"),
+                counts.slices.to_string(),
+            ),
+            (
+                header::HeaderName::from_static("x-profilerd-skipped-slices"),
+                counts.skipped.to_string(),
+            ),
+            (
+                header::HeaderName::from_static("x-profilerd-samples"),
+                counts.samples.to_string(),
+            ),
+            (
+                header::HeaderName::from_static("x-profilerd-frequency"),
+                frequency.to_string(),
+            ),
+            (
+                header::HeaderName::from_static("x-profilerd-event"),
+                state.shared.event.to_string(),
+            ),
+            (
+                header::HeaderName::from_static("x-profilerd-kernel-frames"),
+                u8::from(kernel).to_string(),
+            ),
+        ],
+        bytes,
+    )
+        .into_response()
+}
