@@ -83,7 +83,10 @@ mod tests {
 
     #[test]
     fn a_pidfd_is_alive_until_its_process_exits() {
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let pidfd = pidfd_open(child.id()).unwrap();
         assert!(pidfd_alive(&pidfd));
         child.kill().unwrap();

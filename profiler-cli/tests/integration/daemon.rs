@@ -67,7 +67,12 @@ pub(crate) fn under_the_unit(program: &Path) -> Command {
         .collect();
     let mut cmd = Command::new("setpriv");
     cmd.arg(format!("--bounding-set=-all,{}", bounding.join(",")))
-        .args(["--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--"])
+        .args([
+            "--inh-caps=-all",
+            "--ambient-caps=-all",
+            "--no-new-privs",
+            "--",
+        ])
         .arg(program);
     cmd
 }
@@ -179,9 +184,14 @@ impl Daemon {
     }
 
     /// SIGTERM; the daemon must exit 0 within 30 s. Returns its stderr.
-    pub(crate) fn stop(mut self) -> String {
+    pub(crate) fn stop(self) -> String {
+        self.stop_within(Duration::from_secs(30))
+    }
+
+    /// SIGTERM; the daemon must exit 0 within `limit`. Returns its stderr.
+    pub(crate) fn stop_within(mut self, limit: Duration) -> String {
         assert!(send_signal(self.process.pid(), "TERM"));
-        let run = self.process.wait_or_panic(Duration::from_secs(30));
+        let run = self.process.wait_or_panic(limit);
         assert!(
             run.status.success(),
             "profilerd exited with {} after SIGTERM\n{}",

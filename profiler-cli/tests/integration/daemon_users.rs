@@ -95,3 +95,97 @@ fn daemon_setuid_programs_stay_out_of_their_users_view() {
     );
     daemon.stop();
 }
+
+/// `deepname` built with a 4000-character function name, in the target's tmp directory.
+fn deepname() -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("profctl-workloads/deepname");
+    fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let name = format!("-DF=f{}", "x".repeat(3999));
+    compile_with(
+        "deepname.c",
+        &out,
+        &["-O1", "-g", "-fno-omit-frame-pointer", "-pthread"],
+        &[&name],
+    );
+    out
+}
+
+/// The daemon's peak resident memory (VmHWM), in bytes.
+fn peak_resident(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    kb << 10
+}
+
+/// Slice length of the deep-stack test, and its close grace (docs/daemon.md).
+const SLICE_S: f64 = 2.0;
+const GRACE_S: f64 = 1.1;
+
+/// A user's two threads recurse up to 1000 deep through a function with a 4000-character
+/// name, renaming themselves, at 999 Hz for 24 s: slices keep reaching disk (a new one at
+/// least every slice, its grace and a full naming queue of six: the machine is shared), the
+/// daemon's peak resident memory stays under the unit's MemoryHigh, and SIGTERM with the
+/// workload still running ends the daemon within 10 s.
+#[test]
+fn daemon_deep_stacks_with_long_names_neither_stall_slices_nor_sigterm() {
+    let _guard = sampling_lock();
+    let dir = scratch();
+    let Some((uid, gid, user_dir)) = test_user_dir(dir.path()) else {
+        return;
+    };
+    let deep = deepname();
+    let config = Daemon::write_config(dir.path(), "");
+    let text = fs::read_to_string(&config).unwrap();
+    fs::write(
+        &config,
+        text.replace("slice = \"1s\"", &format!("slice = \"{SLICE_S}s\"")),
+    )
+    .unwrap();
+    let daemon = Daemon::start(&config);
+    let pid = daemon.process.pid();
+    // The first slice names every binary on the machine: the workload starts after it.
+    daemon.wait_slices_through(unix_now());
+    let _deep = Spawned::spawn(as_user(uid, gid, &deep, &user_dir), "deepname");
+    // The naming queue may fill up (6 slices) while other work on the machine is named too
+    // (a debug build, a shared machine); a backlog that keeps growing is a stall.
+    let allowed = SLICE_S + GRACE_S + 6.0 * SLICE_S;
+    let mut stalled = Vec::new();
+    let mut last = (unix_now(), 0.0);
+    let mut worst: f64 = 0.0;
+    let started = unix_now();
+    let mut lags = Vec::new();
+    while unix_now() < started + 24.0 {
+        std::thread::sleep(Duration::from_secs(1));
+        let newest = daemon.number("newest_slice_end_ns") as f64 / 1e9;
+        let lag = unix_now() - newest;
+        if newest > last.1 {
+            last = (unix_now(), newest);
+        } else if unix_now() - last.0 > allowed {
+            stalled.push(format!("{:.0}", unix_now() - started));
+        }
+        lags.push(format!("{lag:.1}"));
+        if unix_now() > started + 2.0 * (SLICE_S + GRACE_S) {
+            worst = worst.max(lag);
+        }
+    }
+    let dropped = daemon.number("slices_dropped");
+    let peak = peak_resident(pid);
+    let started_stop = std::time::Instant::now();
+    let log = daemon.stop_within(Duration::from_secs(10));
+    let took = started_stop.elapsed();
+    assert!(
+        stalled.is_empty(),
+        "no slice reached disk for more than {allowed:.1} s, at {stalled:?} s; lags each second: {}; {dropped} slices dropped",
+        lags.join(" ")
+    );
+    assert!(peak < 768 << 20, "peak resident memory {} MiB", peak >> 20);
+    eprintln!(
+        "deep stacks: worst lag {worst:.1} s, {dropped} slices dropped, peak RSS {} MiB, SIGTERM took {took:?}",
+        peak >> 20
+    );
+    assert!(log.contains("stopping"), "{log}");
+}
