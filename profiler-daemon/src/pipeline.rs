@@ -30,12 +30,24 @@ use crate::store::hourly::{Hourly, Incremental};
 /// Slices kept in memory while the disk refuses them (full): past this, the oldest is dropped.
 const UNWRITTEN_KEPT: usize = 64;
 
+/// Most frames kept of a stack, kernel and inlined ones included (the innermost; the rest is
+/// cut and marked `[truncated]`): naming a slice costs at most this many frames per sample,
+/// whatever depth and names a user's program has.
+pub const STACK_FRAMES: usize = 256;
+
+/// After SIGTERM, slices still waiting are named for this long; those left are dropped,
+/// counted and logged, so that the daemon stops within systemd's patience whatever users
+/// made it sample.
+const NAMING_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Windows named between two saves of the frame cache.
 const SAVE_CACHES_EVERY: u64 = 360;
 
 /// The running sampling and naming threads.
 pub struct Pipeline {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Set at [`Pipeline::stop`]: the naming thread then has [`NAMING_AT_EXIT`] left.
+    stopping: Arc<AtomicBool>,
     sampling: Option<JoinHandle<Result<recorder::Recording>>>,
     naming: Option<JoinHandle<()>>,
     hourly: Arc<Hourly>,
@@ -49,11 +61,12 @@ impl Pipeline {
         let mut options = record_options(&config, shared.event);
         options.frequency = shared.budget.target_frequency();
         options.frequency_control = Some(shared.rate.clone());
-        let service_options = recorder::ResolveOptions {
+        let mut service_options = recorder::ResolveOptions {
             debug_search: daemon_debug_search(&config),
             kernel_cache_dir: Some(config.storage.cache_dir.clone()),
             ..recorder::ResolveOptions::default()
         };
+        service_options.limits.stack_frames = STACK_FRAMES;
         let symbolizer = Symbolizer::new(service_options, options.frame_cache_dir.clone());
         let feed = symbolizer.feed();
         let (tx, rx) = sync_channel::<ClosedWindow>(config.sampling.naming_queue.0);
@@ -71,9 +84,19 @@ impl Pipeline {
             .context("starting the housekeeping thread")?;
         let naming_shared = Arc::clone(&shared);
         let incremental = Incremental::new(Arc::clone(&hourly));
+        let stopping = Arc::new(AtomicBool::new(false));
+        let naming_stopping = Arc::clone(&stopping);
         let naming = std::thread::Builder::new()
             .name("symbolize".into())
-            .spawn(move || name_slices(symbolizer, rx, incremental, &naming_shared))
+            .spawn(move || {
+                name_slices(
+                    symbolizer,
+                    rx,
+                    incremental,
+                    &naming_stopping,
+                    &naming_shared,
+                )
+            })
             .context("starting the naming thread")?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let sampling_shared = Arc::clone(&shared);
@@ -83,6 +106,7 @@ impl Pipeline {
             .context("starting the sampling thread")?;
         Ok(Pipeline {
             stop: Some(stop_tx),
+            stopping,
             sampling: Some(sampling),
             naming: Some(naming),
             hourly,
@@ -95,9 +119,11 @@ impl Pipeline {
         self.sampling.as_ref().is_none_or(|h| h.is_finished())
     }
 
-    /// Stop sampling, flush the open slice, and wait until every closed slice is named and
-    /// written. Returns the sampling thread's outcome.
+    /// Stop sampling, flush the open slice, and wait until the closed slices are named and
+    /// written: those not named within [`NAMING_AT_EXIT`] are dropped (counted). Returns the
+    /// sampling thread's outcome.
     pub fn stop(&mut self) -> Result<()> {
+        self.stopping.store(true, Ordering::Relaxed);
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -218,12 +244,15 @@ fn name_slices(
     mut symbolizer: Symbolizer,
     slices: Receiver<ClosedWindow>,
     mut rollups: Incremental,
+    stopping: &AtomicBool,
     shared: &Shared,
 ) {
     shared.budget.pipeline.register_this_thread("symbolize");
     let mut unwritten: VecDeque<Slice> = VecDeque::new();
     let mut named: u64 = 0;
     let mut cgroups = CgroupCache::new(sampler::now_ns());
+    let mut exit_deadline: Option<std::time::Instant> = None;
+    let mut dropped_at_exit: u64 = 0;
     loop {
         // Woken now and then without slices, so that the budget's request to shed the caches
         // is served.
@@ -236,6 +265,15 @@ fn name_slices(
             Err(RecvTimeoutError::Disconnected) => break,
         };
         shared.naming_backlog.fetch_sub(1, Ordering::Relaxed);
+        if stopping.load(Ordering::Relaxed) {
+            let deadline =
+                *exit_deadline.get_or_insert_with(|| std::time::Instant::now() + NAMING_AT_EXIT);
+            if std::time::Instant::now() >= deadline {
+                dropped_at_exit += 1;
+                shared.slices_dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+        }
         let period_ns = 1_000_000_000 / closed.frequency.max(1);
         let (profile, stacks, _stats) = symbolizer.symbolize_stacks(&closed.window);
         for &file in &closed.released_files {
@@ -296,6 +334,12 @@ fn name_slices(
                 .pipeline
                 .housekeeping(|| symbolizer.save_caches());
         }
+    }
+    if dropped_at_exit > 0 {
+        warn!(
+            slices = dropped_at_exit,
+            "slices not named before exit were dropped"
+        );
     }
     write_pending(shared, &mut rollups, &mut unwritten);
     if !unwritten.is_empty() {

@@ -45,19 +45,18 @@ pub fn pidfd_open(pid: u32) -> io::Result<std::os::fd::OwnedFd> {
     Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) })
 }
 
-/// Whether the process a pidfd names has not exited yet (signal 0 through the pidfd).
+/// Whether the process a pidfd names has not exited yet: a pidfd polls readable once its
+/// process has exited. Unlike signal 0 through the pidfd, this needs no permission to signal
+/// the process (CAP_KILL for another user's, which the unit does not hold).
 pub fn pidfd_alive(pidfd: &impl AsRawFd) -> bool {
-    // SAFETY: pidfd_send_signal with signal 0 only checks; the info pointer may be null.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            0,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    rc == 0
+    let mut fds = [libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: `fds` is one valid pollfd for the call; a timeout of 0 does not block.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+    rc == 0 || (rc == 1 && fds[0].revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) == 0)
 }
 
 /// The calling thread's id (its `/proc/self/task/TID`).
@@ -82,4 +81,22 @@ pub fn lowest_priority_for_this_thread() -> io::Result<()> {
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid takes nothing and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pidfd_is_alive_until_its_process_exits() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pidfd = pidfd_open(child.id()).unwrap();
+        assert!(pidfd_alive(&pidfd));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!pidfd_alive(&pidfd));
+    }
 }

@@ -89,4 +89,13 @@ fn the_unit_keeps_its_hardening() {
         );
     }
     assert!(unit_text.contains("SystemCallFilter=@system-service @debug"));
+    // What a user makes the daemon do stays within a memory and task limit of its own.
+    for bound in ["MemoryMax=", "MemoryHigh=", "TasksMax="] {
+        assert!(
+            unit_text
+                .lines()
+                .any(|l| l.starts_with(bound) && l.len() > bound.len()),
+            "the unit sets no {bound}"
+        );
+    }
 }

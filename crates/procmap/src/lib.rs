@@ -17,7 +17,9 @@ pub use access::Access;
 pub use files::{FileId, FileParts, FileTable, MappedFile};
 pub use pinned::{live_path, PinStats, PinnedFiles};
 pub use proc_fs::{parse_maps_line, MapsLine};
-pub use table::{Mapping, ProcessKey, ProcessTable, Pruned, TableSizes, TableStats};
+pub use table::{
+    owner_of, Mapping, ProcessKey, ProcessTable, Pruned, TableSizes, TableStats, UNKNOWN_UID,
+};
 
 /// Errors reading a process from /proc.
 #[non_exhaustive]

@@ -56,16 +56,30 @@ pub fn parse_maps_line(line: &str) -> Option<MapsLine<'_>> {
 pub(crate) struct Status<'a> {
     /// `Name:` (the comm, escaped by the kernel).
     pub name: &'a str,
-    /// The effective uid (second field of `Uid:`).
-    pub euid: u32,
+    /// The uid every one of its real, effective and saved uids is, when they are one and its
+    /// real, effective and saved gids are one too; None for a set-uid or set-gid process (or
+    /// one that changed an id since), which the kernel does not let its user trace.
+    pub one_uid: Option<u32>,
     /// The parent's pid (`PPid:`), when given.
     pub ppid: Option<u32>,
 }
 
-/// Parse the `Name:` and `Uid:` lines of /proc/PID/status.
+/// The one value of a `Uid:` or `Gid:` line's real, effective and saved ids (the filesystem
+/// id, last, follows the effective one), when they are equal.
+fn one_id(ids: &str) -> Option<Option<u32>> {
+    let ids: Vec<u32> = ids
+        .split_whitespace()
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    let (&first, rest) = ids.get(..3)?.split_first()?;
+    Some(rest.iter().all(|&i| i == first).then_some(first))
+}
+
+/// Parse the `Name:`, `PPid:`, `Uid:` and `Gid:` lines of /proc/PID/status.
 pub(crate) fn parse_status(status: &str) -> Option<Status<'_>> {
     let mut name = None;
-    let mut euid = None;
+    let mut uid = None;
+    let mut gid = None;
     let mut ppid = None;
     for line in status.lines() {
         if let Some(rest) = line.strip_prefix("Name:") {
@@ -73,13 +87,16 @@ pub(crate) fn parse_status(status: &str) -> Option<Status<'_>> {
         } else if let Some(rest) = line.strip_prefix("PPid:") {
             ppid = rest.trim().parse().ok();
         } else if let Some(rest) = line.strip_prefix("Uid:") {
-            euid = rest.split_whitespace().nth(1).and_then(|u| u.parse().ok());
+            uid = one_id(rest);
+        } else if let Some(rest) = line.strip_prefix("Gid:") {
+            gid = one_id(rest);
             break;
         }
     }
+    uid?;
     Some(Status {
         name: name?,
-        euid: euid?,
+        one_uid: uid.flatten().filter(|_| gid.flatten().is_some()),
         ppid,
     })
 }
@@ -127,10 +144,16 @@ mod tests {
             parse_status(s),
             Some(Status {
                 name: "my prog",
-                euid: 0,
+                one_uid: None,
                 ppid: Some(77),
             })
         );
+        let plain = "Name:\tp\nUid:\t1000\t1000\t1000\t1000\nGid:\t5\t5\t5\t5\n";
+        assert_eq!(parse_status(plain).unwrap().one_uid, Some(1000));
+        let setgid = "Name:\tp\nUid:\t1000\t1000\t1000\t1000\nGid:\t5\t42\t42\t42\n";
+        assert_eq!(parse_status(setgid).unwrap().one_uid, None, "set-gid");
+        let saved = "Name:\tp\nUid:\t1000\t1000\t0\t1000\nGid:\t5\t5\t5\t5\n";
+        assert_eq!(parse_status(saved).unwrap().one_uid, None, "saved uid root");
         assert_eq!(parse_status("Name:\tx\n"), None);
     }
 

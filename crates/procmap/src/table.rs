@@ -16,6 +16,11 @@ use crate::files::{FileId, FileParts, FileTable, MappedFile};
 use crate::proc_fs::{makedev, parse_maps_line, parse_status};
 use crate::ProcError;
 
+/// The uid of a process whose owner is not known: after an exec until it is read, and for a
+/// process its user may not trace (set-uid or set-gid, or not dumpable). No user has it, so
+/// only those who see everything see its stacks.
+pub const UNKNOWN_UID: u32 = u32::MAX;
+
 /// Time meaning "still in effect".
 const FOREVER: u64 = u64::MAX;
 
@@ -102,7 +107,7 @@ struct Process {
     /// before [`Process::end`] stop holding then (applied at lookup, so that a late record
     /// of a thread that outlived the main thread can move the end).
     mappings: Vec<Entry>,
-    /// (time, effective uid), sorted by time.
+    /// (time, owner), sorted by time: the uid whose user may trace it, or [`UNKNOWN_UID`].
     uids: Vec<(u64, u32)>,
     /// The last exec whose uid was not read yet: its time and the name it took. Read when
     /// the process is first sampled after it ([`ProcessTable::read_exec_uid`]); most
@@ -527,8 +532,9 @@ impl ProcessTable {
         self.process_for_record(pid, time).insert_mapping(map)
     }
 
-    /// Record a thread's new name; `exec` means the process replaced its address space (and
-    /// its effective uid is read again from /proc when it is first sampled after the exec).
+    /// Record a thread's new name; `exec` means the process replaced its address space: its
+    /// owner is [`UNKNOWN_UID`] from the exec on (a set-uid program runs as another user),
+    /// until it is read from /proc when the process is first sampled after the exec.
     pub fn set_comm(&mut self, pid: u32, tid: u32, time: u64, name: &str, exec: bool) {
         self.stats.comms += 1;
         let id = self.intern_name(name);
@@ -553,15 +559,17 @@ impl ProcessTable {
             process.end_mappings_before(time);
             if read_proc && process.exec_uid_unread.is_none_or(|(t, _)| t <= time) {
                 process.exec_uid_unread = Some((time, id));
+                set_at(&mut process.uids, time, UNKNOWN_UID);
             }
         }
     }
 
-    /// The process on `pid` is sampled at `time`: if it exec'd before and its uid since the
+    /// The process on `pid` is sampled at `time`: if it exec'd before and its owner since the
     /// exec was not read, read it now from /proc (one small read per exec of a sampled
-    /// process). Not when the process is known to have exited (its pid may name another
-    /// process already), nor when /proc shows another name than the exec gave (the process
-    /// renamed itself since, or the pid was reused): the uid stays the inherited one.
+    /// process; see [`read_owner`]). Not when the process is known to have exited (its pid
+    /// may name another process already), nor when /proc shows another name than the exec
+    /// gave (the process renamed itself since, or the pid was reused): the owner stays
+    /// [`UNKNOWN_UID`].
     pub fn read_exec_uid(&mut self, pid: u32, time: u64) {
         let Some(process) = self.process_at_mut(pid, time) else {
             return;
@@ -577,7 +585,7 @@ impl ProcessTable {
             return;
         }
         let name = self.names.get(name as usize).map(String::as_str);
-        if let Some(uid) = name.and_then(|name| read_uid(pid, Some(name))) {
+        if let Some(uid) = name.and_then(|name| read_owner(pid, Some(name))) {
             if let Some(process) = self.process_at_mut(pid, time) {
                 set_at(&mut process.uids, exec, uid);
             }
@@ -709,7 +717,7 @@ impl ProcessTable {
     }
 
     /// Read a process alive before recording started from /proc: its threads' names, its
-    /// effective uid and its executable mappings, all in effect from time 0.
+    /// owner ([`read_owner`]) and its executable mappings, all in effect from time 0.
     pub fn synthesize(&mut self, pid: u32) -> Result<(), ProcError> {
         let read = |path: String| {
             std::fs::read_to_string(&path).map_err(|source| {
@@ -725,6 +733,7 @@ impl ProcessTable {
         let maps = read(format!("/proc/{pid}/maps"))?;
         let status = read_status(pid);
         let uid = status.map(|(uid, _)| uid);
+        let ppid = status.and_then(|(_, ppid)| ppid);
         let mut tids = Vec::new();
         if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
             tids.extend(
@@ -757,7 +766,7 @@ impl ProcessTable {
             set_at(&mut process.uids, 0, uid);
         }
         if process.parent.is_none() {
-            process.parent = status.and_then(|(_, ppid)| ppid).filter(|&p| p != 0);
+            process.parent = ppid.filter(|&p| p != 0);
         }
         self.stats.synthesized += 1;
         Ok(())
@@ -821,7 +830,7 @@ impl ProcessTable {
         })
     }
 
-    /// The effective uid of the process on `pid` at `time`: read from /proc for processes
+    /// The owner of the process on `pid` at `time` ([`UNKNOWN_UID`] when not known): read from /proc for processes
     /// alive at start, inherited at fork, read again after an exec when the process is first
     /// sampled ([`ProcessTable::read_exec_uid`]).
     pub fn uid(&self, pid: u32, time: u64) -> Option<u32> {
@@ -1075,15 +1084,20 @@ fn set_at(series: &mut Vec<(u64, u32)>, time: u64, value: u32) {
     }
 }
 
-/// The effective uid in /proc/PID/status; with `name`, only when the process is called that.
-/// The effective uid and the parent's pid of `pid`, from /proc/PID/status.
+/// The owner ([`read_owner`]) and the parent's pid of `pid`, from /proc.
 fn read_status(pid: u32) -> Option<(u32, Option<u32>)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let status = parse_status(&status)?;
-    Some((status.euid, status.ppid))
+    Some((owner(pid, status.one_uid), status.ppid))
 }
 
-fn read_uid(pid: u32, name: Option<&str>) -> Option<u32> {
+/// Who may see the process on `pid`, judged as the kernel judges whether a user may trace it
+/// (ptrace_may_access): the uid its real, effective and saved uids all are, when its real,
+/// effective and saved gids are one too and it is dumpable (its /proc directory is then
+/// owned by that uid; the kernel gives a process that is not to root); else [`UNKNOWN_UID`]
+/// (a set-uid or set-gid program, or one that changed its ids). With `name`, only when the
+/// process is called that (None otherwise, or when /proc does not have it).
+fn read_owner(pid: u32, name: Option<&str>) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let status = parse_status(&status)?;
     if name.is_some_and(|n| n != status.name) {
@@ -1095,7 +1109,26 @@ fn read_uid(pid: u32, name: Option<&str>) -> Option<u32> {
         );
         return None;
     }
-    Some(status.euid)
+    Some(owner(pid, status.one_uid))
+}
+
+/// Who may see the process on `pid` now ([`UNKNOWN_UID`] when no user may trace it: see
+/// [`ProcessTable::uid`]); None when /proc does not have it.
+pub fn owner_of(pid: u32) -> Option<u32> {
+    read_owner(pid, None)
+}
+
+/// `one_uid` when the process on `pid` is dumpable (its /proc directory is that uid's).
+fn owner(pid: u32, one_uid: Option<u32>) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    match one_uid {
+        Some(0) => 0,
+        Some(uid) => match std::fs::metadata(format!("/proc/{pid}")) {
+            Ok(meta) if meta.uid() == uid => uid,
+            _ => UNKNOWN_UID,
+        },
+        None => UNKNOWN_UID,
+    }
 }
 
 /// ESRCH: reading /proc of a process that is exiting.
@@ -1525,13 +1558,13 @@ mod tests {
     }
 
     #[test]
-    fn uid_is_read_inherited_and_read_again_when_sampled_after_exec() {
+    fn uid_is_read_inherited_and_unknown_after_exec_until_read() {
         use std::os::unix::fs::MetadataExt;
         let own = std::process::id();
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
         let parsed = parse_status(&status).unwrap();
         let euid = std::fs::metadata("/proc/self").unwrap().uid();
-        assert_eq!(parsed.euid, euid);
+        assert_eq!(parsed.one_uid, Some(euid));
         let mut t = ProcessTable::new();
         t.synthesize(own).unwrap();
         assert_eq!(t.uid(own, 5), Some(euid));
@@ -1540,10 +1573,11 @@ mod tests {
         t.process_for_record(parent, 0).uids = vec![(0, 4242)];
         t.fork(child, parent, child, parent, 10);
         assert_eq!(t.uid(child, 15), Some(4242), "inherited");
-        // Exec of a process /proc does not have: the inherited uid stays.
+        // Exec of a process /proc does not have: unknown (it may be set-uid), and stays so.
         t.set_comm(child, child, 20, "x", true);
+        assert_eq!(t.uid(child, 15), Some(4242), "before the exec");
         t.read_exec_uid(child, 25);
-        assert_eq!(t.uid(child, 25), Some(4242));
+        assert_eq!(t.uid(child, 25), Some(UNKNOWN_UID));
         // Exec of a live process: read again, from the exec on.
         t.fork(own, parent, own, parent, 100);
         assert_eq!(t.uid(own, 105), Some(4242));
@@ -1551,19 +1585,19 @@ mod tests {
         t.read_exec_uid(own, 115);
         assert_eq!(
             t.uid(own, 115),
-            Some(4242),
+            Some(UNKNOWN_UID),
             "another name: not this process"
         );
         t.set_comm(own, own, 120, parsed.name, true);
         assert_eq!(
             t.uid(own, 125),
-            Some(4242),
-            "read when first sampled, not at exec"
+            Some(UNKNOWN_UID),
+            "unknown from the exec until read"
         );
         t.read_exec_uid(own, 119);
         assert_eq!(
             t.uid(own, 125),
-            Some(4242),
+            Some(UNKNOWN_UID),
             "a sample before the exec reads nothing"
         );
         // A fork before the parent was sampled reads the parent's, for the child.
@@ -1571,12 +1605,25 @@ mod tests {
         t.fork(grandchild, own, grandchild, own, 122);
         assert_eq!(t.uid(grandchild, 123), Some(euid), "read at the fork");
         assert_eq!(t.uid(own, 125), Some(euid));
-        assert_eq!(t.uid(own, 115), Some(4242));
+        assert_eq!(t.uid(own, 115), Some(UNKNOWN_UID));
         assert_eq!(t.uid(own, 5), Some(euid), "the synthesized process before");
         // Forgotten with its process.
         t.exit(child, child, 200);
         t.prune(300);
         assert_eq!(t.uid(child, 25), None);
+    }
+
+    /// A set-uid program's process (its saved uid is root's while it runs as the user) and
+    /// one that is not dumpable belong to nobody: only admins see them.
+    #[test]
+    fn a_process_its_user_may_not_trace_has_no_owner() {
+        assert_eq!(owner(std::process::id(), None), UNKNOWN_UID, "ids differ");
+        if crate::sys::geteuid() != 0 {
+            return;
+        }
+        // This process's /proc directory is root's: for uid 4242 it is not dumpable.
+        assert_eq!(owner(std::process::id(), Some(4242)), UNKNOWN_UID);
+        assert_eq!(owner(std::process::id(), Some(0)), 0);
     }
 
     /// 100,000 short-lived processes (fork, exec, mappings, a thread, renames, exit) on 700

@@ -40,6 +40,43 @@ pub(crate) fn unix_now() -> f64 {
 /// cap, and the tests judge shares at [`FREQ`] (daemon_ops tests the budget).
 pub(crate) const BUDGET_OFF: &str = "[budget]\nmax_cpu_percent = 10000\n\n";
 
+/// The unit's `CapabilityBoundingSet=` (systemd/profilerd.service), as names without the
+/// `CAP_` prefix, lower case (what setpriv takes).
+pub(crate) fn unit_capabilities() -> Vec<String> {
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../systemd/profilerd.service");
+    let text = fs::read_to_string(&unit).unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .unwrap_or_else(|| panic!("no CapabilityBoundingSet= in {}", unit.display()));
+    line.split_whitespace()
+        .map(|c| {
+            let name = c.strip_prefix("CAP_").unwrap_or_else(|| panic!("{c}"));
+            name.to_ascii_lowercase()
+        })
+        .collect()
+}
+
+/// `program` run as the unit runs the daemon: root holding only the unit's bounding set (no
+/// inheritable or ambient capabilities) under no_new_privs, so that the tests see what the
+/// shipped unit allows, and the two cannot drift.
+pub(crate) fn under_the_unit(program: &Path) -> Command {
+    let bounding: Vec<String> = unit_capabilities()
+        .iter()
+        .map(|c| format!("+{c}"))
+        .collect();
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--bounding-set=-all,{}", bounding.join(",")))
+        .args([
+            "--inh-caps=-all",
+            "--ambient-caps=-all",
+            "--no-new-privs",
+            "--",
+        ])
+        .arg(program);
+    cmd
+}
+
 /// A running profilerd with its own socket, state and cache directories under `dir`.
 pub(crate) struct Daemon {
     pub(crate) process: Spawned,
@@ -68,7 +105,7 @@ impl Daemon {
     }
 
     pub(crate) fn start_with(config: &Path, env: &[(&str, &Path)]) -> Daemon {
-        let mut cmd = Command::new(profilerd());
+        let mut cmd = under_the_unit(&profilerd());
         cmd.arg("--config").arg(config);
         for (k, v) in env {
             cmd.env(k, v);
@@ -147,9 +184,14 @@ impl Daemon {
     }
 
     /// SIGTERM; the daemon must exit 0 within 30 s. Returns its stderr.
-    pub(crate) fn stop(mut self) -> String {
+    pub(crate) fn stop(self) -> String {
+        self.stop_within(Duration::from_secs(30))
+    }
+
+    /// SIGTERM; the daemon must exit 0 within `limit`. Returns its stderr.
+    pub(crate) fn stop_within(mut self, limit: Duration) -> String {
         assert!(send_signal(self.process.pid(), "TERM"));
-        let run = self.process.wait_or_panic(Duration::from_secs(30));
+        let run = self.process.wait_or_panic(limit);
         assert!(
             run.status.success(),
             "profilerd exited with {} after SIGTERM\n{}",

@@ -12,6 +12,7 @@ mod daemon_ops;
 mod daemon_reload;
 mod daemon_rollup;
 mod daemon_serve;
+mod daemon_users;
 mod docs;
 mod errors;
 mod fork_exec;

@@ -16,17 +16,12 @@ use crate::options::recording_options;
 use crate::slice::Slice;
 use crate::state::unix_now_ns;
 
-/// The effective uid of the process a pidfd names (read through /proc, then the pidfd checked
-/// again, so that a pid reused meanwhile is not taken for it). None: it exited.
+/// The owner of the process a pidfd names, judged as the kernel judges who may trace it
+/// ([`procmap::owner_of`]: its real, effective and saved ids one user's, and dumpable; else
+/// [`procmap::UNKNOWN_UID`], which only admins match), read through /proc, then the pidfd
+/// checked again, so that a pid reused meanwhile is not taken for it. None: it exited.
 pub(super) fn uid_of(pid: u32, pidfd: &OwnedFd) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let uid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
+    let uid = procmap::owner_of(pid)?;
     crate::sys::pidfd_alive(pidfd).then_some(uid)
 }
 

