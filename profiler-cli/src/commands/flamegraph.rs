@@ -33,6 +33,7 @@ fn from_file(args: &FlamegraphArgs, input: &Path, quiet: bool) -> Result<ExitCod
     let options = profile::SvgOptions {
         title: format!("profctl: {shown}"),
         subtitle: Some(format!("{} samples ({})", profile.total(), loaded.kind)),
+        ..Default::default()
     };
     let empty = WhenEmpty::Fail(format!(
         "{shown} holds no samples; there is no flamegraph to draw"
@@ -85,6 +86,7 @@ fn from_daemon(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Res
             until - since,
             if kernel { "" } else { ", user space only" }
         )),
+        ..Default::default()
     };
     let empty = WhenEmpty::Skip("no samples in that range");
     let written = write_outputs(&outputs, &profile, &options, empty)?;

@@ -33,6 +33,10 @@ fn embedded_only(args: &RecordArgs) -> Option<&'static str> {
         Some("--call-graph")
     } else if args.stack_size != recorder::defaults::STACK_BYTES {
         Some("--stack-size")
+    } else if args.off_cpu {
+        Some("--off-cpu")
+    } else if args.wall {
+        Some("--wall")
     } else {
         None
     }
@@ -207,6 +211,7 @@ fn record(args: &RecordArgs, pid: u32, socket: &Path, quiet: bool) -> Result<Exi
             f.lost,
             if f.kernel { "" } else { ", user space only" }
         )),
+        ..Default::default()
     };
     // Folded stacks, then pprof, then the SVG, as an embedded recording writes them.
     let folded_only = Outputs {
