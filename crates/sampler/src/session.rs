@@ -415,6 +415,12 @@ impl Sampler {
                 what: "sampling context switches of one process",
             });
         }
+        let paranoid = paranoid_level();
+        if config.switches.is_some() && paranoid.is_none_or(|p| p >= 2) && !is_privileged() {
+            return Err(SamplerError::SwitchesNotPermitted {
+                paranoid: paranoid.map_or_else(|| "unknown".to_string(), |p| p.to_string()),
+            });
+        }
         let mut include_kernel = config.include_kernel;
         if include_kernel
             && !matches!(config.target, Target::System)

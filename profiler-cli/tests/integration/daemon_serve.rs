@@ -54,7 +54,8 @@ fn read_report(path: &Path) -> BTreeMap<String, u64> {
     panic!("no whole report in {}", path.display());
 }
 
-fn as_user(uid: u32, gid: u32, program: &Path, cwd: &Path) -> Command {
+/// `program` run as `uid`:`gid` (no supplementary groups) in `cwd`, through setpriv.
+pub(crate) fn as_user(uid: u32, gid: u32, program: &Path, cwd: &Path) -> Command {
     let mut c = Command::new("setpriv");
     c.arg(format!("--reuid={uid}"))
         .arg(format!("--regid={gid}"))

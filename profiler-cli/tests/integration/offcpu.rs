@@ -230,3 +230,48 @@ fn lock_waits_show_the_futex_under_the_caller_that_took_the_lock() {
         "pprof {ns} ns vs folded {folded_us} µs"
     );
 }
+
+#[test]
+fn an_unprivileged_user_without_a_daemon_gets_the_reason_not_an_empty_profile() {
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|p| p.trim().parse::<i32>().ok());
+    if id(&["-u"]) != Some(0) || paranoid.is_some_and(|p| p < 2) {
+        eprintln!("note: needs root (to become the test user) and perf_event_paranoid >= 2");
+        return;
+    }
+    let _guard = sampling_lock();
+    let (uid, gid) = ensure_test_user();
+    let dir = tempfile::Builder::new()
+        .prefix("profctl-offcpu-user-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
+    let measured = dir.path().join("measured.txt");
+    for mode in ["--off-cpu", "--wall"] {
+        let mut cmd = crate::daemon_serve::as_user(uid, gid, profctl(), dir.path());
+        // A socket where no daemon answers.
+        cmd.args(["--socket", "/nonexistent/profilerd.sock", "record", mode])
+            .args(["--folded", "out.folded", "--"])
+            .arg(&workloads().waits)
+            .args(["split", "1"])
+            .arg(&measured);
+        let run = Spawned::spawn(cmd, "profctl (user)").wait_or_panic(Duration::from_secs(60));
+        assert!(
+            !run.status.success(),
+            "{mode} as a user at paranoid 2 succeeded:\n{}",
+            run.stderr
+        );
+        for needed in ["kernel.perf_event_paranoid", "CAP_PERFMON", "profilerd"] {
+            assert!(
+                run.stderr.contains(needed),
+                "{mode}: the error does not name {needed}:\n{}",
+                run.stderr
+            );
+        }
+        assert!(
+            !dir.path().join("out.folded").exists() && !measured.exists(),
+            "{mode}: no profile written and the command not run"
+        );
+    }
+}
