@@ -113,7 +113,7 @@ impl Builder {
             r#type: b.string(kind),
             unit: b.string("nanoseconds"),
         };
-        b.profile.sample_type[1] = time.clone();
+        b.profile.sample_type[1] = time;
         b.profile.period_type = Some(time);
         b
     }
