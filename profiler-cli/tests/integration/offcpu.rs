@@ -275,3 +275,78 @@ fn an_unprivileged_user_without_a_daemon_gets_the_reason_not_an_empty_profile() 
         );
     }
 }
+
+/// A user at paranoid 2 records their own process through profilerd: `--wall` gives the
+/// three shares within [`POINTS`], with user frames only and the wait kind still named (from
+/// the kernel part the daemon saw); `--off-cpu` the two blocked ones.
+#[test]
+fn an_unprivileged_user_records_off_cpu_and_wall_through_profilerd() {
+    if id(&["-u"]) != Some(0) {
+        eprintln!("note: needs root (to start profilerd and become the test user)");
+        return;
+    }
+    let _guard = sampling_lock();
+    let (uid, gid) = ensure_test_user();
+    let dir = tempfile::Builder::new()
+        .prefix("profctl-offcpu-daemon-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let config = crate::daemon::Daemon::write_config(dir.path(), "");
+    let daemon = crate::daemon::Daemon::start(&config);
+    let socket = daemon.socket.to_str().unwrap().to_string();
+    let user_dir = dir.path().join("user");
+    std::fs::create_dir(&user_dir).unwrap();
+    std::os::unix::fs::chown(&user_dir, Some(uid), Some(gid)).unwrap();
+    for (mode, names) in [
+        ("--wall", &["spin", "nap", "wait_pipe"][..]),
+        ("--off-cpu", &["nap", "wait_pipe"][..]),
+    ] {
+        let tag = mode.trim_start_matches("--");
+        let measured = user_dir.join(format!("{tag}.measured"));
+        let mut cmd = crate::daemon_serve::as_user(uid, gid, &workloads().waits, &user_dir);
+        cmd.args(["split", "3"]).arg(&measured);
+        let mut workload = Spawned::spawn(cmd, "waits (user)");
+        let folded = format!("{tag}.folded");
+        let mut cmd = crate::daemon_serve::as_user(uid, gid, profctl(), &user_dir);
+        cmd.args(["--socket", &socket, "record", mode, "--pid"])
+            .arg(workload.pid().to_string())
+            .args(["-d", "2", "--folded", &folded]);
+        let run = Spawned::spawn(cmd, "profctl (user)").wait_or_panic(Duration::from_secs(60));
+        run.assert_success(&format!("record {mode} --pid through profilerd as a user"));
+        assert!(
+            run.stderr.contains("via profilerd") && run.stderr.contains("microseconds"),
+            "{}",
+            run.stderr
+        );
+        workload
+            .wait_or_panic(Duration::from_secs(30))
+            .assert_success("waits split");
+        let stacks = read_folded(&user_dir.join(&folded));
+        assert_split(&stacks, &read_measured(&measured), names);
+        let kernel: Vec<&Stack> = stacks
+            .iter()
+            .filter(|s| {
+                s.frames
+                    .iter()
+                    .any(|f| f.starts_with("entry_SYSCALL") || f == "schedule")
+            })
+            .collect();
+        assert!(
+            kernel.is_empty(),
+            "{mode}: kernel frames shown to a user: {kernel:?}"
+        );
+        let sleep_named = stacks
+            .iter()
+            .any(|s| s.has("nap") && s.frames.last().unwrap() == "[off-cpu: sleep]");
+        assert!(
+            sleep_named,
+            "{mode}: nap's wait is not named sleep\n{}",
+            top_lines(&stacks, 10)
+        );
+    }
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sampler::EventKind;
 
-use super::{Entry, Outcome};
+use super::{Entry, Measure, Outcome};
 use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
@@ -40,14 +40,17 @@ pub(super) fn run(
 ) -> Result<Outcome, String> {
     let request = &entry.request;
     let frequency = request.frequency.unwrap_or(0);
-    let options = recording_options(
+    let mut options = recording_options(
         config,
         event,
         request.pid,
         frequency,
         duration,
-        entry.kernel,
+        // Off CPU, the kernel part names the wait kind; `append` keeps it from a requester
+        // who may not see kernel frames.
+        entry.kernel || request.measure != Measure::Cpu,
     );
+    options.measure = request.measure.recorder();
     let service_options = recorder::ResolveOptions {
         debug_search: options
             .preload_symbols
@@ -59,6 +62,11 @@ pub(super) fn run(
     let mut symbolizer = recorder::Symbolizer::new(service_options, None);
     let sampled = sample(&options, &symbolizer, &pidfd, stop)?;
     let recording = &sampled.recording;
+    // Off-CPU and wall-clock recordings sample on cpu-clock: periods are ns.
+    let event = match request.measure {
+        Measure::Cpu => event,
+        _ => EventKind::CpuClock,
+    };
     let period_ns = 1_000_000_000 / recording.frequency.max(1);
     let offset = unix_now_ns().saturating_sub(sampler::now_ns());
     let filter = Filter {
@@ -85,6 +93,7 @@ pub(super) fn run(
         "recording done"
     );
     Ok(Outcome {
+        measure: request.measure,
         samples_read: recording.stats.samples,
         lost: recording.stats.lost,
         event: recording.event.to_string(),
@@ -162,7 +171,8 @@ fn sample(
 }
 
 /// Add the stacks of `slice` that `filter` and `visibility` admit to `out` (kernel frames
-/// removed unless everything is visible).
+/// removed unless everything is visible; an off-CPU stack keeps its innermost frame, which
+/// names the wait kind, after them).
 fn append(out: &mut Slice, slice: Slice, filter: &Filter, visibility: Visibility) {
     let base = out.names.len() as u32;
     out.names.extend(slice.names);
@@ -171,8 +181,15 @@ fn append(out: &mut Slice, slice: Slice, filter: &Filter, visibility: Visibility
             continue;
         }
         if visibility != Visibility::All {
-            let keep = s.frames.len() - (s.kernel_frames as usize).min(s.frames.len());
+            let marker = s
+                .frames
+                .last()
+                .copied()
+                .filter(|&f| profile::WaitKind::is_marker(&out.names[(base + f) as usize]));
+            let kernel = s.kernel_frames as usize + usize::from(marker.is_some());
+            let keep = s.frames.len() - kernel.min(s.frames.len());
             s.frames.truncate(keep);
+            s.frames.extend(marker);
             s.kernel_frames = 0;
         }
         for f in s.frames.iter_mut() {
