@@ -374,7 +374,8 @@ pub struct RecordArgs {
     /// With --pid, record in this process even when profilerd answers on its socket
     /// (otherwise a --pid recording is asked of profilerd when it answers, and recorded here
     /// when it does not, or when an option only this process has is given: --window,
-    /// --lines, --debug-dir, --ring-pages, --event, --call-graph, --stack-size).
+    /// --lines, --debug-dir, --ring-pages, --event, --call-graph, --stack-size; --off-cpu and
+    /// --wall when this user may sample context switches).
     #[arg(long)]
     pub embedded: bool,
     /// The command to run and profile (after --). Recording ends when it exits; if the
