@@ -408,6 +408,23 @@ pub struct RecordArgs {
     /// Do not sample kernel code or collect kernel frames.
     #[arg(long)]
     pub no_kernel: bool,
+    /// Record where threads wait instead of where they run: each stack at a context switch
+    /// out, weighted by the time until the thread runs again (sleeps, locks, IO; not time
+    /// preempted), under a frame naming the wait (`[off-cpu: sleep|lock|io|other]`). Counts
+    /// are microseconds. Needs --pid or a command.
+    #[arg(long, conflicts_with = "wall")]
+    pub off_cpu: bool,
+    /// Record wall-clock time: CPU samples (on cpu-clock) weighted by their period plus the
+    /// off-CPU stacks of --off-cpu and the time threads were preempted, so that a thread's
+    /// stacks add up to the time it lived. Counts are microseconds. Needs --pid or a command.
+    #[arg(long)]
+    pub wall: bool,
+    /// With --off-cpu or --wall: most switch-out stacks sampled per second; when switches
+    /// come faster, one in several is sampled and its time counted for the switches it
+    /// stands for (every switch is still seen).
+    #[arg(long, value_name = "HZ", default_value_t = recorder::defaults::SWITCH_FREQUENCY,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub switch_rate: u64,
     /// The event to sample on.
     #[arg(long, value_enum, default_value_t = EventArg::Auto)]
     pub event: EventArg,
@@ -439,7 +456,8 @@ pub struct RecordArgs {
     /// With --pid, record in this process even when profilerd answers on its socket
     /// (otherwise a --pid recording is asked of profilerd when it answers, and recorded here
     /// when it does not, or when an option only this process has is given: --window,
-    /// --lines, --debug-dir, --ring-pages, --event, --call-graph, --stack-size).
+    /// --lines, --debug-dir, --ring-pages, --event, --call-graph, --stack-size; --off-cpu and
+    /// --wall when this user may sample context switches).
     #[arg(long)]
     pub embedded: bool,
     /// The command to run and profile (after --). Recording ends when it exits; if the

@@ -102,6 +102,7 @@ mod tests {
         let options = profile::SvgOptions {
             title: "t".into(),
             subtitle: None,
+            ..Default::default()
         };
         let written = write_outputs(&o, &p, &options, WhenEmpty::Skip("empty")).unwrap();
         assert_eq!(written, [shown(&folded), shown(&svg)]);

@@ -61,6 +61,8 @@ pub struct Builder {
     mappings: HashMap<(u64, u64, u64, i64, i64), u64>,
     locations: HashMap<LocationKey, u64>,
     samples: HashMap<SampleKey, usize>,
+    /// Samples carry their own time (see [`Builder::timed`]): `finish` leaves it.
+    timed: bool,
 }
 
 /// A location by mapping, address and lines (function id, line).
@@ -81,6 +83,7 @@ impl Builder {
             mappings: HashMap::new(),
             locations: HashMap::new(),
             samples: HashMap::new(),
+            timed: false,
         };
         b.string(""); // index 0 is always ""
         let samples = ValueType {
@@ -97,6 +100,21 @@ impl Builder {
         });
         b.profile.sample_type = vec![samples, cpu];
         b.profile.period = period_ns.min(i64::MAX as u64) as i64;
+        b
+    }
+
+    /// An empty time profile: sample types `samples/count` and `KIND/nanoseconds` (e.g.
+    /// `off_cpu`, `wall`), each sample's time given with it ([`Builder::add_timed_sample`]),
+    /// period type `KIND/nanoseconds` with a period of `period_ns`.
+    pub fn timed(kind: &str, period_ns: u64) -> Builder {
+        let mut b = Builder::new(period_ns);
+        b.timed = true;
+        let time = ValueType {
+            r#type: b.string(kind),
+            unit: b.string("nanoseconds"),
+        };
+        b.profile.sample_type[1] = time;
+        b.profile.period_type = Some(time);
         b
     }
 
@@ -211,6 +229,19 @@ impl Builder {
 
     /// Add `count` samples of the stack `locations` (location ids, leaf first) with `labels`.
     pub fn add_sample(&mut self, locations: &[u64], count: u64, labels: &Labels<'_>) {
+        self.add_timed_sample(locations, count, 0, labels);
+    }
+
+    /// Add `count` samples of the stack `locations` standing for `nanos` ns together (a time
+    /// profile made by [`Builder::timed`]; in a CPU profile the time comes from the period,
+    /// and `nanos` is ignored).
+    pub fn add_timed_sample(
+        &mut self,
+        locations: &[u64],
+        count: u64,
+        nanos: u64,
+        labels: &Labels<'_>,
+    ) {
         let mut label = Vec::with_capacity(5);
         let mut num = |b: &mut Builder, key: &str, n: Option<u32>| {
             if let Some(n) = n {
@@ -228,10 +259,12 @@ impl Builder {
         }
         // The CPU time (second value) is filled in by `finish`, from the period then.
         let count = count.min(i64::MAX as u64) as i64;
+        let nanos = nanos.min(i64::MAX as u64) as i64;
         match self.samples.get(&(locations.to_vec(), label.clone())) {
             Some(&i) => {
                 let s = &mut self.profile.sample[i];
                 s.value[0] = s.value[0].saturating_add(count);
+                s.value[1] = s.value[1].saturating_add(nanos);
             }
             None => {
                 self.samples.insert(
@@ -240,7 +273,7 @@ impl Builder {
                 );
                 self.profile.sample.push(Sample {
                     location_id: locations.to_vec(),
-                    value: vec![count, 0],
+                    value: vec![count, nanos],
                     label: label
                         .into_iter()
                         .map(|(key, str, num)| Label {
@@ -272,6 +305,9 @@ impl Builder {
 
     /// The profile.
     pub fn finish(mut self) -> Profile {
+        if self.timed {
+            return self.profile;
+        }
         let period = self.period_ns.min(i64::MAX as u64) as i64;
         for s in &mut self.profile.sample {
             s.value[1] = s.value[0].saturating_mul(period);
@@ -299,6 +335,30 @@ pub fn encode_gz(profile: &Profile) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_profiles_keep_each_samples_time() {
+        let mut b = Builder::timed("off_cpu", 1);
+        let m = b.mapping(&MappingSpec {
+            file: "/bin/app",
+            ..Default::default()
+        });
+        let l = b.location(m, 0x10, &[]);
+        b.add_timed_sample(&[l], 1, 300, &Labels::default());
+        b.add_timed_sample(&[l], 2, 700, &Labels::default());
+        let p = b.finish();
+        assert_eq!(p.sample[0].value, vec![3, 1000]);
+        let name = |i: i64| p.string_table[i as usize].as_str();
+        let types: Vec<(&str, &str)> = p
+            .sample_type
+            .iter()
+            .map(|t| (name(t.r#type), name(t.unit)))
+            .collect();
+        assert_eq!(
+            types,
+            vec![("samples", "count"), ("off_cpu", "nanoseconds")]
+        );
+    }
 
     #[test]
     fn tables_are_interned_and_samples_merged() {

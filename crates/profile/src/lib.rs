@@ -14,6 +14,7 @@ mod quality;
 mod raw_stacks;
 mod stack;
 mod svg;
+mod wait;
 
 pub use folded::{parse_folded_line, sanitize_frame};
 pub use functions::{
@@ -25,6 +26,7 @@ pub use quality::{EndCounts, UnwindQuality};
 pub use raw_stacks::{RawStack, RawStackStats, RawStacks, SampleOrigin};
 pub use stack::{call_site, Stack, StackEnd};
 pub use svg::SvgOptions;
+pub use wait::{StackWeight, WaitKind};
 
 /// Errors writing a profile.
 #[non_exhaustive]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::quality::UnwindQuality;
 use crate::stack::StackEnd;
+use crate::wait::StackWeight;
 
 /// Where one frame's code was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -91,8 +92,10 @@ pub struct NormalizedStack {
     pub user_end: StackEnd,
     /// Samples.
     pub count: u64,
-    /// Sum of the samples' periods.
+    /// Sum of the samples' periods (for an off-CPU stack, the time off CPU in ns).
     pub period: u64,
+    /// What `period` measures.
+    pub weight: StackWeight,
 }
 
 /// A closed time window, normalized.

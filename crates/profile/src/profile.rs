@@ -191,6 +191,7 @@ mod tests {
         let options = SvgOptions {
             title: "test".into(),
             subtitle: Some("cpu-clock at 999 Hz".into()),
+            ..SvgOptions::default()
         };
         p.write_svg(&mut out, &options).unwrap();
         let svg = String::from_utf8(out).unwrap();

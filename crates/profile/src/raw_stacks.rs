@@ -5,10 +5,11 @@ use std::collections::HashMap;
 use rustc_hash::FxBuildHasher;
 
 use crate::stack::{Stack, StackEnd};
+use crate::wait::StackWeight;
 
 /// Words before the frames in a key: pid and tid packed into one, the process's start time,
-/// the thread's context (see [`SampleOrigin`]), then the kernel part's length and the user
-/// part's end.
+/// the thread's context (see [`SampleOrigin`]), then the kernel part's length, the user
+/// part's end and the stack's weight kind (bits 0-31, 32-39, 40-47).
 const HEADER_WORDS: usize = 4;
 
 /// Who took a sample and when.
@@ -26,8 +27,10 @@ pub struct SampleOrigin {
     pub thread_context: u32,
     /// The sample's time.
     pub time: u64,
-    /// The sample's period.
+    /// The sample's period (for an off-CPU stack, the time off CPU in ns).
     pub period: u64,
+    /// What the period measures.
+    pub weight: StackWeight,
 }
 
 /// What is known about one distinct raw stack.
@@ -50,6 +53,8 @@ pub struct RawStack<'a> {
     pub tid: u32,
     /// The frames.
     pub stack: Stack<'a>,
+    /// What the stack's period measures.
+    pub weight: StackWeight,
 }
 
 /// Sample counts per distinct (thread, stack).
@@ -72,6 +77,7 @@ fn decode(key: &[u64]) -> RawStack<'_> {
             user: &frames[kernel_len..],
             user_end: StackEnd::from_code((key[3] >> 32) as u8),
         },
+        weight: StackWeight::from_code((key[3] >> 40) as u8),
     }
 }
 
@@ -92,14 +98,18 @@ impl RawStacks {
             thread_context,
             time,
             period,
+            weight,
         } = *origin;
         self.samples += 1;
         self.scratch.clear();
         self.scratch.push((pid as u64) << 32 | tid as u64);
         self.scratch.push(process_start);
         self.scratch.push(u64::from(thread_context));
-        self.scratch
-            .push(stack.kernel.len() as u64 | u64::from(stack.user_end.code()) << 32);
+        self.scratch.push(
+            stack.kernel.len() as u64
+                | u64::from(stack.user_end.code()) << 32
+                | u64::from(weight.code()) << 40,
+        );
         self.scratch.extend_from_slice(stack.kernel);
         self.scratch.extend_from_slice(stack.user);
         if let Some(stats) = self.map.get_mut(&self.scratch[..]) {
@@ -168,6 +178,7 @@ mod tests {
             thread_context,
             time,
             period,
+            weight: StackWeight::OnCpu,
         }
     }
 

@@ -9,6 +9,7 @@ mod cache_root;
 mod error;
 mod launch;
 mod normalize;
+mod offcpu;
 mod options;
 mod preload;
 mod rate;
@@ -21,7 +22,8 @@ mod usage;
 mod windows;
 
 pub use error::RecordError;
-pub use options::{defaults, CallGraph, RecordOptions, RecordTarget};
+pub use offcpu::SwitchStats;
+pub use options::{defaults, CallGraph, Measure, RecordOptions, RecordTarget};
 pub use procmap::PinnedFiles;
 pub use rate::FrequencyControl;
 pub use recording::{record, Recording};

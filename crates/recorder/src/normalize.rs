@@ -97,6 +97,7 @@ pub(crate) fn normalize(
             user_end: raw.stack.user_end,
             count: stats.count,
             period: stats.period,
+            weight: raw.weight,
         });
     }
     window.threads = vec![ThreadLabels::default(); threads.len()];

@@ -16,6 +16,28 @@ pub enum RecordTarget {
     Command(Vec<OsString>),
 }
 
+/// What time a recording measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Measure {
+    /// CPU time: samples of the sampling event.
+    #[default]
+    Cpu,
+    /// Time blocked off CPU: each stack at switch-out, weighted by the time until the thread
+    /// runs again (sleeping, waiting for a lock or for IO; not preempted time).
+    OffCpu,
+    /// Wall-clock time: CPU samples weighted by their period (ns, on cpu-clock) plus every
+    /// interval off CPU (blocked or preempted), so that a thread's stacks add up to the time
+    /// it lived.
+    Wall,
+}
+
+impl Measure {
+    /// Whether context switches are sampled.
+    pub fn samples_switches(self) -> bool {
+        self != Measure::Cpu
+    }
+}
+
 /// How user stacks are walked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CallGraph {
@@ -41,6 +63,10 @@ impl std::fmt::Display for CallGraph {
 
 /// Defaults shared by the CLI and the daemon.
 pub mod defaults {
+    /// Most switch-out samples per second, the whole recording (off-CPU and wall-clock
+    /// recordings): when switches come faster, one in several is sampled, its time counted
+    /// for the switches it stands for (see docs/offcpu.md).
+    pub const SWITCH_FREQUENCY: u64 = 1000;
     /// Bytes of user stack copied per sample for DWARF unwinding (see docs/unwinding.md).
     pub const STACK_BYTES: u32 = 16 * 1024;
     /// Longest time a record waits in a ring buffer when no progress is shown.
@@ -198,6 +224,10 @@ pub struct RecordOptions {
     pub window: Option<Duration>,
     /// A handle through which the frequency can be changed while recording (None: fixed).
     pub frequency_control: Option<crate::FrequencyControl>,
+    /// What time is measured (CPU, off-CPU, wall-clock).
+    pub measure: Measure,
+    /// Most switch-out samples per second, when switches are sampled.
+    pub switch_frequency: u64,
 }
 
 impl RecordOptions {
@@ -219,6 +249,8 @@ impl RecordOptions {
             debuginfod: None,
             window: None,
             frequency_control: None,
+            measure: Measure::Cpu,
+            switch_frequency: defaults::SWITCH_FREQUENCY,
         }
     }
 }

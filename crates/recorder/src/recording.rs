@@ -5,15 +5,16 @@ use std::time::{Duration, Instant};
 
 use procmap::ProcessTable;
 use sampler::{
-    drain_until, DrainEnd, EventKind, RecordSink, Sampler, SamplerConfig, SidebandWakeup,
-    StackCapture, Target,
+    drain_until, DrainEnd, EventChoice, EventKind, RecordSink, Sampler, SamplerConfig,
+    SidebandWakeup, StackCapture, SwitchSampling, Target,
 };
 use tracing::{debug, info, warn};
 use unwind::{StackBuilder, Unwinders};
 
 use crate::error::RecordError;
 use crate::launch::Launched;
-use crate::options::{defaults, CallGraph, RecordOptions, RecordTarget};
+use crate::offcpu::{Keep, OffCpu};
+use crate::options::{defaults, CallGraph, Measure, RecordOptions, RecordTarget};
 use crate::preload::Preloader;
 use crate::rate::SamplePeriods;
 use crate::report::{ClosedWindow, CpuMarks, Progress, RecordingStats};
@@ -42,6 +43,8 @@ pub struct Recording {
     pub call_graph: CallGraph,
     /// This process's CPU time when the events were enabled and when sampling ended.
     pub cpu_marks: CpuMarks,
+    /// What time was measured.
+    pub measure: Measure,
 }
 
 /// Record until `stop` resolves, the duration elapses, or the profiled command exits.
@@ -74,6 +77,7 @@ pub async fn record(
         },
         (RecordTarget::Command(_), None) => return Err(RecordError::EmptyCommand),
     };
+    let measure = options.measure;
     let config = SamplerConfig {
         frequency: options.frequency,
         ring_pages: options.ring_pages,
@@ -86,7 +90,16 @@ pub async fn record(
             ),
         },
         include_kernel: options.include_kernel,
-        event: options.event,
+        // Wall-clock time adds CPU samples' periods to times off CPU: they must be ns (and
+        // an off-CPU recording opens no CPU event: nothing to probe).
+        event: match measure {
+            Measure::Cpu => options.event,
+            Measure::OffCpu | Measure::Wall => EventChoice::Force(EventKind::CpuClock),
+        },
+        switches: measure.samples_switches().then_some(SwitchSampling {
+            period: 1,
+            cpu_samples: measure == Measure::Wall,
+        }),
         sideband_wakeup: if options.window.is_some() {
             // Streaming (a long recording of windows): the side-band ring is read at the
             // drain tick, and wakes the reader only when three quarters full, not at every
@@ -188,6 +201,12 @@ pub async fn record(
         frequency_control: options.frequency_control.clone(),
         frequency: sampler.info().frequency,
         periods: SamplePeriods::default(),
+        off_cpu: match measure {
+            Measure::Cpu => None,
+            Measure::OffCpu => Some(OffCpu::new(Keep::Blocked, options.switch_frequency)),
+            Measure::Wall => Some(OffCpu::new(Keep::AllOffCpu, options.switch_frequency)),
+        },
+        on_cpu: measure != Measure::OffCpu,
     };
     if let Some(control) = &options.frequency_control {
         control.set_in_effect(sampler.info().frequency);
@@ -237,6 +256,10 @@ pub async fn record(
     }
     // Samples the kernel dropped that no LOST record reported (a ring full at the very end).
     collector.stats.lost = collector.stats.lost.max(sampler.kernel_lost());
+    let switches_lost = sampler.switches_lost();
+    // Threads still off CPU now were so until the end.
+    collector.close_off_cpu(crate::sys::monotonic_ns());
+    collector.stats.switches.lost = collector.stats.switches.lost.max(switches_lost);
     drop(sampler);
     let cpu_marks = CpuMarks {
         events_enabled,
@@ -257,6 +280,7 @@ pub async fn record(
         command_status,
         call_graph: options.call_graph,
         cpu_marks,
+        measure,
     })
 }
 
@@ -283,6 +307,16 @@ async fn drain_following_cpus(
         let requested = collector.frequency_control.as_ref().and_then(|c| c.take());
         if let Some(hz) = requested {
             change_frequency(sampler, collector, hz);
+        }
+        let period = collector
+            .off_cpu
+            .as_mut()
+            .and_then(|o| o.take_period_change());
+        if let Some(period) = period {
+            match sampler.set_switch_period(period) {
+                Ok(()) => debug!(period, "switch sampling period changed"),
+                Err(err) => warn!(%err, period, "cannot change the switch sampling period"),
+            }
         }
     }
     Ok(())

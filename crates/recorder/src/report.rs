@@ -39,6 +39,8 @@ pub struct RecordingStats {
     pub windows: u64,
     /// Samples read after their window had closed (counted in the oldest open window).
     pub late_samples: u64,
+    /// Context switches, when they were sampled (off-CPU and wall-clock recordings).
+    pub switches: crate::SwitchStats,
 }
 
 /// A window as it closes: its stacks, normalized, and what the recording tracked then.

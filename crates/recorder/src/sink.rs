@@ -12,6 +12,7 @@ use symbolize::FrameCache;
 use unwind::StackBuilder;
 
 use crate::normalize::normalize;
+use crate::offcpu::OffCpu;
 use crate::preload::Preloader;
 use crate::rate::SamplePeriods;
 use crate::report::{ClosedWindow, Progress, RecordingStats, Tracked};
@@ -107,10 +108,65 @@ pub(crate) struct Collector<'p> {
     pub frequency: u64,
     /// The period each sample stands for (see [`SamplePeriods`]).
     pub periods: SamplePeriods,
+    /// Off-CPU intervals, when context switches are sampled.
+    pub off_cpu: Option<OffCpu>,
+    /// Count CPU samples (false when only off-CPU time is recorded).
+    pub on_cpu: bool,
 }
 
 impl Collector<'_> {
+    /// A switch-out sample: its stack waits for the thread's switch back in.
+    fn switch_sample(&mut self, s: &Sample<'_>) {
+        let Some(off_cpu) = self.off_cpu.as_mut() else {
+            return;
+        };
+        let origin = SampleOrigin {
+            pid: s.pid,
+            tid: s.tid,
+            process_start: self
+                .processes
+                .process_key(s.pid, s.time)
+                .map_or(0, |k| k.start_time),
+            thread_context: self.contexts.of(s.tid),
+            time: s.time,
+            period: s.period,
+            weight: profile::StackWeight::Blocked,
+        };
+        let stack = self.stacks.build(&self.processes, s);
+        off_cpu.sample(origin, &stack);
+    }
+
+    /// Count the off-CPU intervals the round's records closed.
+    fn end_off_cpu_round(&mut self) {
+        let Some(off_cpu) = self.off_cpu.as_mut() else {
+            return;
+        };
+        let (windows, processes) = (&mut self.windows, &mut self.processes);
+        off_cpu.end_round(&mut |origin, stack| {
+            if windows.add(origin, stack) {
+                processes.read_exec_uid(origin.pid, origin.time);
+            }
+        });
+        off_cpu.check_rate(crate::sys::monotonic_ns());
+        self.stats.switches = off_cpu.stats;
+    }
+
+    /// Close the intervals of threads still off CPU at the end of the recording.
+    pub(crate) fn close_off_cpu(&mut self, end: u64) {
+        let Some(off_cpu) = self.off_cpu.as_mut() else {
+            return;
+        };
+        let windows = &mut self.windows;
+        off_cpu.close_all(end, &mut |origin, stack| {
+            windows.add(origin, stack);
+        });
+        self.stats.switches = off_cpu.stats;
+    }
+
     fn sample(&mut self, s: &Sample<'_>) {
+        if !self.on_cpu {
+            return;
+        }
         self.stats.samples += 1;
         let origin = SampleOrigin {
             pid: s.pid,
@@ -122,6 +178,7 @@ impl Collector<'_> {
             thread_context: self.contexts.of(s.tid),
             time: s.time,
             period: self.periods.of(s.time, s.period),
+            weight: profile::StackWeight::OnCpu,
         };
         let stack = self.stacks.build(&self.processes, s);
         let new = self.windows.add(&origin, &stack);
@@ -228,7 +285,12 @@ impl Collector<'_> {
 
 impl RecordSink for Collector<'_> {
     fn pause_draining(&mut self) -> bool {
-        self.cpus_changed || self.frequency_control.as_ref().is_some_and(|c| c.pending())
+        self.cpus_changed
+            || self.frequency_control.as_ref().is_some_and(|c| c.pending())
+            || self
+                .off_cpu
+                .as_ref()
+                .is_some_and(|o| o.period_change_pending())
     }
 
     fn on_record(&mut self, raw: RawRecord<'_>) {
@@ -237,6 +299,17 @@ impl RecordSink for Collector<'_> {
         }
         match decode_with(raw, &self.format) {
             Record::Sample(s) => self.sample(&s),
+            Record::SwitchSample(s) => self.switch_sample(&s),
+            Record::Switch { out, preempted, id } => {
+                if let Some(off_cpu) = self.off_cpu.as_mut() {
+                    off_cpu.switch(id.tid, id.time, out, preempted);
+                }
+            }
+            Record::SwitchesLost { count } => {
+                if let Some(off_cpu) = self.off_cpu.as_mut() {
+                    off_cpu.stats.lost += count;
+                }
+            }
             Record::Mmap2(m) => {
                 if m.prot & libc::PROT_EXEC as u32 == 0 {
                     return;
@@ -286,6 +359,9 @@ impl RecordSink for Collector<'_> {
                 self.processes.fork(pid, ppid, tid, ptid, time);
             }
             Record::Exit { pid, tid, time, .. } => {
+                if let Some(off_cpu) = self.off_cpu.as_mut() {
+                    off_cpu.exit(tid, time);
+                }
                 self.contexts.exited(tid);
                 self.processes.exit(pid, tid, time);
                 if pid == tid {
@@ -319,6 +395,7 @@ impl Collector<'_> {
         let ring = sampler.ring_stats();
         self.stats.malformed_batches = ring.malformed;
         self.stats.late_samples = self.windows.late;
+        self.end_off_cpu_round();
         // Samples read after their process's EXIT record (in the same round) rebuilt its
         // unwinder: processes that exited keep none.
         if let Some(unwinders) = self.stacks.unwinders_mut() {

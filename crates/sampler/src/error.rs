@@ -19,6 +19,21 @@ pub enum SamplerError {
         /// What would allow it.
         hint: &'static str,
     },
+    /// Context switches cannot be sampled by this user: the switch-out sample is taken in
+    /// the kernel, and the kernel refuses kernel-mode events to an unprivileged user at
+    /// `perf_event_paranoid` 2 (with user space only the event would count nothing).
+    #[error(
+        "off-CPU and wall-clock profiles need the kernel's context-switch event, which \
+         kernel.perf_event_paranoid = {paranoid} denies to a user without CAP_PERFMON \
+         (limited to user space it counts nothing). \
+         Record through profilerd, which records a user's own processes for them (start it, \
+         or point --socket at it); or lower kernel.perf_event_paranoid to 1 \
+         (sysctl kernel.perf_event_paranoid=1); or grant CAP_PERFMON."
+    )]
+    SwitchesNotPermitted {
+        /// The current perf_event_paranoid level, or "unknown".
+        paranoid: String,
+    },
     /// The target process does not exist (any more).
     #[error("no such process: {pid} (it may have exited)")]
     NoSuchProcess {

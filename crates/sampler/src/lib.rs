@@ -18,13 +18,14 @@ pub use error::SamplerError;
 pub use event::EventKind;
 pub use record::{
     decode, decode_with, Callchain, Mmap2, Record, Sample, SampleFormat, SampleId, SAMPLE_TYPE,
+    SWITCH_LOST, SWITCH_SAMPLE,
 };
 pub use regs::{UserRegs, UNWIND_REGS_MASK};
 pub use ring::{read_records, RawRecord, RingBuffer, RingStats, HEADER_SIZE};
 pub use session::{
     auto_event, defaults, is_privileged, max_sample_rate, online_cpus, paranoid_level, CpuChange,
-    EventChoice, Sampler, SamplerConfig, SessionInfo, SidebandWakeup, StackCapture, Target,
-    MAX_STACK_BYTES,
+    EventChoice, Sampler, SamplerConfig, SessionInfo, SidebandWakeup, StackCapture, SwitchSampling,
+    Target, MAX_STACK_BYTES,
 };
 
 /// The current time on the clock of the records' timestamps (CLOCK_MONOTONIC, in ns): compare

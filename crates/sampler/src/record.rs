@@ -19,6 +19,25 @@ pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IP
 /// Bytes of the `sample_id` trailer (`sample_id_all`) for [`SAMPLE_TYPE`]: pid/tid, time, cpu/res.
 const SAMPLE_ID_SIZE: usize = 8 + 8 + 8;
 
+/// The record kind a sample from a context-switch event is handed on with (beyond the
+/// kernel's PERF_RECORD_* numbers, which stay below 0x10000): decoded as
+/// [`Record::SwitchSample`].
+pub const SWITCH_SAMPLE: u32 = 0x1_0000 | b::PERF_RECORD_SAMPLE;
+
+/// The record kind a LOST record of a context-switch event's ring is handed on with:
+/// decoded as [`Record::SwitchesLost`].
+pub const SWITCH_LOST: u32 = 0x1_0000 | b::PERF_RECORD_LOST;
+
+/// The kind a record read from a context-switch event's ring is handed on with: its samples
+/// become [`SWITCH_SAMPLE`], its LOST records [`SWITCH_LOST`], other records keep theirs.
+pub(crate) fn switch_kind(kind: u32) -> u32 {
+    match kind {
+        b::PERF_RECORD_SAMPLE => SWITCH_SAMPLE,
+        b::PERF_RECORD_LOST => SWITCH_LOST,
+        other => other,
+    }
+}
+
 /// Where and when a non-sample record happened (the `sample_id_all` trailer).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SampleId {
@@ -191,6 +210,23 @@ pub enum Record<'a> {
         /// When.
         time: u64,
     },
+    /// A sample of the context-switch event: the thread's stack as it was switched out; its
+    /// period is the number of switches it stands for.
+    SwitchSample(Sample<'a>),
+    /// A thread was switched out or back in (PERF_RECORD_SWITCH).
+    Switch {
+        /// Switched out (else in).
+        out: bool,
+        /// Switched out while still runnable (preempted), not blocked.
+        preempted: bool,
+        /// Which thread, when.
+        id: SampleId,
+    },
+    /// The kernel dropped `count` records of a context-switch event's ring.
+    SwitchesLost {
+        /// Records lost.
+        count: u64,
+    },
     /// The kernel dropped `count` records because the buffer was full.
     Lost {
         /// Records lost.
@@ -270,6 +306,29 @@ pub fn decode_with<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Record<'a> 
 fn decode_inner<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Option<Record<'a>> {
     let misc = raw.misc as u32;
     Some(match raw.kind {
+        SWITCH_SAMPLE => match decode_inner(
+            RawRecord {
+                kind: b::PERF_RECORD_SAMPLE,
+                ..raw
+            },
+            format,
+        )? {
+            Record::Sample(s) => Record::SwitchSample(s),
+            other => other,
+        },
+        SWITCH_LOST => {
+            let mut c = Cursor { bytes: raw.body };
+            let _id = c.u64()?;
+            Record::SwitchesLost { count: c.u64()? }
+        }
+        b::PERF_RECORD_SWITCH => {
+            let (_, id) = split_sample_id(raw.body)?;
+            Record::Switch {
+                out: misc & b::PERF_RECORD_MISC_SWITCH_OUT != 0,
+                preempted: misc & b::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0,
+                id,
+            }
+        }
         b::PERF_RECORD_SAMPLE => {
             let mut c = Cursor { bytes: raw.body };
             let ip = c.u64()?;
@@ -411,6 +470,45 @@ mod tests {
         push64(v, time);
         push32(v, cpu);
         push32(v, 0);
+    }
+
+    #[test]
+    fn decodes_switch_records_and_tagged_samples() {
+        let mut v = Vec::new();
+        sample_id(&mut v, 5, 6, 777, 1);
+        let misc = (b::PERF_RECORD_MISC_SWITCH_OUT | b::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) as u16;
+        let Record::Switch { out, preempted, id } = decode(RawRecord {
+            kind: b::PERF_RECORD_SWITCH,
+            misc,
+            body: &v,
+        }) else {
+            panic!("not a switch record")
+        };
+        assert!(out && preempted);
+        assert_eq!((id.pid, id.tid, id.time, id.cpu), (5, 6, 777, 1));
+        let Record::Switch { out, .. } = decode(RawRecord {
+            kind: b::PERF_RECORD_SWITCH,
+            misc: 0,
+            body: &v,
+        }) else {
+            panic!("not a switch record")
+        };
+        assert!(!out, "no flag: switched in");
+        // A sample from a switch ring keeps its layout under its own kind.
+        let mut s = Vec::new();
+        for x in [0x1234u64, (11u64 << 32) | 10, 999, 1, 3, 0] {
+            push64(&mut s, x);
+        }
+        assert_eq!(switch_kind(b::PERF_RECORD_SAMPLE), SWITCH_SAMPLE);
+        assert_eq!(switch_kind(b::PERF_RECORD_SWITCH), b::PERF_RECORD_SWITCH);
+        let Record::SwitchSample(sample) = decode(RawRecord {
+            kind: SWITCH_SAMPLE,
+            misc: 0,
+            body: &s,
+        }) else {
+            panic!("not a switch sample")
+        };
+        assert_eq!((sample.ip, sample.time, sample.period), (0x1234, 999, 3));
     }
 
     #[test]

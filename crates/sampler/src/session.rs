@@ -95,6 +95,16 @@ pub struct StackCapture {
     pub keep_fp_callchain: bool,
 }
 
+/// Sampling context switches (off-CPU and wall-clock profiles), for [`Target::Process`] only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchSampling {
+    /// Sample one switch-out in this many (1: every one); changed while sampling with
+    /// [`Sampler::set_switch_period`]. Every switch is still seen by its switch record.
+    pub period: u64,
+    /// Also sample on-CPU time with the sampling event (false: switches only).
+    pub cpu_samples: bool,
+}
+
 /// Everything needed to open a sampling session.
 #[derive(Clone, Debug)]
 pub struct SamplerConfig {
@@ -133,6 +143,9 @@ pub struct SamplerConfig {
     /// whether or not the reader drained the ring meanwhile, so with
     /// [`SidebandWakeup::Bytes`] a larger ring means proportionally fewer wake-ups.
     pub sideband_ring_pages: usize,
+    /// Sample context switches too, into rings of their own (see [`SwitchSampling`]), so
+    /// that a burst of switches never fills the CPU samples' rings. None: CPU samples only.
+    pub switches: Option<SwitchSampling>,
 }
 
 impl SamplerConfig {
@@ -149,6 +162,7 @@ impl SamplerConfig {
             exclude_idle: matches!(target, Target::System),
             sideband_wakeup: SidebandWakeup::EveryRecord,
             sideband_ring_pages: defaults::SIDEBAND_RING_PAGES,
+            switches: None,
             target,
         }
     }
@@ -198,6 +212,8 @@ struct Setup {
     /// The frequency in effect (changed by [`Sampler::set_frequency`]).
     frequency: u64,
     sideband_attr: perf_event_attr,
+    /// The context-switch attr, when switches are sampled.
+    switch_attr: Option<perf_event_attr>,
     ring_pages: usize,
     sideband_pages: usize,
 }
@@ -218,6 +234,8 @@ enum Stream {
     Samples,
     /// The side-band dummy event (mmap, comm, task records).
     Sideband,
+    /// The context-switch event (switch-out samples and switch records).
+    Switches,
 }
 
 /// One open event.
@@ -392,6 +410,17 @@ impl Sampler {
                 }
             },
         };
+        if config.switches.is_some() && config.target == Target::System {
+            return Err(SamplerError::SystemOnly {
+                what: "sampling context switches of one process",
+            });
+        }
+        let paranoid = paranoid_level();
+        if config.switches.is_some() && paranoid.is_none_or(|p| p >= 2) && !is_privileged() {
+            return Err(SamplerError::SwitchesNotPermitted {
+                paranoid: paranoid.map_or_else(|| "unknown".to_string(), |p| p.to_string()),
+            });
+        }
         let mut include_kernel = config.include_kernel;
         if include_kernel
             && !matches!(config.target, Target::System)
@@ -523,14 +552,20 @@ impl Sampler {
             sample_attr: build_attr(spec),
             frequency: spec.frequency,
             sideband_attr: build_sideband_attr(spec),
+            switch_attr: config
+                .switches
+                .map(|s| crate::event::build_switch_attr(spec, s.period)),
             ring_pages,
             sideband_pages,
         };
         let (sample_attr, sideband_attr) = (setup.sample_attr, setup.sideband_attr);
+        let switch_attr = setup.switch_attr;
+        let cpu_samples = config.switches.is_none_or(|s| s.cpu_samples);
         // Per CPU: one ring for samples, one for side-band records; further events on the
         // same CPU write into them (SET_OUTPUT).
         let mut sample_rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
         let mut sideband_rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
+        let mut switch_rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
         let mut redirected = Vec::new();
         let open_err = |pid: i32, cpu: u32, source: io::Error| {
             if is_permission(&source) {
@@ -606,15 +641,28 @@ impl Sampler {
                     'threads: for tid in new {
                         attached.insert(tid);
                         for index in 0..cpus.len() {
-                            for (attr, stream, rings, pages) in [
-                                (&sample_attr, Stream::Samples, &mut sample_rings, ring_pages),
+                            let streams = [
                                 (
-                                    &sideband_attr,
+                                    Some(&sample_attr).filter(|_| cpu_samples),
+                                    Stream::Samples,
+                                    &mut sample_rings,
+                                    ring_pages,
+                                ),
+                                (
+                                    Some(&sideband_attr),
                                     Stream::Sideband,
                                     &mut sideband_rings,
                                     sideband_pages,
                                 ),
-                            ] {
+                                (
+                                    switch_attr.as_ref(),
+                                    Stream::Switches,
+                                    &mut switch_rings,
+                                    ring_pages,
+                                ),
+                            ];
+                            for (attr, stream, rings, pages) in streams {
+                                let Some(attr) = attr else { continue };
                                 match attach(attr, stream, tid as i32, index, rings, pages) {
                                     Ok(()) => {}
                                     // A thread that exited between listing and opening.
@@ -631,6 +679,7 @@ impl Sampler {
         let rings: Vec<Ring> = sample_rings
             .into_iter()
             .chain(sideband_rings)
+            .chain(switch_rings)
             .flatten()
             .collect();
         let events = rings.len() + redirected.len();
@@ -708,6 +757,21 @@ impl Sampler {
         self.info.frequency = frequency;
         self.setup.frequency = frequency;
         Ok(frequency)
+    }
+
+    /// Sample one context switch in `period` from now on (see [`SwitchSampling`]): the
+    /// events this sampler opened change at once; threads created later inherit the new
+    /// period, those created earlier keep theirs (as [`Sampler::set_frequency`] tells). Each
+    /// sample's period says what it stood for.
+    pub fn set_switch_period(&mut self, period: u64) -> Result<(), SamplerError> {
+        let period = period.max(1);
+        for event in self.all_events().filter(|e| e.stream == Stream::Switches) {
+            sys::set_period(&event.fd, period).map_err(|source| SamplerError::Io {
+                what: "PERF_EVENT_IOC_PERIOD",
+                source,
+            })?;
+        }
+        Ok(())
     }
 
     /// Whether the CPUs online now (`/sys/devices/system/cpu/online`) differ from those the
@@ -838,6 +902,20 @@ impl Sampler {
                 .map(|ring| ring.buffer.drain(on_record))
                 .sum::<u64>();
         }
+        // Switch samples are told from CPU samples by the kind they are handed on with.
+        let mut tagged = |r: RawRecord<'_>| {
+            on_record(RawRecord {
+                kind: crate::record::switch_kind(r.kind),
+                ..r
+            })
+        };
+        for ring in self
+            .rings
+            .iter_mut()
+            .filter(|ring| ring.event.stream == Stream::Switches)
+        {
+            read += ring.buffer.drain(&mut tagged);
+        }
         read
     }
 
@@ -850,6 +928,15 @@ impl Sampler {
             .map(|ring| &ring.event)
             .chain(&self.redirected)
             .filter(|event| event.stream == Stream::Samples)
+            .filter_map(|event| sys::read_lost(&event.fd).ok())
+            .sum()
+    }
+
+    /// Switch samples and records the kernel counted as lost on the context-switch events
+    /// (as [`Sampler::kernel_lost`]; 0 when switches are not sampled).
+    pub fn switches_lost(&self) -> u64 {
+        self.all_events()
+            .filter(|event| event.stream == Stream::Switches)
             .filter_map(|event| sys::read_lost(&event.fd).ok())
             .sum()
     }

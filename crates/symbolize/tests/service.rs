@@ -21,6 +21,7 @@ fn options(limits: Limits) -> ServiceOptions {
         debug_search: DebugSearch::default(),
         debuginfod: None,
         kernel_cache_dir: None,
+        time_weights: false,
         limits,
     }
 }
@@ -89,6 +90,7 @@ fn window(files: &[(u32, PathBuf, Option<Vec<u8>>)], frames: &[(u32, u64)]) -> N
             user_end: StackEnd::FramePointer,
             count: 1,
             period: 1,
+            weight: Default::default(),
         });
         w.frames.push(Frame::File { file, offset });
     }
@@ -483,6 +485,7 @@ fn jit_maps_are_dropped_with_their_process_and_shed_empties_everything() {
         user_end: StackEnd::FramePointer,
         count: 1,
         period: 1,
+        weight: Default::default(),
     });
     w.frames.push(Frame::Anonymous(0x7f0000001010));
     let mut names = leaf_names(&mut service, &w);

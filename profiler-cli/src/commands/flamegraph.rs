@@ -44,6 +44,7 @@ fn from_file(args: &FlamegraphArgs, input: &Path, quiet: bool) -> Result<ExitCod
     let options = profile::SvgOptions {
         title: format!("profctl: {shown}"),
         subtitle: Some(format!("{} samples ({})", profile.total(), loaded.kind)),
+        ..Default::default()
     };
     let empty = WhenEmpty::Fail(format!(
         "{shown} holds no samples; there is no flamegraph to draw"
@@ -97,6 +98,7 @@ fn from_daemon(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Res
             until - since,
             if kernel { "" } else { ", user space only" }
         )),
+        ..Default::default()
     };
     let empty = WhenEmpty::Skip("no samples in that range");
     let written = write_outputs(&outputs, &profile, &options, empty)?;
@@ -162,10 +164,7 @@ fn pprof_from_daemon(
                 svg: None,
                 folded: args.folded.clone(),
             };
-            let options = profile::SvgOptions {
-                title: String::new(),
-                subtitle: None,
-            };
+            let options = profile::SvgOptions::default();
             let empty = WhenEmpty::Skip("no samples in that range");
             written.extend(write_outputs(&outputs, &loaded.profile, &options, empty)?);
         }

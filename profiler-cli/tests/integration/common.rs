@@ -51,6 +51,8 @@ pub struct Workloads {
     pub forker: PathBuf,
     /// `burner CPU_SECONDS`
     pub burner: PathBuf,
+    /// `waits split SECONDS OUTFILE [--libc]` | `waits lock SECONDS`
+    pub waits: PathBuf,
 }
 
 const CFLAGS: &[&str] = &[
@@ -120,11 +122,13 @@ pub fn workloads() -> &'static Workloads {
             split: dir.join("split"),
             forker: dir.join("forker"),
             burner: dir.join("burner"),
+            waits: dir.join("waits"),
             dir,
         };
         compile("split.c", &w.split, &["-pthread"]);
         compile("forker.c", &w.forker, &[]);
         compile("burner.c", &w.burner, &[]);
+        compile("waits.c", &w.waits, &["-pthread"]);
         w
     })
 }

@@ -21,6 +21,7 @@ mod hostile;
 #[path = "../../../crates/symbolize/tests/support/hostile_elf.rs"]
 mod hostile_elf;
 mod nonroot;
+mod offcpu;
 mod pid;
 mod pprof_files;
 mod record_outputs;

@@ -76,6 +76,8 @@ enum Phase {
 /// What a finished recording holds.
 struct Outcome {
     slice: Slice,
+    /// What time the slice's stacks hold.
+    measure: Measure,
     samples_read: u64,
     lost: u64,
     event: String,
@@ -104,6 +106,42 @@ pub struct Request {
     /// Sample kernel frames (root and the admin group only; default true for them).
     #[serde(default)]
     pub kernel: Option<bool>,
+    /// What time to record: `cpu` (default), `off_cpu` or `wall` (see docs/offcpu.md).
+    #[serde(default)]
+    pub measure: Measure,
+}
+
+/// What time a recording measures (`profctl record --off-cpu`, `--wall`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Measure {
+    /// CPU samples.
+    #[default]
+    Cpu,
+    /// Time blocked off CPU.
+    OffCpu,
+    /// CPU and off-CPU time.
+    Wall,
+}
+
+impl Measure {
+    /// The recorder's name for it.
+    pub fn recorder(self) -> recorder::Measure {
+        match self {
+            Measure::Cpu => recorder::Measure::Cpu,
+            Measure::OffCpu => recorder::Measure::OffCpu,
+            Measure::Wall => recorder::Measure::Wall,
+        }
+    }
+
+    /// The pprof sample type of the time its stacks hold: `cpu`, `off_cpu`, `wall`.
+    pub fn sample_type(self) -> &'static str {
+        match self {
+            Measure::Cpu => "cpu",
+            Measure::OffCpu => "off_cpu",
+            Measure::Wall => "wall",
+        }
+    }
 }
 
 /// `GET /v1/recordings/ID`.
@@ -473,7 +511,19 @@ impl Recordings {
 
     /// The finished recording as a pprof file (gzipped).
     pub fn pprof(&self, id: u64, who: Requester) -> Result<Vec<u8>, Unavailable> {
-        self.result(id, who, |o| o.slice.encode())
+        self.result(id, who, |o| match o.measure {
+            Measure::Cpu => o.slice.encode(),
+            // The slice's time per stack is the time off CPU (or wall-clock): say so.
+            measure => {
+                let mut p = o.slice.to_pprof();
+                p.string_table.push(measure.sample_type().to_string());
+                let name = p.string_table.len() as i64 - 1;
+                if let Some(t) = p.sample_type.get_mut(1) {
+                    t.r#type = name;
+                }
+                crate::slice::encode_profile(&p)
+            }
+        })
     }
 
     /// Stop recording `id` if it runs; forget it if it ended.

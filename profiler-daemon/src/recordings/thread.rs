@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sampler::EventKind;
 
-use super::{Entry, Outcome};
+use super::{Entry, Measure, Outcome};
 use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
@@ -36,14 +36,17 @@ pub(super) fn run(
 ) -> Result<Outcome, String> {
     let request = &entry.request;
     let frequency = request.frequency.unwrap_or(0);
-    let options = recording_options(
+    let mut options = recording_options(
         config,
         event,
         request.pid,
         frequency,
         duration,
-        entry.kernel,
+        // Off CPU, the kernel part names the wait kind; `append` keeps it from a requester
+        // who may not see kernel frames.
+        entry.kernel || request.measure != Measure::Cpu,
     );
+    options.measure = request.measure.recorder();
     let service_options = recorder::ResolveOptions {
         debug_search: options
             .preload_symbols
@@ -61,6 +64,11 @@ pub(super) fn run(
         config.recordings.max_bytes.0,
     )?;
     let recording = &sampled.recording;
+    // Off-CPU and wall-clock recordings sample on cpu-clock: periods are ns.
+    let event = match request.measure {
+        Measure::Cpu => event,
+        _ => EventKind::CpuClock,
+    };
     let period_ns = 1_000_000_000 / recording.frequency.max(1);
     let offset = unix_now_ns().saturating_sub(sampler::now_ns());
     let filter = Filter {
@@ -88,6 +96,7 @@ pub(super) fn run(
         "recording done"
     );
     Ok(Outcome {
+        measure: request.measure,
         samples_read: recording.stats.samples,
         lost: recording.stats.lost,
         event: recording.event.to_string(),
@@ -210,8 +219,9 @@ fn sample(
 }
 
 /// Add the stacks of `slice` that `filter` and `visibility` admit to `out` (kernel frames
-/// removed unless everything is visible); `names` are `out`'s names by text, so that each
-/// is kept once however many windows hold it.
+/// removed unless everything is visible; an off-CPU stack keeps its innermost frame, which
+/// names the wait kind, after them); `names` are `out`'s names by text, so that each is kept
+/// once however many windows hold it.
 fn append(
     out: &mut Slice,
     names: &mut HashMap<String, u32>,
@@ -219,25 +229,37 @@ fn append(
     filter: &Filter,
     visibility: Visibility,
 ) {
+    let local = slice.names;
+    let mut kept = Vec::new();
+    for mut s in slice.stacks {
+        if !filter.admits(&s, visibility) {
+            continue;
+        }
+        if visibility != Visibility::All {
+            let marker = s.frames.last().copied().filter(|&f| {
+                local
+                    .get(f as usize)
+                    .is_some_and(|n| profile::WaitKind::is_marker(n))
+            });
+            let kernel = s.kernel_frames as usize + usize::from(marker.is_some());
+            let keep = s.frames.len() - kernel.min(s.frames.len());
+            s.frames.truncate(keep);
+            s.frames.extend(marker);
+            s.kernel_frames = 0;
+        }
+        kept.push(s);
+    }
     let mut intern = |n: String| {
         *names.entry(n).or_insert_with_key(|n| {
             out.names.push(n.clone());
             out.names.len() as u32 - 1
         })
     };
-    let mut remap: Vec<u32> = slice.names.into_iter().map(&mut intern).collect();
+    let mut remap: Vec<u32> = local.into_iter().map(&mut intern).collect();
     // A frame with no name (never made by the namer) reads as such.
     remap.push(intern("[unknown]".to_string()));
     let unknown = remap[remap.len() - 1];
-    for mut s in slice.stacks {
-        if !filter.admits(&s, visibility) {
-            continue;
-        }
-        if visibility != Visibility::All {
-            let keep = s.frames.len() - (s.kernel_frames as usize).min(s.frames.len());
-            s.frames.truncate(keep);
-            s.kernel_frames = 0;
-        }
+    for mut s in kept {
         for f in s.frames.iter_mut() {
             *f = remap.get(*f as usize).copied().unwrap_or(unknown);
         }

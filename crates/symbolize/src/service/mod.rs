@@ -34,7 +34,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use profile::{Frame, FrameId, NormalizedWindow, Profile, StackEnd, ThreadLabels, WindowFile};
+use profile::{
+    Frame, FrameId, NormalizedWindow, Profile, StackEnd, ThreadLabels, WaitKind, WindowFile,
+};
 use rustc_hash::FxBuildHasher;
 use tracing::debug;
 
@@ -110,7 +112,10 @@ pub struct LocatedStack {
     pub thread: u32,
     /// Samples.
     pub count: u64,
-    /// Frames, innermost first: kernel frames, then user frames.
+    /// Sum of the samples' periods (for an off-CPU stack, its time off CPU in ns).
+    pub period: u64,
+    /// Frames, innermost first: kernel frames, then user frames (and, for an off-CPU stack,
+    /// the frame naming its wait kind innermost).
     pub frames: Vec<LocatedFrame>,
 }
 
@@ -118,6 +123,8 @@ pub struct LocatedStack {
 /// serves the next ones, within its [`Limits`].
 pub struct SymbolService {
     lines: bool,
+    /// Weigh stacks by time, not samples (see [`ServiceOptions::time_weights`]).
+    time_weights: bool,
     source_locations: bool,
     files: OpenFiles,
     /// Names by source (copies of a file share them) and file offset.
@@ -163,6 +170,7 @@ impl SymbolService {
         );
         SymbolService {
             lines: options.lines,
+            time_weights: options.time_weights,
             source_locations: options.source_locations,
             files: OpenFiles::new(
                 limits.open_files,
@@ -322,6 +330,15 @@ impl SymbolService {
                     located.push(marker(unknown, &profile));
                 }
             }
+            if stack.weight.is_off_cpu() {
+                let names = frames.iter().map(|&id| profile.name(id));
+                let kind = WaitKind::classify(stack.weight, names);
+                let id = profile.intern(kind.frame());
+                frames.insert(0, id);
+                if locating {
+                    located.insert(0, marker(id, &profile));
+                }
+            }
             stats.frames += frames.len() as u64 * stack.count;
             stats.unnamed += unnamed * stack.count;
             let comm = match &thread.comm {
@@ -331,7 +348,12 @@ impl SymbolService {
             };
             frames.push(comm);
             frames.reverse();
-            profile.add(&frames, stack.count);
+            let weight = if self.time_weights {
+                stack.period.saturating_add(500) / 1000
+            } else {
+                stack.count
+            };
+            profile.add(&frames, weight);
             if let Some(out) = named_stacks.as_deref_mut() {
                 out.push(NamedStack {
                     frames: frames[1..].to_vec(),
@@ -342,6 +364,7 @@ impl SymbolService {
                 out.push(LocatedStack {
                     thread: stack.thread,
                     count: stack.count,
+                    period: stack.period,
                     frames: std::mem::take(&mut located),
                 });
             }

@@ -20,6 +20,9 @@ pub struct ServiceOptions {
     /// Where kernel symbols are cached per boot ([`crate::KernelSymbols::load_cached`]);
     /// None: `/proc/kallsyms` is parsed every time.
     pub kernel_cache_dir: Option<PathBuf>,
+    /// Weigh each stack by its time (period / 1000: microseconds for cpu-clock samples and
+    /// off-CPU stacks) instead of its samples, for off-CPU and wall-clock profiles.
+    pub time_weights: bool,
     /// Bounds of what the service keeps.
     pub limits: Limits,
 }
@@ -35,6 +38,7 @@ impl Default for ServiceOptions {
             debug_search: DebugSearch::system(),
             debuginfod: None,
             kernel_cache_dir: None,
+            time_weights: false,
             limits: Limits::default(),
         }
     }

@@ -33,9 +33,18 @@ fn embedded_only(args: &RecordArgs) -> Option<&'static str> {
         Some("--call-graph")
     } else if args.stack_size != recorder::defaults::STACK_BYTES {
         Some("--stack-size")
+    } else if (args.off_cpu || args.wall) && can_sample_switches() {
+        // This user may open the context-switch event: the kernel frames stay visible.
+        Some(if args.off_cpu { "--off-cpu" } else { "--wall" })
     } else {
         None
     }
+}
+
+/// Whether this user may sample context switches itself (CAP_PERFMON, root, or
+/// perf_event_paranoid <= 1); otherwise `--off-cpu` and `--wall` go through profilerd.
+fn can_sample_switches() -> bool {
+    sampler::is_privileged() || sampler::paranoid_level().is_some_and(|p| p < 2)
 }
 
 /// Record through profilerd when that applies; None when the recording is to be made here.
@@ -85,6 +94,11 @@ fn request_body(args: &RecordArgs, pid: u32) -> serde_json::Value {
         "descendants": true,
         "kernel": !args.no_kernel,
     });
+    match args.measure() {
+        recorder::Measure::Cpu => {}
+        recorder::Measure::OffCpu => body["measure"] = serde_json::json!("off_cpu"),
+        recorder::Measure::Wall => body["measure"] = serde_json::json!("wall"),
+    }
     if let Some(d) = args.duration {
         body["duration"] = serde_json::json!(d.as_secs_f64());
     }
@@ -193,7 +207,17 @@ fn record(args: &RecordArgs, pid: u32, socket: &Path, quiet: bool) -> Result<Exi
         .context("starting the runtime")?;
     let (status, answer) = runtime.block_on(recorded(socket, &body, "/pprof"))?;
     let pprof_bytes = answer.body;
-    let decoded = pprof::decode(&pprof_bytes).context("reading profilerd's pprof profile")?;
+    let mut decoded = pprof::decode(&pprof_bytes).context("reading profilerd's pprof profile")?;
+    let timed = args.measure() != recorder::Measure::Cpu;
+    if timed {
+        // Off CPU and wall-clock, folded stacks and the SVG count microseconds (the time
+        // each stack holds, in ns, is its second value).
+        for s in &mut decoded.sample {
+            if let [_, ns, ..] = s.value[..] {
+                s.value[0] = ns.saturating_add(500) / 1000;
+            }
+        }
+    }
     // Folded stacks and the SVG count samples (the pprof's `samples/count` values).
     let profile = from_pprof(&decoded)
         .context("reading profilerd's pprof profile")?
@@ -215,6 +239,7 @@ fn record(args: &RecordArgs, pid: u32, socket: &Path, quiet: bool) -> Result<Exi
             f.lost,
             if f.kernel { "" } else { ", user space only" }
         )),
+        microseconds: timed,
     };
     // Folded stacks, then pprof, then the SVG, as an embedded recording writes them.
     let folded_only = Outputs {
@@ -247,6 +272,17 @@ fn record(args: &RecordArgs, pid: u32, socket: &Path, quiet: bool) -> Result<Exi
             f.lost,
             printable(&socket.display().to_string())
         );
+        if timed {
+            eprintln!(
+                "profctl: {:.2} s recorded ({}); counts are microseconds",
+                profile.total() as f64 / 1e6,
+                if args.off_cpu {
+                    "blocked"
+                } else {
+                    "wall-clock"
+                }
+            );
+        }
         if written.is_empty() {
             eprintln!("profctl: no files written");
         } else {

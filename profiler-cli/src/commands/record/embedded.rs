@@ -115,13 +115,14 @@ fn record(args: &RecordArgs, outputs: &RecordOutputs, quiet: bool) -> Result<Rec
     let resolve_options = recorder::ResolveOptions {
         // pprof keeps each frame's source file and line.
         source_locations: outputs.pprof.is_some(),
+        time_weights: options.measure != recorder::Measure::Cpu,
         ..args.resolve_options()
     };
     let symbolizer = recorder::Symbolizer::new(resolve_options, options.frame_cache_dir.clone());
     let pprof_out = outputs
         .pprof
         .is_some()
-        .then(|| PprofOut::new(1_000_000_000 / options.frequency.max(1)));
+        .then(|| PprofOut::for_measure(options.measure, options.frequency));
     let feed = symbolizer.feed();
     let (windows, closed) = std::sync::mpsc::channel::<recorder::ClosedWindow>();
     let streaming = options.window.is_some() && !quiet;
@@ -204,6 +205,7 @@ fn write_files(
             let options = profile::SvgOptions {
                 title: title(args),
                 subtitle: Some(subtitle(recording, stack_quality(stats).as_deref())),
+                microseconds: recording.measure != recorder::Measure::Cpu,
             };
             let result = write_atomically(path, |out| {
                 profile.write_svg(out, &options).map_err(Into::into)

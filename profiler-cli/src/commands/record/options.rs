@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use recorder::{CallGraph, RecordOptions, RecordTarget};
+use recorder::{CallGraph, Measure, RecordOptions, RecordTarget};
 use sampler::{EventChoice, EventKind};
 
 use crate::cli::{CallGraphArg, EventArg, OutputFormat, RecordArgs};
@@ -100,6 +100,12 @@ impl RecordArgs {
     /// the largest samples (a smaller one records nothing and says nothing of it).
     pub fn validate(&self) -> Result<(), UsageError> {
         let options = self.to_options();
+        if options.measure != Measure::Cpu && options.target == RecordTarget::System {
+            return Err(UsageError(format!(
+                "{} records one process: give --pid PID or -- COMMAND",
+                if self.wall { "--wall" } else { "--off-cpu" }
+            )));
+        }
         let stack_bytes = match self.call_graph {
             CallGraphArg::Fp => 0,
             _ => self.stack_size,
@@ -152,7 +158,20 @@ impl RecordArgs {
                 EventArg::Cycles => EventChoice::Force(EventKind::Cycles),
                 EventArg::CpuClock => EventChoice::Force(EventKind::CpuClock),
             },
+            measure: self.measure(),
+            switch_frequency: self.switch_rate,
             ..RecordOptions::new(target)
+        }
+    }
+
+    /// What time is measured: `--off-cpu`, `--wall`, else CPU.
+    pub fn measure(&self) -> Measure {
+        if self.off_cpu {
+            Measure::OffCpu
+        } else if self.wall {
+            Measure::Wall
+        } else {
+            Measure::Cpu
         }
     }
 }

@@ -10,6 +10,8 @@ pub struct PprofOut {
     builder: pprof::Builder,
     kernel_mapping: Option<u64>,
     ids: Vec<u64>,
+    /// Each sample carries its own time (an off-CPU or wall-clock profile).
+    timed: bool,
 }
 
 /// Hex of a build-id.
@@ -24,6 +26,26 @@ impl PprofOut {
             builder: pprof::Builder::new(period_ns),
             kernel_mapping: None,
             ids: Vec::new(),
+            timed: false,
+        }
+    }
+
+    /// An empty time profile of sample type `kind`/nanoseconds (`off_cpu`, `wall`): each
+    /// stack's value is its time (its period: ns off CPU, or of cpu-clock samples).
+    pub fn timed(kind: &str) -> PprofOut {
+        PprofOut {
+            builder: pprof::Builder::timed(kind, 1),
+            timed: true,
+            ..PprofOut::new(1)
+        }
+    }
+
+    /// The pprof sample type of a recording measuring `measure` (None: CPU, by the period).
+    pub fn for_measure(measure: recorder::Measure, frequency: u64) -> PprofOut {
+        match measure {
+            recorder::Measure::Cpu => PprofOut::new(1_000_000_000 / frequency.max(1)),
+            recorder::Measure::OffCpu => PprofOut::timed("off_cpu"),
+            recorder::Measure::Wall => PprofOut::timed("wall"),
         }
     }
 
@@ -79,9 +101,10 @@ impl PprofOut {
                     unnamed.as_str().into()
                 }
             };
-            self.builder.add_sample(
+            self.builder.add_timed_sample(
                 &self.ids,
                 stack.count,
+                stack.period,
                 &pprof::Labels {
                     pid: Some(thread.pid),
                     tid: Some(thread.tid),
@@ -102,7 +125,9 @@ impl PprofOut {
         frequency: u64,
         event: &str,
     ) -> pprof::proto::Profile {
-        self.builder.set_period(1_000_000_000 / frequency.max(1));
+        if !self.timed {
+            self.builder.set_period(1_000_000_000 / frequency.max(1));
+        }
         self.builder.set_time(start_unix_ns, duration_ns);
         self.builder
             .add_comment(&format!("profctl record: {event} at {frequency} Hz"));

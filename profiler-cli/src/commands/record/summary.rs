@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use recorder::{Recording, ResolveStats};
+use recorder::{Measure, Recording, ResolveStats};
 
 use crate::cli::RecordArgs;
 
@@ -24,8 +24,40 @@ pub fn title(args: &RecordArgs) -> String {
     }
 }
 
+/// Context switches seen, sampled and lost, and what the counts are, for off-CPU and
+/// wall-clock recordings (None for CPU recordings).
+pub fn switches_line(r: &Recording) -> Option<String> {
+    let what = match r.measure {
+        Measure::Cpu => return None,
+        Measure::OffCpu => "blocked",
+        Measure::Wall => "off CPU",
+    };
+    let s = &r.stats.switches;
+    let scaled = if s.scaled > 0 {
+        format!(" (standing for {} more, their time scaled)", s.scaled)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{:.2} s {what}; {} context switches seen, {} sampled{scaled}, {} lost, {} unmatched; counts are microseconds",
+        s.off_cpu_ns as f64 / 1e9,
+        s.seen,
+        s.sampled,
+        s.lost,
+        s.unmatched,
+    ))
+}
+
 /// Event, frequency, duration, samples, lost samples and stack quality, for the SVG.
 pub fn subtitle(r: &Recording, quality: Option<&str>) -> String {
+    if r.measure == Measure::OffCpu {
+        let mut s = format!("off-CPU, {:.1} s", r.duration.as_secs_f64());
+        if let Some(line) = switches_line(r) {
+            s.push_str(", ");
+            s.push_str(&line);
+        }
+        return s;
+    }
     let mut s = format!(
         "{} at {} Hz, {:.1} s, {} samples, {} lost{}",
         r.event,
@@ -42,6 +74,10 @@ pub fn subtitle(r: &Recording, quality: Option<&str>) -> String {
     if let Some(q) = quality {
         s.push_str("; stacks ");
         s.push_str(q);
+    }
+    if let Some(line) = switches_line(r) {
+        s.push_str("; wall-clock: ");
+        s.push_str(&line);
     }
     s
 }
@@ -69,20 +105,35 @@ pub fn print_summary(
             let _ = writeln!(out, $($arg)*);
         }};
     }
-    say!(
-        "profctl: {} samples in {:.1} s ({} at {} Hz{}), {} lost, {} throttled, embedded",
-        r.stats.samples,
-        r.duration.as_secs_f64(),
-        r.event,
-        r.frequency,
-        if r.kernel_included {
-            ", with kernel frames"
-        } else {
-            ", user space only"
-        },
-        r.stats.lost,
-        r.stats.throttled,
-    );
+    if r.measure == Measure::OffCpu {
+        say!(
+            "profctl: off-CPU recording of {:.1} s{}, embedded",
+            r.duration.as_secs_f64(),
+            if r.kernel_included {
+                ", with kernel frames"
+            } else {
+                ", user space only"
+            },
+        );
+    } else {
+        say!(
+            "profctl: {} samples in {:.1} s ({} at {} Hz{}), {} lost, {} throttled, embedded",
+            r.stats.samples,
+            r.duration.as_secs_f64(),
+            r.event,
+            r.frequency,
+            if r.kernel_included {
+                ", with kernel frames"
+            } else {
+                ", user space only"
+            },
+            r.stats.lost,
+            r.stats.throttled,
+        );
+    }
+    if let Some(line) = switches_line(r) {
+        say!("profctl: {line}");
+    }
     if r.stats.malformed_records + r.stats.malformed_batches > 0 {
         say!(
             "profctl: skipped {} malformed records and {} malformed ring batches",

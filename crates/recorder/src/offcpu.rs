@@ -1,0 +1,407 @@
+//! Off-CPU intervals: a thread's stack at switch-out (a sample of the context-switch event)
+//! weighted by the time until its switch back in (a switch record).
+//!
+//! Records of different CPUs are ordered only within a drain round, and a thread often blocks
+//! on one CPU and wakes on another: the round's switch records and samples are kept (stacks
+//! copied into an arena), sorted by time when the round ends, and only then matched.
+
+use std::collections::HashMap;
+
+use profile::{SampleOrigin, Stack, StackEnd, StackWeight};
+use rustc_hash::FxBuildHasher;
+
+/// Which off-CPU intervals a recording keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// Only blocked time (`--off-cpu`).
+    Blocked,
+    /// Blocked and preempted time (`--wall`).
+    AllOffCpu,
+}
+
+/// Counters of the context switches of a recording.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwitchStats {
+    /// Switches out of the recorded threads (switch records: every one).
+    pub seen: u64,
+    /// Switch-out samples (stacks) read.
+    pub sampled: u64,
+    /// Switches the samples stood for beyond themselves (the kernel raised the period when
+    /// switches came faster than the cap): their time is the sampled one's, scaled.
+    pub scaled: u64,
+    /// Switch samples and records the kernel dropped (a full ring).
+    pub lost: u64,
+    /// Sampled intervals with no end seen (a switch record lost or out of order): dropped.
+    pub unmatched: u64,
+    /// Time off CPU counted, in ns (blocked, and preempted when kept).
+    pub off_cpu_ns: u64,
+}
+
+enum Event {
+    /// A switch-out sample: its stack at `arena[start..start + len]`.
+    Sample {
+        origin: SampleOrigin,
+        start: usize,
+        kernel_len: usize,
+        len: usize,
+        user_end: StackEnd,
+    },
+    Out {
+        preempted: bool,
+    },
+    In,
+    Exit,
+}
+
+/// A sampled switch-out whose thread has not run again yet.
+struct Pending {
+    origin: SampleOrigin,
+    frames: Vec<u64>,
+    kernel_len: usize,
+    user_end: StackEnd,
+    preempted: bool,
+    /// The switch record of this switch-out was seen.
+    out_seen: bool,
+}
+
+/// Least time between two decisions on the switch sampling period.
+const CAP_INTERVAL_NS: u64 = 50_000_000;
+
+/// Keeps switch samples under a rate: from the switches seen (every one has a switch record)
+/// since the last decision, the period that brings the samples under `cap` per second.
+#[derive(Clone, Copy, Debug)]
+struct SwitchCap {
+    cap: u64,
+    period: u64,
+    since: Option<u64>,
+    seen_then: u64,
+    /// A new period decided and not applied yet.
+    change: Option<u64>,
+}
+
+impl SwitchCap {
+    /// At `now`, with `seen` switches so far: a new period when the rate calls for one
+    /// (raised as soon as the samples would pass the cap, lowered when it halves).
+    fn check(&mut self, now: u64, seen: u64) {
+        let Some(since) = self.since else {
+            (self.since, self.seen_then) = (Some(now), seen);
+            return;
+        };
+        let elapsed = now.saturating_sub(since);
+        if elapsed < CAP_INTERVAL_NS {
+            return;
+        }
+        let rate = (seen - self.seen_then) as f64 * 1e9 / elapsed as f64;
+        (self.since, self.seen_then) = (Some(now), seen);
+        let want = ((rate / self.cap.max(1) as f64).ceil() as u64).max(1);
+        if want > self.period || want * 2 <= self.period {
+            self.period = want;
+            self.change = Some(want);
+        }
+    }
+}
+
+/// Matches switch-out samples with the switches back in.
+pub(crate) struct OffCpu {
+    keep: Keep,
+    cap: SwitchCap,
+    round: Vec<(u64, u32, Event)>,
+    arena: Vec<u64>,
+    pending: HashMap<u32, Pending, FxBuildHasher>,
+    /// Buffers of closed intervals, reused.
+    spare: Vec<Vec<u64>>,
+    pub stats: SwitchStats,
+}
+
+impl OffCpu {
+    /// Intervals to keep; switches sampled at most `cap` times a second (the recording
+    /// starts with every switch sampled).
+    pub(crate) fn new(keep: Keep, cap: u64) -> OffCpu {
+        OffCpu {
+            keep,
+            cap: SwitchCap {
+                cap,
+                period: 1,
+                since: None,
+                seen_then: 0,
+                change: None,
+            },
+            round: Vec::new(),
+            arena: Vec::new(),
+            pending: HashMap::default(),
+            spare: Vec::new(),
+            stats: SwitchStats::default(),
+        }
+    }
+
+    /// A switch-out sample of `stack`; `origin.period` is the switches it stands for.
+    pub(crate) fn sample(&mut self, origin: SampleOrigin, stack: &Stack<'_>) {
+        self.stats.sampled += 1;
+        self.stats.scaled += origin.period.saturating_sub(1);
+        let start = self.arena.len();
+        self.arena.extend_from_slice(stack.kernel);
+        self.arena.extend_from_slice(stack.user);
+        self.round.push((
+            origin.time,
+            origin.tid,
+            Event::Sample {
+                origin,
+                start,
+                kernel_len: stack.kernel.len(),
+                len: stack.len(),
+                user_end: stack.user_end,
+            },
+        ));
+    }
+
+    /// A switch record of `tid` at `time`.
+    pub(crate) fn switch(&mut self, tid: u32, time: u64, out: bool, preempted: bool) {
+        let event = if out {
+            self.stats.seen += 1;
+            Event::Out { preempted }
+        } else {
+            Event::In
+        };
+        self.round.push((time, tid, event));
+    }
+
+    /// `tid` exited at `time`: it will not run again.
+    pub(crate) fn exit(&mut self, tid: u32, time: u64) {
+        if !self.pending.is_empty() || !self.round.is_empty() {
+            self.round.push((time, tid, Event::Exit));
+        }
+    }
+
+    /// Match the round's records in time order; each interval closed goes to `add` (its
+    /// origin's time is the switch-out, its period the time off CPU in ns times the switches
+    /// the sample stood for).
+    pub(crate) fn end_round(&mut self, add: &mut dyn FnMut(&SampleOrigin, &Stack<'_>)) {
+        // Stable: a sample stays before the switch record of the same instant.
+        self.round.sort_by_key(|&(time, _, _)| time);
+        let round = std::mem::take(&mut self.round);
+        for (time, tid, event) in &round {
+            match *event {
+                Event::Sample {
+                    origin,
+                    start,
+                    kernel_len,
+                    len,
+                    user_end,
+                } => {
+                    let mut frames = self.spare.pop().unwrap_or_default();
+                    frames.clear();
+                    frames.extend_from_slice(&self.arena[start..start + len]);
+                    let new = Pending {
+                        origin,
+                        frames,
+                        kernel_len,
+                        user_end,
+                        preempted: false,
+                        out_seen: false,
+                    };
+                    if let Some(old) = self.pending.insert(*tid, new) {
+                        self.stats.unmatched += 1;
+                        self.spare.push(old.frames);
+                    }
+                }
+                Event::Out { preempted } => {
+                    if let Some(p) = self.pending.get_mut(tid) {
+                        if p.out_seen {
+                            // Switched out again: the switch in between was not seen.
+                            self.drop_pending(*tid);
+                        } else {
+                            p.preempted = preempted;
+                            p.out_seen = true;
+                        }
+                    }
+                }
+                Event::In => self.close(*tid, *time, add),
+                Event::Exit => self.drop_pending(*tid),
+            }
+        }
+        self.round = round;
+        self.round.clear();
+        self.arena.clear();
+    }
+
+    /// After a round at `now`: decide whether the switch sampling period should change.
+    pub(crate) fn check_rate(&mut self, now: u64) {
+        self.cap.check(now, self.stats.seen);
+    }
+
+    /// Whether a new switch sampling period waits to be applied.
+    pub(crate) fn period_change_pending(&self) -> bool {
+        self.cap.change.is_some()
+    }
+
+    /// The new switch sampling period to apply, taken.
+    pub(crate) fn take_period_change(&mut self) -> Option<u64> {
+        self.cap.change.take()
+    }
+
+    /// Close every interval still open at `time` (the recording's end).
+    pub(crate) fn close_all(&mut self, time: u64, add: &mut dyn FnMut(&SampleOrigin, &Stack<'_>)) {
+        self.end_round(add);
+        let tids: Vec<u32> = self.pending.keys().copied().collect();
+        for tid in tids {
+            self.close(tid, time, add);
+        }
+    }
+
+    fn drop_pending(&mut self, tid: u32) {
+        if let Some(p) = self.pending.remove(&tid) {
+            self.stats.unmatched += 1;
+            self.spare.push(p.frames);
+        }
+    }
+
+    fn close(&mut self, tid: u32, time: u64, add: &mut dyn FnMut(&SampleOrigin, &Stack<'_>)) {
+        let Some(p) = self.pending.remove(&tid) else {
+            return;
+        };
+        let weight = if p.preempted {
+            StackWeight::Preempted
+        } else {
+            StackWeight::Blocked
+        };
+        let off = time.saturating_sub(p.origin.time);
+        if time >= p.origin.time && (weight == StackWeight::Blocked || self.keep == Keep::AllOffCpu)
+        {
+            let ns = off.saturating_mul(p.origin.period.max(1));
+            self.stats.off_cpu_ns += ns;
+            let origin = SampleOrigin {
+                period: ns,
+                weight,
+                ..p.origin
+            };
+            let stack = Stack {
+                kernel: &p.frames[..p.kernel_len],
+                user: &p.frames[p.kernel_len..],
+                user_end: p.user_end,
+            };
+            add(&origin, &stack);
+        }
+        self.spare.push(p.frames);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin(tid: u32, time: u64, period: u64) -> SampleOrigin {
+        SampleOrigin {
+            pid: 1,
+            tid,
+            time,
+            period,
+            ..SampleOrigin::default()
+        }
+    }
+
+    const S: Stack<'static> = Stack {
+        kernel: &[0xffff_1000],
+        user: &[0x10, 0x20],
+        user_end: StackEnd::FramePointer,
+    };
+
+    fn collect(
+        off: &mut OffCpu,
+        end: Option<u64>,
+    ) -> Vec<(u32, u64, StackWeight, Vec<u64>, usize)> {
+        let mut out = Vec::new();
+        let mut add = |o: &SampleOrigin, s: &Stack<'_>| {
+            let mut frames = s.kernel.to_vec();
+            frames.extend_from_slice(s.user);
+            out.push((o.tid, o.period, o.weight, frames, s.kernel.len()));
+        };
+        match end {
+            Some(t) => off.close_all(t, &mut add),
+            None => off.end_round(&mut add),
+        }
+        out
+    }
+
+    #[test]
+    fn the_period_follows_the_switch_rate() {
+        let mut off = OffCpu::new(Keep::Blocked, 1000);
+        off.check_rate(0);
+        off.stats.seen = 5_000; // 5000 in 100 ms: 50k/s, 50 times the cap
+        off.check_rate(100_000_000);
+        assert_eq!(off.take_period_change(), Some(50));
+        off.stats.seen += 4_900;
+        off.check_rate(200_000_000);
+        assert_eq!(off.take_period_change(), None, "49 is close enough");
+        off.stats.seen += 100; // 1000/s
+        off.check_rate(300_000_000);
+        assert_eq!(off.take_period_change(), Some(1));
+    }
+
+    #[test]
+    fn an_interval_is_matched_whatever_the_order_records_were_read_in() {
+        let mut off = OffCpu::new(Keep::Blocked, 1000);
+        // Woken on another CPU whose ring was read first.
+        off.switch(7, 500, false, false);
+        off.sample(origin(7, 100, 1), &S);
+        off.switch(7, 101, true, false);
+        let got = collect(&mut off, None);
+        assert_eq!(
+            got,
+            vec![(
+                7,
+                400,
+                StackWeight::Blocked,
+                vec![0xffff_1000, 0x10, 0x20],
+                1
+            )]
+        );
+        assert_eq!((off.stats.seen, off.stats.sampled), (1, 1));
+    }
+
+    #[test]
+    fn scaled_preempted_and_open_intervals() {
+        let mut off = OffCpu::new(Keep::AllOffCpu, 1000);
+        // A sample standing for 3 switches: its time counts 3 times.
+        off.sample(origin(1, 100, 3), &S);
+        off.switch(1, 100, true, false);
+        off.switch(1, 200, false, false);
+        // Preempted.
+        off.sample(origin(2, 100, 1), &S);
+        off.switch(2, 101, true, true);
+        off.switch(2, 150, false, false);
+        // Still blocked at the end.
+        off.sample(origin(3, 900, 1), &S);
+        off.switch(3, 900, true, false);
+        let got = collect(&mut off, Some(1000));
+        let weights: Vec<(u32, u64, StackWeight)> = got.iter().map(|g| (g.0, g.1, g.2)).collect();
+        assert!(
+            weights.contains(&(1, 300, StackWeight::Blocked)),
+            "{weights:?}"
+        );
+        assert!(weights.contains(&(2, 50, StackWeight::Preempted)));
+        assert!(weights.contains(&(3, 100, StackWeight::Blocked)));
+        assert_eq!(off.stats.scaled, 2);
+        // Blocked time only: preempted intervals are left out.
+        let mut off = OffCpu::new(Keep::Blocked, 1000);
+        off.sample(origin(2, 100, 1), &S);
+        off.switch(2, 101, true, true);
+        off.switch(2, 150, false, false);
+        assert!(collect(&mut off, None).is_empty());
+    }
+
+    #[test]
+    fn a_missed_switch_in_or_an_exit_drops_the_interval() {
+        let mut off = OffCpu::new(Keep::Blocked, 1000);
+        off.sample(origin(4, 100, 1), &S);
+        off.switch(4, 100, true, false);
+        // The switch back in was lost; the thread switched out again (unsampled).
+        off.switch(4, 300, true, false);
+        off.switch(4, 400, false, false);
+        assert!(collect(&mut off, None).is_empty());
+        off.sample(origin(5, 100, 1), &S);
+        off.switch(5, 100, true, false);
+        off.exit(5, 120);
+        assert!(collect(&mut off, Some(1000)).is_empty());
+        assert_eq!(off.stats.unmatched, 2);
+    }
+}
