@@ -37,6 +37,7 @@ mod slice;
 mod slice_proto;
 mod state;
 mod store;
+mod subtract;
 mod sys;
 
 use std::path::PathBuf;

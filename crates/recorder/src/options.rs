@@ -198,6 +198,9 @@ pub struct RecordOptions {
     pub window: Option<Duration>,
     /// A handle through which the frequency can be changed while recording (None: fixed).
     pub frequency_control: Option<crate::FrequencyControl>,
+    /// A handle through which snapshots of the open windows are asked while recording
+    /// (None: windows are handed on only as they close).
+    pub snapshots: Option<crate::SnapshotControl>,
 }
 
 impl RecordOptions {
@@ -219,6 +222,7 @@ impl RecordOptions {
             debuginfod: None,
             window: None,
             frequency_control: None,
+            snapshots: None,
         }
     }
 }

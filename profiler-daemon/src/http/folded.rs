@@ -120,7 +120,7 @@ pub async fn folded(
     .await;
     let folded = match answer {
         Ok(Ok(f)) => f,
-        Ok(Err(e @ QueryError::TooLarge(_))) => {
+        Ok(Err(e @ (QueryError::TooLarge(_) | QueryError::FileTooLarge(_)))) => {
             return error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
         }
         Ok(Err(e @ QueryError::TooSlow(_))) => {
@@ -165,6 +165,8 @@ fn headers(
             folded.frequency.unwrap_or(state.shared.frequency()),
         ),
         ("x-profilerd-kernel-frames", kernel as u64),
+        ("x-profilerd-open-slices", folded.open),
+        ("x-profilerd-complete-until-ns", folded.complete_until_ns),
     ] {
         headers.insert(name, HeaderValue::from(value));
     }
