@@ -145,7 +145,10 @@ fn daemon_fresh_answers_for_flamegraph_top_and_scrape() {
     );
 
     // The scrape: go tool pprof asks for 5 s while a workload runs; the answer comes after 5
-    // to 7 s and holds those 5 s (the workload's CPU time over them), not whole slices.
+    // to 7 s and holds those 5 s (the workload's CPU time over them), not whole slices. Once
+    // the first slice is written: the first naming after a start names every process
+    // running, seconds in a debug build.
+    daemon.wait_slices_through(asked);
     let mut cmd = Command::new(&w.split);
     cmd.arg("12").arg(dir.path().join("scraped.txt"));
     let mut busy = Spawned::spawn(cmd, "split (scraped)");
@@ -159,7 +162,15 @@ fn daemon_fresh_answers_for_flamegraph_top_and_scrape() {
     let ticks_before = cpu_ticks(busy.pid());
     let started = Instant::now();
     let out = Command::new("go")
-        .args(["tool", "pprof", "-top", "-sample_index=samples", &url])
+        .args([
+            "tool",
+            "pprof",
+            "-timeout",
+            "30",
+            "-top",
+            "-sample_index=samples",
+            &url,
+        ])
         .env("HOME", &home)
         .env("PPROF_TMPDIR", &home)
         .output()

@@ -24,8 +24,10 @@ use crate::store::{unix_now_ns, Index, Selection, SliceMeta, Store};
 pub const FRESH_LAG: Duration = Duration::from_secs(1);
 
 /// Longest a query waits for a snapshot to be named; past it, it is answered with what is
-/// there (the newest slice written and the last snapshot).
-pub const FRESH_WAIT: Duration = Duration::from_secs(3);
+/// there (the newest slice written and the last snapshot). Naming takes tens of
+/// milliseconds once the symbol service knows what runs, but the first slices after a start
+/// name every process running (seconds, in a debug build or under load).
+pub const FRESH_WAIT: Duration = Duration::from_secs(10);
 
 /// The open slices as named at one time.
 #[derive(Debug, Default)]
