@@ -25,7 +25,14 @@
 #      of BENCH_QUERIES (5); against `perf script | inferno-collapse-perf` on the 99 Hz
 #      perf.data, scaled from its wall time to 1 h and 24 h of history (what a user of perf would
 #      run for the same answer); targets: 1 h < 200 ms, 24 h < 1 s (median);
-#   5. timeline query time, `profctl timeline --since 1h --json` and `--since 24h` on the same
+#   5. the daemon's RSS before and after those queries (target after < 64 MB);
+#   6. the freshness lag, on the same daemon: a probe (split under the name fresh_probe) burns
+#      1 s of CPU, and as it exits `/v1/folded?comm=fresh_probe` is asked: the time from its
+#      exit (its last sample) to that answer, with the share of its samples the answer holds
+#      (against the same query once its slice is written), and how long the slice took to be
+#      written (what a query waited for before the open slice was named on demand);
+#      BENCH_FRESH_RUNS (5) probes, medians;
+#   7. timeline query time, `profctl timeline --since 1h --json` and `--since 24h` on the same
 #      history (cold, and the median of BENCH_QUERIES); target: 24 h < 1 s (median).
 #
 # Usage:   flock /tmp/profctl-sampling.lock bench/daemon.sh     (root)
@@ -33,6 +40,7 @@
 #          BENCH_HIGH_MINUTES=2    999 Hz daemon minutes
 #          BENCH_PERF_MINUTES=2    perf record minutes at each frequency
 #          BENCH_QUERIES=5         queries timed per range
+#          BENCH_FRESH_RUNS=5      probes of the freshness lag
 #          BENCH_KEEP=1            keep the temp dir (logs, smaps, folded, perf.data, history)
 #          BENCH_NO_BUILD=1        do not rebuild profctl / profilerd
 #          BENCH_PROFILERD=PATH    run this profilerd binary (default target/release/profilerd)
@@ -47,6 +55,7 @@ MINUTES=${BENCH_MINUTES:-10}
 HIGH_MINUTES=${BENCH_HIGH_MINUTES:-2}
 PERF_MINUTES=${BENCH_PERF_MINUTES:-2}
 QUERIES=${BENCH_QUERIES:-5}
+FRESH_RUNS=${BENCH_FRESH_RUNS:-5}
 
 # --------------------------------------------------------------------- setup
 bench_setup curl
@@ -217,6 +226,7 @@ time_query() {
     done >"$T/q$1.ms"
     echo "$(head -1 "$T/q$1.ms") $(sort -n "$T/q$1.ms" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')"
 }
+HIST_RSS_BEFORE=$(status_kb "$PID" VmRSS)
 read -r Q1_COLD Q1_MED < <(time_query 1h)
 read -r Q24_COLD Q24_MED < <(time_query 24h)
 # time_timeline RANGE: "COLD MEDIAN" ms of QUERIES runs of `profctl timeline --json`
@@ -237,6 +247,36 @@ T24_BUCKETS=$(grep -o '"start"' "$T/t24h.json" | wc -l)
 Q1_SLICES=$(sed -n -E 's/.* ([0-9]+) slices.*/\1/p' "$T/q1h.err" | head -1)
 Q24_SLICES=$(sed -n -E 's/.* ([0-9]+) slices.*/\1/p' "$T/q24h.err" | head -1)
 HIST_RSS=$(status_kb "$PID" VmRSS)
+
+# ------------------------------------------------------------ freshness lag
+cp "$T/split" "$T/fresh_probe"
+# probe_samples SINCE: the samples of the probe's command name from SINCE (UNIX s) to now
+probe_samples() {
+    curl -s -D - -o /dev/null --unix-socket "$SOCK" "http://d/v1/folded?since=$1&comm=fresh_probe" |
+        tr -d '\r' | awk -F': ' 'tolower($1) == "x-profilerd-samples" { print $2 + 0 }'
+}
+newest_end_s() {
+    curl -s --unix-socket "$SOCK" http://d/v1/status | tr ',' '\n' |
+        awk -F: '$1 == "\"newest_slice_end_ns\"" { printf "%.3f", $2 / 1e9 }'
+}
+for i in $(seq "$FRESH_RUNS"); do
+    s=$(date +%s.%N)
+    "$T/fresh_probe" 1 "$T/probe.out" >/dev/null
+    e=$(date +%s.%N); e_ms=$(now_ms)
+    n1=$(probe_samples "$s"); a_ms=$(now_ms)
+    # Then until the slice holding its end is written.
+    while awk -v n="$(newest_end_s)" -v e="$e" 'BEGIN { exit !(n < e) }'; do sleep 0.05; done
+    w_ms=$(now_ms)
+    n2=$(probe_samples "$s")
+    echo "$((a_ms - e_ms)) $n1 $n2 $((w_ms - e_ms))"
+done >"$T/fresh.txt"
+med() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+FRESH_MS=$(cut -d' ' -f1 "$T/fresh.txt" | med)
+FRESH_MAX=$(cut -d' ' -f1 "$T/fresh.txt" | sort -n | tail -1)
+FRESH_SHARE=$(awk '{ s = $3 > 0 ? 100 * $2 / $3 : 0; if (NR == 1 || s < m) m = s } END { printf "%.1f", m }' "$T/fresh.txt")
+WRITTEN_MS=$(cut -d' ' -f4 "$T/fresh.txt" | med)
+OPEN_SNAPSHOTS=$(curl -s --unix-socket "$SOCK" http://d/v1/status | tr ',' '\n' |
+    awk -F: '$1 == "\"open_snapshots\"" { print $2 }')
 kill -INT "$PID"; wait "$WPID" || true; PID=''
 
 # perf: the same answer from perf.data (folded stacks), scaled to 1 h and 24 h of history
@@ -282,10 +322,18 @@ row "timeline 1 h, median of $QUERIES (ms)" "$T1_MED" "" "" "" ""
 row "  first (cold)" "$T1_COLD"
 row "timeline 24 h, median of $QUERIES (ms)" "$T24_MED" "" "" "< 1000 ms" "$(pass_lt "$T24_MED" 1000)"
 row "  first (cold)" "$T24_COLD"
+row "RSS of the history daemon after them (MB)" "$(mb "$((HIST_RSS * 1024))")" "" "" "< 64 MB" \
+    "$(pass_lt "$HIST_RSS" 65536)"
+row "  before them" "$(mb "$((HIST_RSS_BEFORE * 1024))")"
+row "freshness lag, median of $FRESH_RUNS (ms)" "$FRESH_MS" "" "" "~1 s" "$(pass_lt "$FRESH_MS" 1500)"
+row "  longest (ms); least share of samples" "$FRESH_MAX; $FRESH_SHARE%" "" "" ">= 90%" "$(pass_lt 89.999 "$FRESH_SHARE")"
+row "  until the slice is written (ms)" "$WRITTEN_MS"
 echo
 echo "timeline 24 h: $T24_BUCKETS buckets (profctl timeline --since 24h --json, the daemon's default bucket)"
 echo "roll-ups: $ROLLUPS hour files after $WAITED s, built in $ROLL_MS ms in all"
 echo "history for the queries: $HIST_FILES slice files, $(calc "$HIST_BYTES / 1048576") MB; slices read: 1 h ${Q1_SLICES:-?}, 24 h ${Q24_SLICES:-?}; daemon RSS after them $(calc "$HIST_RSS / 1024") MB"
+echo "freshness probes (lag ms, samples then, samples once written, ms until written): $(tr '\n' ';' <"$T/fresh.txt")"
+echo "  open-slice snapshots named by the history daemon: ${OPEN_SNAPSHOTS:-?} (the 1 h and 24 h queries and the probes)"
 echo "perf query: perf script | inferno-collapse-perf on $(calc "$(stat -c %s "$T/p99.data") / 1048576") MB of perf.data ($(wall "$T/p99.cpu") s) took $PERF_QMS ms, scaled"
 echo "daemon at 99 Hz, smaps_rollup at the end:"
 grep -E '^(Rss|Pss_Anon|Pss_File|Anonymous|Private_Dirty|Shared_Clean)' "$T/d99.smaps" | sed 's/^/  /' | tr -s ' '

@@ -38,6 +38,7 @@ mod slice;
 mod slice_proto;
 mod state;
 mod store;
+mod subtract;
 mod sys;
 mod timeline;
 

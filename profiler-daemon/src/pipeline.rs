@@ -10,15 +10,23 @@
 //! it says about released files and ended processes is carried to the next one, so that the
 //! symbol service still lets them go). Both threads report through [`Shared`]'s counters;
 //! they never wait on the API, the budget or the recordings.
+//!
+//! Snapshots of the open slices (`store/open.rs`): a query asks the store, the store asks the
+//! drain loop (`recorder::SnapshotControl`), which wakes, reads every ring and queues the open
+//! windows, normalized, behind the closed slices already queued (one snapshot at most in the
+//! queue, in a place of its own: a closed slice never loses its place to one); the naming
+//! thread names them with the same symbol service and publishes them in the store. Their
+//! cost is the queries' (housekeeping to the budget), never the drain's wait.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use anyhow::{Context, Result};
-use recorder::{ClosedWindow, RecordOptions, Symbolizer};
+use recorder::{ClosedWindow, RecordOptions, SnapshotControl, Symbolizer};
 use tracing::{info, warn};
 
 use crate::cgroup::CgroupCache;
@@ -42,6 +50,17 @@ const NAMING_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Windows named between two saves of the frame cache.
 const SAVE_CACHES_EVERY: u64 = 360;
+
+/// What the naming thread is handed.
+enum ToName {
+    /// A closed slice.
+    Closed(Box<ClosedWindow>),
+    /// A snapshot of the open windows, oldest first, taken at `taken` (monotonic ns).
+    Open {
+        windows: Vec<ClosedWindow>,
+        taken: u64,
+    },
+}
 
 /// The running sampling and naming threads.
 pub struct Pipeline {
@@ -69,7 +88,13 @@ impl Pipeline {
         service_options.limits.stack_frames = STACK_FRAMES;
         let symbolizer = Symbolizer::new(service_options, options.frame_cache_dir.clone());
         let feed = symbolizer.feed();
-        let (tx, rx) = sync_channel::<ClosedWindow>(config.sampling.naming_queue.0);
+        // One place more than the closed slices have, for a snapshot of the open ones.
+        let (tx, rx) = sync_channel::<ToName>(config.sampling.naming_queue.0 + 1);
+        let snapshots = SnapshotControl::new();
+        options.snapshots = Some(snapshots.clone());
+        shared
+            .store
+            .serve_open_slices(Some(Arc::new(move || snapshots.request())));
         let hourly = Hourly::new(Arc::clone(&shared.store));
         let housekeeping = Arc::clone(&hourly);
         let housekeeper = std::thread::Builder::new()
@@ -158,7 +183,7 @@ fn sample(
     options: RecordOptions,
     feed: recorder::SymbolFeed,
     stop: tokio::sync::oneshot::Receiver<()>,
-    slices: SyncSender<ClosedWindow>,
+    slices: SyncSender<ToName>,
     shared: &Shared,
 ) -> Result<recorder::Recording> {
     shared.budget.pipeline.register_this_thread("drain");
@@ -177,7 +202,17 @@ fn sample(
     // What a dropped slice said about files and processes that went away, for the next one.
     let mut carried_files: Vec<u32> = Vec::new();
     let mut carried_processes: Vec<(u32, u64)> = Vec::new();
+    // The windows of the snapshot being handed on.
+    let mut open: Vec<ClosedWindow> = Vec::new();
     let mut on_window = |mut closed: ClosedWindow| {
+        if let Some(snapshot) = closed.snapshot {
+            open.push(closed);
+            if snapshot.last {
+                let windows = std::mem::take(&mut open);
+                queue_snapshot(&slices, windows, snapshot.taken, &stopping, shared);
+            }
+            return;
+        }
         closed.released_files.append(&mut carried_files);
         closed.ended_processes.append(&mut carried_processes);
         if let Ok(mut t) = shared.tracked.lock() {
@@ -186,12 +221,12 @@ fn sample(
         shared.naming_backlog.fetch_add(1, Ordering::Relaxed);
         if stopping.load(Ordering::Relaxed) {
             // Sampling is over: the last slices may wait for naming (nothing is lost).
-            let _ = slices.send(closed);
+            let _ = slices.send(ToName::Closed(Box::new(closed)));
             return;
         }
-        match slices.try_send(closed) {
+        match slices.try_send(ToName::Closed(Box::new(closed))) {
             Ok(()) => {}
-            Err(TrySendError::Full(closed)) => {
+            Err(TrySendError::Full(ToName::Closed(closed))) => {
                 shared.naming_backlog.fetch_sub(1, Ordering::Relaxed);
                 let n = shared.slices_dropped.fetch_add(1, Ordering::Relaxed) + 1;
                 warn!(
@@ -202,7 +237,7 @@ fn sample(
                 carried_files = closed.released_files;
                 carried_processes = closed.ended_processes;
             }
-            Err(TrySendError::Disconnected(_)) => {
+            Err(_) => {
                 shared.naming_backlog.fetch_sub(1, Ordering::Relaxed);
             }
         }
@@ -215,12 +250,32 @@ fn sample(
         recorder::record(&options, Some(&feed), stop, &mut progress, &mut on_window).await
     });
     shared.sampling_ended.store(true, Ordering::Relaxed);
+    shared.store.serve_open_slices(None);
     let recording = result.context("sampling failed")?;
     shared
         .samples
         .store(recording.stats.samples, Ordering::Relaxed);
     shared.lost.store(recording.stats.lost, Ordering::Relaxed);
     Ok(recording)
+}
+
+/// Queue a snapshot of the open windows for naming, unless one is queued already or sampling
+/// is ending (the store is told, so that the queries waiting for it go on).
+fn queue_snapshot(
+    slices: &SyncSender<ToName>,
+    windows: Vec<ClosedWindow>,
+    taken: u64,
+    stopping: &AtomicBool,
+    shared: &Shared,
+) {
+    if stopping.load(Ordering::Relaxed) || shared.snapshot_queued.swap(true, Ordering::AcqRel) {
+        shared.store.refuse_open_slices();
+        return;
+    }
+    if slices.try_send(ToName::Open { windows, taken }).is_err() {
+        shared.snapshot_queued.store(false, Ordering::Release);
+        shared.store.refuse_open_slices();
+    }
 }
 
 /// How long the naming thread waits for a slice before it looks at the budget's requests.
@@ -242,7 +297,7 @@ fn trim_due(named: u64) -> bool {
 /// The naming thread: name each closed slice, write it, let go of what went away.
 fn name_slices(
     mut symbolizer: Symbolizer,
-    slices: Receiver<ClosedWindow>,
+    slices: Receiver<ToName>,
     mut rollups: Incremental,
     stopping: &AtomicBool,
     shared: &Shared,
@@ -257,7 +312,12 @@ fn name_slices(
         // Woken now and then without slices, so that the budget's request to shed the caches
         // is served.
         let closed = match slices.recv_timeout(SHED_CHECK) {
-            Ok(closed) => closed,
+            Ok(ToName::Closed(closed)) => *closed,
+            Ok(ToName::Open { windows, taken }) => {
+                shared.snapshot_queued.store(false, Ordering::Release);
+                name_open(&mut symbolizer, &mut cgroups, &windows, taken, shared);
+                continue;
+            }
             Err(RecvTimeoutError::Timeout) => {
                 shed_if_asked(&mut symbolizer, shared);
                 continue;
@@ -349,6 +409,66 @@ fn name_slices(
         );
     }
     symbolizer.save_caches();
+}
+
+/// Name a snapshot of the open windows taken at `taken` (monotonic ns) and publish it in the
+/// store. The queries' work, not the pipeline's: housekeeping to the budget. Nothing is
+/// evicted or written; what it names is cached for the slice when it closes. Past the resident
+/// bound of [`TRIM_ABOVE`], the symbol service is trimmed after it as after a slice.
+fn name_open(
+    symbolizer: &mut Symbolizer,
+    cgroups: &mut CgroupCache,
+    windows: &[ClosedWindow],
+    taken: u64,
+    shared: &Shared,
+) {
+    let started = Instant::now();
+    let offset = unix_now_ns().saturating_sub(sampler::now_ns());
+    let taken_ns = taken.saturating_add(offset);
+    let slices: Vec<Slice> = shared.budget.pipeline.housekeeping(|| {
+        let slices = windows
+            .iter()
+            .filter(|w| !w.window.stacks.is_empty())
+            .map(|w| {
+                let period_ns = 1_000_000_000 / w.frequency.max(1);
+                let (profile, stacks, _stats) = symbolizer.symbolize_stacks(&w.window);
+                let mut slice = Slice::from_named(
+                    &w.window,
+                    &profile,
+                    &stacks,
+                    period_ns,
+                    shared.event,
+                    offset,
+                );
+                // What was filled so far: up to when the snapshot was taken.
+                slice.end_ns = slice.end_ns.min(taken_ns).max(slice.start_ns);
+                cgroups.label(&mut slice.stacks);
+                slice
+            })
+            .collect();
+        if recorder::resident_bytes().is_some_and(|r| r > TRIM_ABOVE) {
+            symbolizer.trim();
+            recorder::release_free_memory();
+        }
+        slices
+    });
+    let (stacks, samples) = slices
+        .iter()
+        .fold((0, 0), |(n, c), s| (n + s.stacks.len(), c + s.samples()));
+    shared.store.publish_open_slices(taken_ns, slices);
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    shared.open_named.fetch_add(1, Ordering::Relaxed);
+    shared
+        .open_naming_us
+        .fetch_add((ms * 1e3) as u64, Ordering::Relaxed);
+    tracing::debug!(
+        windows = windows.len(),
+        stacks,
+        samples,
+        lag_ms = unix_now_ns().saturating_sub(taken_ns) as f64 / 1e6,
+        ms,
+        "open slices named"
+    );
 }
 
 /// Shed the symbol caches if the budget asked (memory over `budget.max_resident`).

@@ -12,7 +12,7 @@ use crate::access::Visibility;
 use crate::config::Api;
 use crate::filter::Filter;
 use crate::folding::Folding;
-use crate::slice::Slice;
+use crate::slice::{Slice, SliceError};
 use crate::store::{SliceMeta, Store};
 
 /// Why a query was not answered.
@@ -29,6 +29,45 @@ pub enum QueryError {
     /// The client went away.
     #[error("the client went away")]
     Cancelled,
+    /// A stored file of the range decodes to more than the answer may hold (the bound of a
+    /// query's working memory).
+    #[error(
+        "a stored file of the range decodes to more than {0} bytes, what api.max_response_bytes lets a query hold"
+    )]
+    FileTooLarge(u64),
+}
+
+/// Read one slice of a selection for a query within `bounds`: `Ok(None)` when it is gone or
+/// unreadable (counted in `skipped`), an error when it would decode to more than the answer
+/// may hold.
+fn read_for_query(
+    store: &Store,
+    meta: &SliceMeta,
+    (since_ns, until_ns): (u64, u64),
+    bounds: &Bounds,
+    skipped: &mut u64,
+) -> Result<Option<Slice>, QueryError> {
+    match store.read_in_within(meta, since_ns, until_ns, bounds.max_bytes) {
+        Ok(slice) => Ok(slice),
+        Err(SliceError::OverLimit(n)) => Err(QueryError::FileTooLarge(n)),
+        Err(_) => {
+            *skipped += 1;
+            Ok(None)
+        }
+    }
+}
+
+/// Gives the memory a query freed back to the system when dropped: glibc keeps it in the
+/// arena of the thread that ran the query (a blocking-pool thread), where nothing else
+/// reuses it (a 1-hour query of a busy host's history left 56 MB so: docs/daemon.md, "RSS").
+/// Every query of this module holds one from its start, so that it is dropped after
+/// everything the query made; a new kind of query does the same.
+pub struct ReleaseMemory;
+
+impl Drop for ReleaseMemory {
+    fn drop(&mut self) {
+        recorder::release_free_memory();
+    }
 }
 
 /// A query's answer.
@@ -42,6 +81,11 @@ pub struct Folded {
     pub slices: u64,
     /// Slices skipped as corrupt or truncated.
     pub skipped: u64,
+    /// Of the slices read, the open ones (not written yet: `store/open.rs`).
+    pub open: u64,
+    /// The answer holds every sample taken before this time (UNIX ns; see
+    /// [`crate::store::Selection::complete_until_ns`]).
+    pub complete_until_ns: u64,
     /// The frequency the counts are in: the highest of the slices read (None: none read).
     /// Slices sampled at a lower one (the budget lowered it, or a reload changed it) count
     /// each stack for the CPU time it stands for, in samples at this frequency.
@@ -141,22 +185,24 @@ pub fn folded(
     visibility: Visibility,
     bounds: &Bounds,
 ) -> Result<Folded, QueryError> {
+    let _release = ReleaseMemory;
     let selection = store.select(since_ns, until_ns);
     let mut folding = Folding::new(bounds.max_bytes);
-    let mut out = Folded::default();
+    let mut out = Folded {
+        complete_until_ns: selection.complete_until_ns,
+        ..Folded::default()
+    };
     // The shortest period of the slices read: the counts are given in samples of it.
     let mut period_ns = u64::MAX;
     for meta in &selection.slices {
         bounds.check()?;
-        let slice = match store.read_in(meta, since_ns, until_ns) {
-            Ok(Some(slice)) => slice,
-            Ok(None) => continue,
-            Err(_) => {
-                out.skipped += 1;
-                continue;
-            }
+        let Some(slice) =
+            read_for_query(store, meta, (since_ns, until_ns), bounds, &mut out.skipped)?
+        else {
+            continue;
         };
         out.slices += 1;
+        out.open += meta.open.is_some() as u64;
         if slice.period_ns > 0 {
             period_ns = period_ns.min(slice.period_ns);
         }
@@ -196,21 +242,25 @@ pub fn merged(
     visibility: Visibility,
     bounds: &Bounds,
 ) -> Result<(Slice, Folded), QueryError> {
+    let _release = ReleaseMemory;
     let mut out = Slice::default();
     let mut counts = Folded::default();
     let mut ids: HashMap<String, u32> = HashMap::new();
     let mut bytes: u64 = 0;
     for meta in slices {
         bounds.check()?;
-        let slice = match store.read_in(meta, since_ns, until_ns) {
-            Ok(Some(slice)) => slice,
-            Ok(None) => continue,
-            Err(_) => {
-                counts.skipped += 1;
-                continue;
-            }
+        let Some(slice) = read_for_query(
+            store,
+            meta,
+            (since_ns, until_ns),
+            bounds,
+            &mut counts.skipped,
+        )?
+        else {
+            continue;
         };
         counts.slices += 1;
+        counts.open += meta.open.is_some() as u64;
         if out.start_ns == 0 {
             out.start_ns = slice.start_ns;
             out.period_ns = slice.period_ns;
@@ -277,7 +327,7 @@ pub fn merged(
 
 /// `cpu_ns` in samples of `period_ns`, rounded to the nearest (a stack with any CPU time
 /// counts at least one).
-fn samples_of(cpu_ns: u64, period_ns: u64) -> u64 {
+pub(crate) fn samples_of(cpu_ns: u64, period_ns: u64) -> u64 {
     if cpu_ns == 0 || period_ns == 0 || period_ns == u64::MAX {
         return 0;
     }
@@ -288,6 +338,7 @@ fn samples_of(cpu_ns: u64, period_ns: u64) -> u64 {
 mod tests {
     use super::*;
     use crate::slice::tests::example;
+    use prost::Message;
 
     const P: u64 = 10_101_010;
 
@@ -391,6 +442,41 @@ mod tests {
         add_slice(&mut lines, &split, &Filter::default(), Visibility::All);
         // add_slice sums CPU time: 60 samples of 10_101_010 ns.
         assert_eq!(lines["split;main;work;hot_a"], 60 * P);
+    }
+
+    #[test]
+    fn a_file_larger_than_the_answer_may_be_is_refused_not_set_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            dir.path(),
+            std::time::Duration::from_secs(1 << 30),
+            1 << 30,
+            0,
+        )
+        .unwrap();
+        store
+            .write(&example(10_000_000_000), 30_000_000_000)
+            .unwrap();
+        let raw = example(10_000_000_000).to_pprof().encode_to_vec().len() as u64;
+        let bounds = |max_bytes| Bounds {
+            max_bytes,
+            deadline: Instant::now() + std::time::Duration::from_secs(10),
+            timeout: std::time::Duration::from_secs(10),
+        };
+        let f = |b: &Bounds| folded(&store, 0, u64::MAX, &Filter::default(), Visibility::All, b);
+        match f(&bounds(raw - 1)) {
+            Err(QueryError::FileTooLarge(limit)) => assert_eq!(limit, raw - 1),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(f(&bounds(raw)).unwrap().samples, 38);
+        assert_eq!(
+            store
+                .counters
+                .corrupt
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+        assert_eq!(f(&bounds(1 << 20)).unwrap().samples, 38);
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub const FORMAT_COMMENT: &str = "profilerd slice v1";
 pub const MAX_SLICE_BYTES: u64 = 256 << 20;
 
 /// One time window of named stacks.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Slice {
     /// Start of the window, UNIX time in ns.
     pub start_ns: u64,
@@ -209,7 +209,13 @@ impl Slice {
     /// A slice from a slice file's bytes; a truncated or corrupt file (gzip CRC or length,
     /// protobuf, or references out of range) is an error.
     pub fn decode(bytes: &[u8]) -> Result<Slice, SliceError> {
-        Slice::from_pprof(&decode_profile(bytes)?)
+        Slice::decode_within(bytes, MAX_SLICE_BYTES)
+    }
+
+    /// [`Slice::decode`], refusing ([`SliceError::OverLimit`]) a file that decompresses to
+    /// more than `limit` bytes before decoding it.
+    pub fn decode_within(bytes: &[u8], limit: u64) -> Result<Slice, SliceError> {
+        Slice::from_pprof(&decode_profile_within(bytes, limit)?)
     }
 
     /// A slice from a pprof profile written by [`Slice::to_pprof`].
@@ -313,16 +319,23 @@ pub fn encode_profile(profile: &proto::Profile) -> Vec<u8> {
     gz.finish().expect("writing to memory")
 }
 
-/// The profile in a slice or roll-up file's bytes, at most [`MAX_SLICE_BYTES`] unzipped; a
-/// truncated or corrupt file (gzip CRC or length, protobuf) is an error.
-pub fn decode_profile(bytes: &[u8]) -> Result<proto::Profile, SliceError> {
+/// The profile in a slice or roll-up file's bytes, at most `limit` bytes unzipped and never
+/// more than [`MAX_SLICE_BYTES`]; a truncated or corrupt file (gzip CRC or length, protobuf)
+/// is an error. Past a `limit` lower than [`MAX_SLICE_BYTES`], [`SliceError::OverLimit`]
+/// (the file may be whole: what a query may hold is smaller).
+pub fn decode_profile_within(bytes: &[u8], limit: u64) -> Result<proto::Profile, SliceError> {
+    let limit = limit.min(MAX_SLICE_BYTES);
     let mut raw = Vec::new();
     flate2::read::GzDecoder::new(bytes)
-        .take(MAX_SLICE_BYTES + 1)
+        .take(limit + 1)
         .read_to_end(&mut raw)
         .map_err(|e| SliceError::Gzip(e.to_string()))?;
-    if raw.len() as u64 > MAX_SLICE_BYTES {
-        return Err(SliceError::TooLarge);
+    if raw.len() as u64 > limit {
+        return Err(if limit < MAX_SLICE_BYTES {
+            SliceError::OverLimit(limit)
+        } else {
+            SliceError::TooLarge
+        });
     }
     proto::Profile::decode(raw.as_slice()).map_err(|e| SliceError::Protobuf(e.to_string()))
 }
@@ -339,6 +352,10 @@ pub enum SliceError {
     /// Larger than [`MAX_SLICE_BYTES`] decompressed.
     #[error("larger than {} MiB decompressed", MAX_SLICE_BYTES >> 20)]
     TooLarge,
+    /// Larger decompressed than this many bytes, what a query may hold (not corrupt: left
+    /// as it is).
+    #[error("larger than {0} bytes decompressed, more than the query may hold")]
+    OverLimit(u64),
     /// Not a pprof profile.
     #[error("protobuf: {0}")]
     Protobuf(String),

@@ -70,6 +70,12 @@ pub struct Shared {
     pub heartbeat_ns: AtomicU64,
     /// Whether sampling ended (on stop or error).
     pub sampling_ended: AtomicBool,
+    /// A snapshot of the open slices waits in the naming queue.
+    pub snapshot_queued: AtomicBool,
+    /// Snapshots of the open slices named.
+    pub open_named: AtomicU64,
+    /// Time spent naming them (µs, wall clock, on the naming thread).
+    pub open_naming_us: AtomicU64,
 }
 
 impl Shared {
@@ -100,6 +106,9 @@ impl Shared {
             symbols: Mutex::new(Default::default()),
             heartbeat_ns: AtomicU64::new(0),
             sampling_ended: AtomicBool::new(false),
+            snapshot_queued: AtomicBool::new(false),
+            open_named: AtomicU64::new(0),
+            open_naming_us: AtomicU64::new(0),
         }
     }
 

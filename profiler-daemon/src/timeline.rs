@@ -10,7 +10,7 @@ use crate::access::Visibility;
 use crate::filter::Filter;
 use crate::folding::comm_of;
 use crate::query::{Bounds, QueryError};
-use crate::slice::SliceStack;
+use crate::slice::{SliceError, SliceStack};
 use crate::store::Store;
 
 /// Most buckets one timeline may have.
@@ -169,13 +169,15 @@ pub fn timeline(
     visibility: Visibility,
     bounds: &Bounds,
 ) -> Result<Timeline, QueryError> {
+    let _release = crate::query::ReleaseMemory;
     let mut sums = Sums::default();
     let mut out = Timeline::default();
     for meta in &store.select(request.since_ns, request.until_ns).slices {
         bounds.check()?;
-        let rollup = match store.read_members(meta) {
+        let rollup = match store.read_members(meta, bounds.max_bytes) {
             Ok(Some(r)) => r,
             Ok(None) => continue,
+            Err(SliceError::OverLimit(n)) => return Err(QueryError::FileTooLarge(n)),
             Err(_) => {
                 out.skipped += 1;
                 continue;

@@ -17,6 +17,7 @@ mod recording;
 mod report;
 mod resolve;
 mod sink;
+mod snapshot;
 mod sys;
 mod usage;
 mod windows;
@@ -31,6 +32,7 @@ pub use report::{ClosedWindow, CpuMarks, Progress, RecordingStats, Tracked};
 pub use resolve::{
     resolve_options, ResolveOptions, ResolveStats, SymbolFeed, Symbolizer, UserSymbolStats,
 };
+pub use snapshot::{OpenSnapshot, SnapshotControl};
 pub use usage::{
     anonymous_resident_bytes, open_fds, release_free_memory, resident_bytes, ProcessUsage,
 };

@@ -228,6 +228,9 @@ pub struct RecordOptions {
     pub measure: Measure,
     /// Most switch-out samples per second, when switches are sampled.
     pub switch_frequency: u64,
+    /// A handle through which snapshots of the open windows are asked while recording
+    /// (None: windows are handed on only as they close).
+    pub snapshots: Option<crate::SnapshotControl>,
 }
 
 impl RecordOptions {
@@ -251,6 +254,7 @@ impl RecordOptions {
             frequency_control: None,
             measure: Measure::Cpu,
             switch_frequency: defaults::SWITCH_FREQUENCY,
+            snapshots: None,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use procmap::ProcessTable;
 use sampler::{
-    drain_until, DrainEnd, EventChoice, EventKind, RecordSink, Sampler, SamplerConfig,
+    drain_until_woken, DrainEnd, EventChoice, EventKind, RecordSink, Sampler, SamplerConfig,
     SidebandWakeup, StackCapture, SwitchSampling, Target,
 };
 use tracing::{debug, info, warn};
@@ -207,6 +207,8 @@ pub async fn record(
             Measure::Wall => Some(OffCpu::new(Keep::AllOffCpu, options.switch_frequency)),
         },
         on_cpu: measure != Measure::OffCpu,
+        snapshots: options.snapshots.clone(),
+        round_started_ns: None,
     };
     if let Some(control) = &options.frequency_control {
         control.set_in_effect(sampler.info().frequency);
@@ -294,7 +296,27 @@ async fn drain_following_cpus(
     collector: &mut Collector<'_>,
 ) -> Result<(), RecordError> {
     tokio::pin!(stop);
-    while drain_until(sampler, &mut stop, tick, collector).await? == DrainEnd::Paused {
+    let snapshots = collector.snapshots.clone();
+    if let Some(control) = &snapshots {
+        control.set_running(true);
+    }
+    let wake = snapshots.as_ref().map(|c| c.waker());
+    let result = drain_rounds(sampler, &mut stop, tick, wake, collector).await;
+    if let Some(control) = &snapshots {
+        control.set_running(false);
+    }
+    result
+}
+
+/// The drain loop of [`drain_following_cpus`].
+async fn drain_rounds(
+    sampler: &mut Sampler,
+    mut stop: impl Future<Output = ()> + Unpin,
+    tick: Duration,
+    wake: Option<&tokio::sync::Notify>,
+    collector: &mut Collector<'_>,
+) -> Result<(), RecordError> {
+    while drain_until_woken(sampler, &mut stop, tick, wake, collector).await? == DrainEnd::Paused {
         if collector.cpus_changed {
             match sampler.reopen_missing_cpus(&mut |r| collector.on_record(r)) {
                 Ok(change) => {

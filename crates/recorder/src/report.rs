@@ -43,7 +43,8 @@ pub struct RecordingStats {
     pub switches: crate::SwitchStats,
 }
 
-/// A window as it closes: its stacks, normalized, and what the recording tracked then.
+/// A window as it closes (or as it stands, for a snapshot): its stacks, normalized, and what
+/// the recording tracked then.
 pub struct ClosedWindow {
     /// The window's stacks.
     pub window: NormalizedWindow,
@@ -60,6 +61,10 @@ pub struct ClosedWindow {
     /// Samples per second per CPU in effect when the window closed (it may have changed
     /// during the window; each stack's `period` is the sum of its samples' own periods).
     pub frequency: u64,
+    /// Set when this is not the window closing but a snapshot of it, still open, asked
+    /// through [`crate::SnapshotControl`]: its samples so far (the window closes later, whole;
+    /// `released_files` and `ended_processes` are empty).
+    pub snapshot: Option<crate::OpenSnapshot>,
 }
 
 /// Sizes of what a recording holds, for bounds and status.

@@ -112,6 +112,11 @@ pub(crate) struct Collector<'p> {
     pub off_cpu: Option<OffCpu>,
     /// Count CPU samples (false when only off-CPU time is recorded).
     pub on_cpu: bool,
+    /// Snapshots of the open windows asked while recording.
+    pub snapshots: Option<crate::SnapshotControl>,
+    /// When the current drain round read its first record (CLOCK_MONOTONIC ns): every sample
+    /// taken before it is read by the end of the round.
+    pub round_started_ns: Option<u64>,
 }
 
 impl Collector<'_> {
@@ -218,7 +223,47 @@ impl Collector<'_> {
             released_files: std::mem::take(&mut self.released_files),
             ended_processes: std::mem::take(&mut self.ended_processes),
             frequency: self.frequency,
+            snapshot: None,
         });
+    }
+
+    /// Hand on every open window as it stands, normalized, marked as a snapshot taken at
+    /// `taken` (the windows stay open); one empty window when none is open.
+    fn snapshot_open(&mut self, taken: u64) {
+        let started = std::time::Instant::now();
+        let (processes, pinned) = (&self.processes, &self.pinned);
+        let mut windows: Vec<profile::NormalizedWindow> = self
+            .windows
+            .open()
+            .map(|w| normalize(&w.stacks, w.start, w.end, processes, pinned))
+            .collect();
+        if windows.is_empty() {
+            windows.push(profile::NormalizedWindow {
+                start: taken,
+                end: taken,
+                ..profile::NormalizedWindow::default()
+            });
+        }
+        let tracked = self.tracked();
+        let n = windows.len();
+        for (i, window) in windows.into_iter().enumerate() {
+            (self.on_window)(ClosedWindow {
+                window,
+                tracked,
+                released_files: Vec::new(),
+                ended_processes: Vec::new(),
+                frequency: self.frequency,
+                snapshot: Some(crate::OpenSnapshot {
+                    taken,
+                    last: i + 1 == n,
+                }),
+            });
+        }
+        tracing::debug!(
+            windows = n,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "open windows handed on"
+        );
     }
 
     /// Sizes of what the recording holds now.
@@ -296,6 +341,7 @@ impl RecordSink for Collector<'_> {
     fn on_record(&mut self, raw: RawRecord<'_>) {
         if self.round_started.is_none() {
             self.round_started = Some(std::time::Instant::now());
+            self.round_started_ns = Some(crate::sys::monotonic_ns());
         }
         match decode_with(raw, &self.format) {
             Record::Sample(s) => self.sample(&s),
@@ -383,7 +429,13 @@ impl RecordSink for Collector<'_> {
             .round_started
             .take()
             .unwrap_or_else(std::time::Instant::now);
+        let started_ns = self.round_started_ns.take();
         self.end_round(sampler);
+        if self.snapshots.as_ref().is_some_and(|c| c.take()) {
+            // Every ring was read in this round, after `started_ns`.
+            let taken = started_ns.unwrap_or_else(crate::sys::monotonic_ns);
+            self.snapshot_open(taken);
+        }
         self.stats.longest_round = self.stats.longest_round.max(started.elapsed());
     }
 }

@@ -112,6 +112,11 @@ impl Windows {
             .map_or_else(|| self.bounds(self.first_index).0, |w| w.start)
     }
 
+    /// The windows open now, oldest first (a window not sampled yet is not among them).
+    pub(crate) fn open(&self) -> impl Iterator<Item = &OpenWindow> + '_ {
+        self.open.iter()
+    }
+
     /// Distinct stacks held in open windows, and their bytes.
     pub(crate) fn held(&self) -> (usize, usize) {
         self.open.iter().fold((0, 0), |(n, b), w| {

@@ -62,6 +62,19 @@ pub async fn drain_until(
     tick: Duration,
     sink: &mut dyn RecordSink,
 ) -> Result<DrainEnd, SamplerError> {
+    drain_until_woken(sampler, stop, tick, None, sink).await
+}
+
+/// [`drain_until`], with one more reason to drain: `wake`, notified from any thread
+/// (`Notify::notify_one`), starts a round at once, as a tick would (a notification that comes
+/// while a round runs starts the next one as soon as it ends).
+pub async fn drain_until_woken(
+    sampler: &mut Sampler,
+    stop: impl Future<Output = ()>,
+    tick: Duration,
+    wake: Option<&tokio::sync::Notify>,
+    sink: &mut dyn RecordSink,
+) -> Result<DrainEnd, SamplerError> {
     let fds: Vec<AsyncFd<OwnedFd>> = sampler
         .ring_owned_fds()
         .map(crate::sys::register_readable)
@@ -82,6 +95,7 @@ pub async fn drain_until(
             () = &mut stop => break,
             () = any_readable(&fds, &mut closed) => {}
             _ = interval.tick() => {}
+            () = woken(wake) => {}
         }
         sampler.drain(&mut |r| sink.on_record(r));
         sink.on_round(sampler);
@@ -94,6 +108,14 @@ pub async fn drain_until(
     while sampler.drain(&mut |r| sink.on_record(r)) > 0 {}
     sink.on_round(sampler);
     Ok(DrainEnd::Stopped)
+}
+
+/// Resolves when `wake` is notified; never without one.
+async fn woken(wake: Option<&tokio::sync::Notify>) {
+    match wake {
+        Some(wake) => wake.notified().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Resolves when any of `fds` not `closed` is readable, after clearing the readiness of every

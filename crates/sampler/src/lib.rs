@@ -13,7 +13,7 @@ mod ring;
 mod session;
 mod sys;
 
-pub use drain::{drain_until, DrainEnd, RecordSink};
+pub use drain::{drain_until, drain_until_woken, DrainEnd, RecordSink};
 pub use error::SamplerError;
 pub use event::EventKind;
 pub use record::{

@@ -358,17 +358,26 @@ fn load_cached_table(path: &Path) -> Option<Table> {
 }
 
 /// Keep `table` at `path` (atomically: temporary file, then rename); failures are only
-/// logged. The oldest tables beyond [`MAX_CACHED_TABLES`] are removed.
-fn store_cached_table(dir: &Path, path: &Path, table: &Table) {
+/// logged. The oldest tables beyond [`MAX_CACHED_TABLES`] are removed. Returns the table as
+/// cached, mapped from the file just written (its pages in the page cache, not in the heap:
+/// what lookups touch stays resident until it is released, and the kernel may reclaim it),
+/// or `table` itself when it could not be cached.
+fn store_cached_table(dir: &Path, path: &Path, table: Table) -> Table {
     let mut bytes = SYMTAB_MAGIC.to_vec();
     table.write_to(&mut bytes);
     if let Err(err) = crate::disk_cache::write_replacing(path, &bytes) {
         tracing::debug!(path = %path.display(), %err, "cannot cache a symbol table");
-        return;
+        return table;
     }
+    drop(bytes);
+    let mapped = load_cached_table(path);
     crate::disk_cache::prune(dir, MAX_CACHED_TABLES, MAX_CACHED_TABLE_BYTES, |p| {
         p.extension().is_some_and(|e| e == "symtab")
     });
+    match mapped {
+        Some(mapped) if mapped.len() == table.len() => mapped,
+        _ => table,
+    }
 }
 
 fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
@@ -511,13 +520,13 @@ fn parse_elf<Elf: FileHeader<Endian = Endianness>>(
             );
         }
     }
-    let table = table.build();
+    let mut table = table.build();
     if !matches!(symbols, Symbols::None) {
         tracing::debug!(file = name, symbols = table.len(), "parsed ELF symbols");
     }
     if let Some((dir, path)) = &cache {
         if table.len() >= MIN_CACHED_SYMBOLS {
-            store_cached_table(dir, path, &table);
+            table = store_cached_table(dir, path, table);
         }
     }
     Ok(ElfFile {

@@ -7,6 +7,7 @@
 
 mod common;
 mod daemon;
+mod daemon_fresh;
 mod daemon_limits;
 mod daemon_ops;
 mod daemon_reload;

@@ -104,6 +104,19 @@ impl IntoResponse for QueryRefused {
     }
 }
 
+impl IntoResponse for crate::query::QueryError {
+    /// 413 for an answer (or a file of its range) over the response bound, 503 for a query
+    /// too slow or whose client went away.
+    fn into_response(self) -> Response {
+        use crate::query::QueryError;
+        let status = match self {
+            QueryError::TooLarge(_) | QueryError::FileTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            QueryError::TooSlow(_) | QueryError::Cancelled => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        error(status, self.to_string())
+    }
+}
+
 /// An error answer: `profilerd: MESSAGE`.
 pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, format!("profilerd: {}\n", message.into())).into_response()

@@ -14,7 +14,7 @@ use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
 use crate::http::common::{error, ApiState, Peer};
-use crate::query::{self, Folded, QueryError};
+use crate::query::{self, Folded};
 use crate::state::unix_now_ns;
 
 /// Query parameters of `GET /v1/folded`.
@@ -128,12 +128,7 @@ pub async fn folded(
     .await;
     let folded = match answer {
         Ok(Ok(f)) => f,
-        Ok(Err(e @ QueryError::TooLarge(_))) => {
-            return error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
-        }
-        Ok(Err(e @ (QueryError::TooSlow(_) | QueryError::Cancelled))) => {
-            return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
-        }
+        Ok(Err(e)) => return e.into_response(),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
     };
     tracing::debug!(
@@ -173,6 +168,8 @@ fn headers(
             folded.frequency.unwrap_or(state.shared.frequency()),
         ),
         ("x-profilerd-kernel-frames", kernel as u64),
+        ("x-profilerd-open-slices", folded.open),
+        ("x-profilerd-complete-until-ns", folded.complete_until_ns),
     ] {
         headers.insert(name, HeaderValue::from(value));
     }

@@ -79,12 +79,7 @@ pub async fn pprof(
     .await;
     let (bytes, counts, period_ns) = match answer {
         Ok(Ok(a)) => a,
-        Ok(Err(e @ QueryError::TooLarge(_))) => {
-            return error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
-        }
-        Ok(Err(e @ (QueryError::TooSlow(_) | QueryError::Cancelled))) => {
-            return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
-        }
+        Ok(Err(e)) => return e.into_response(),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
     };
     if bytes.len() as u64 > max_bytes {

@@ -3,11 +3,15 @@
 //! default 30, gzipped pprof as `application/octet-stream`), and `/metrics`. Nothing else is
 //! served there: never the control API.
 //!
-//! A profile is answered from the daemon's stream: the request waits `seconds`, then for the
-//! slices covering that time to be named, and merges them (a slice counts when at least half
-//! of it lies in the window). Any number of scrapers (up to `scrape.max_concurrent`) share the
-//! one stream: a scrape opens no perf event. `past=1` answers at once with the latest
-//! `seconds` of kept history (ending at the newest slice named). `pid` (with `descendants=true`), `comm`, `uid` and `cgroup` narrow it.
+//! A profile is answered from the daemon's stream with Go's semantics: exactly the `seconds`
+//! from the request to the answer. At the request the open slices are named (`store/open.rs`)
+//! and the window starts when that snapshot was taken; after `seconds` they are named again,
+//! and the answer is every slice overlapping the window (files and open slices, merged) less
+//! what the slice being filled at the start already held then. Any number of scrapers (up to
+//! `scrape.max_concurrent`) share the one stream: a scrape opens no perf event. `past=1`
+//! answers at once with the latest `seconds` (the slices with at least half their length in
+//! them, the open ones included). `pid` (with `descendants=true`), `comm`, `uid` and `cgroup`
+//! narrow it.
 //! Whoever reaches the listener sees the whole machine, kernel frames included: a token is
 //! required (`scrape.token_file`; requests without `Authorization: Bearer TOKEN` get 401)
 //! unless `scrape.allow_unauthenticated` is set on a loopback address (the configuration is
@@ -18,9 +22,8 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use axum::extract::{Query, State};
@@ -32,15 +35,15 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::access::Visibility;
-use crate::config::Config;
 use crate::filter::Filter;
 use crate::http::common::error;
 use crate::http::conn;
 use crate::http::limits::{Caps, Limiter};
 use crate::http::status::metrics_response;
 use crate::query;
+use crate::slice::Slice;
 use crate::state::{unix_now_ns, Shared};
-use crate::store::SliceMeta;
+use crate::store::{SliceMeta, Store};
 
 /// Go's default `seconds`.
 const DEFAULT_SECONDS: u64 = 30;
@@ -305,33 +308,83 @@ pub fn covering(slices: &[SliceMeta], t0: u64, t1: u64) -> Vec<SliceMeta> {
         .collect()
 }
 
-/// The time range a profile stands for: the latest `seconds` of kept history (`past`), or the
-/// next `seconds`, waited out, and then for its last slice to be named.
-async fn window(shared: &Shared, config: &Config, p: &ProfileParams) -> (u64, u64) {
-    let window = Duration::from_secs(p.seconds);
+/// What a profile stands for: its time range, and the open slice as it stood at the start
+/// (taken away from the answer).
+struct Window {
+    since_ns: u64,
+    until_ns: u64,
+    base: Option<Arc<Slice>>,
+}
+
+/// The profile's window: the latest `seconds` (`past`), or the next `seconds`, waited out
+/// from when the open slices were named at the request. Dropped (and so stopped) when the
+/// client goes away.
+async fn window(shared: &Shared, p: &ProfileParams) -> Window {
+    let length = p.seconds * 1_000_000_000;
     if p.past {
-        // The latest `seconds` of kept history: up to the newest slice named (a slice and its
-        // close grace behind now), so that the answer is never cut by what is being named.
-        let newest = match shared.store.newest_end() {
-            0 => unix_now_ns(),
-            t => t,
+        let now = unix_now_ns();
+        return Window {
+            since_ns: now.saturating_sub(length),
+            until_ns: now,
+            base: None,
         };
-        return (newest.saturating_sub(window.as_nanos() as u64), newest);
     }
-    // Live: wait out the window, then for its last slice to be named. Dropped (and so
-    // stopped) when the client goes away.
-    let t0 = unix_now_ns();
-    tokio::time::sleep(window).await;
-    let t1 = t0 + window.as_nanos() as u64;
-    let slice = config.sampling.slice.0;
-    let deadline = Instant::now() + slice + Duration::from_secs(10);
-    while shared.store.newest_end() < t1
-        && Instant::now() < deadline
-        && !shared.sampling_ended.load(Ordering::Relaxed)
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let store = Arc::clone(&shared.store);
+    let start = tokio::task::spawn_blocking(move || store.open_slices(Duration::ZERO))
+        .await
+        .ok()
+        .flatten();
+    let since_ns = start.as_ref().map_or_else(unix_now_ns, |s| s.taken_ns);
+    let until_ns = since_ns + length;
+    let left = until_ns.saturating_sub(unix_now_ns());
+    tokio::time::sleep(Duration::from_nanos(left)).await;
+    Window {
+        since_ns,
+        until_ns,
+        base: start.and_then(|s| s.filling().cloned()),
     }
-    (t0, t1)
+}
+
+/// The merged profile of `window`, within `bounds`, gzipped.
+fn answer(
+    store: &Store,
+    window: &Window,
+    past: bool,
+    filter: &Filter,
+    bounds: &query::Bounds,
+    layout_labels: bool,
+) -> Result<(Vec<u8>, query::Folded), query::QueryError> {
+    let _release = query::ReleaseMemory;
+    let (t0, t1) = (window.since_ns, window.until_ns);
+    let (slices, base) = if past {
+        let selection = store.select(t0, t1);
+        (covering(&selection.slices, t0, t1), None)
+    } else {
+        // Every sample up to the window's end: the open slices named after it.
+        let selection = store.select_within(t0, t1, Duration::ZERO);
+        // The slice being filled at the start is taken away as it stood then, if it is read.
+        let base = window.base.as_ref().filter(|b| {
+            selection
+                .slices
+                .iter()
+                .any(|m| m.start_ns <= b.start_ns + 1_000_000 && b.start_ns < m.end_ns)
+        });
+        (selection.slices, base)
+    };
+    let (mut slice, mut counts) =
+        query::merged(store, &slices, (t0, t1), filter, Visibility::All, bounds)?;
+    if let Some(base) = base {
+        counts.samples -= crate::subtract::subtract(&mut slice, base, filter, Visibility::All);
+    }
+    if !past {
+        // Exactly the window, as Go's profile says.
+        slice.start_ns = t0;
+        slice.end_ns = t1;
+    }
+    if !layout_labels {
+        slice.drop_layout_labels();
+    }
+    Ok((slice.encode(), counts))
 }
 
 async fn profile(
@@ -364,35 +417,22 @@ async fn profile(
             "too many profiles at once (scrape.max_concurrent); try again",
         );
     };
-    let (t0, t1) = window(&shared, &config, &p).await;
+    let window = window(&shared, &p).await;
     // Read after the wait: a reload meanwhile applies.
     let mut bounds = query::Bounds::from_api(&shared.live().api);
     // Dropped with this handler when the client goes away: the merge then stops.
     let (cancel, _cancel_on_drop) = query::Cancel::new();
     bounds.cancel = cancel;
     let store = Arc::clone(&shared.store);
-    let filter = p.filter;
+    let (filter, past) = (p.filter, p.past);
     let layout_labels = shared.live().scrape.layout_labels;
     let answer = tokio::task::spawn_blocking(move || {
-        // Slices that overlap the window, one slice's length around it.
-        let selection = store.select(t0.saturating_sub(1), t1 + 1);
-        let slices = covering(&selection.slices, t0, t1);
-        query::merged(&store, &slices, (t0, t1), &filter, Visibility::All, &bounds).map(
-            |(mut slice, counts)| {
-                if !layout_labels {
-                    slice.drop_layout_labels();
-                }
-                (slice.encode(), counts)
-            },
-        )
+        answer(&store, &window, past, &filter, &bounds, layout_labels)
     })
     .await;
     let (bytes, counts) = match answer {
         Ok(Ok(a)) => a,
-        Ok(Err(e @ query::QueryError::TooLarge(_))) => {
-            return error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
-        }
-        Ok(Err(e)) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Ok(Err(e)) => return e.into_response(),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the profile failed"),
     };
     tracing::debug!(
@@ -433,7 +473,7 @@ mod tests {
             start_ns: start,
             end_ns: end,
             bytes: 1,
-            rollup: false,
+            ..SliceMeta::default()
         }
     }
 

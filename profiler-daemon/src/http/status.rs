@@ -60,6 +60,14 @@ pub struct Status {
     pub bytes_kept: u64,
     /// End of the newest slice on disk, UNIX ns (0: none).
     pub newest_slice_end_ns: u64,
+    /// Snapshots of the open slices named for queries since start.
+    pub open_snapshots: u64,
+    /// Snapshots asked that the pipeline could not name (its queue full, or sampling over).
+    pub open_snapshots_refused: u64,
+    /// Seconds the naming thread spent naming them (wall clock).
+    pub open_naming_seconds: f64,
+    /// When the last snapshot was taken, UNIX ns (0: none).
+    pub open_taken_ns: u64,
     /// Processes tracked by the process model.
     pub processes: usize,
     /// Threads tracked.
@@ -117,6 +125,7 @@ pub fn snapshot(s: &Shared) -> Status {
     let tracked = s.tracked.lock().map(|t| *t).unwrap_or_default();
     let symbols = s.symbols.lock().map(|t| *t).unwrap_or_default();
     let c = &s.store.counters;
+    let (_, open_refused, open_taken) = s.store.open_slice_counts();
     Status {
         version: env!("CARGO_PKG_VERSION").to_string(),
         event: s.event.to_string(),
@@ -138,6 +147,10 @@ pub fn snapshot(s: &Shared) -> Status {
         slices_kept,
         bytes_kept,
         newest_slice_end_ns: s.store.newest_end(),
+        open_snapshots: s.open_named.load(Ordering::Relaxed),
+        open_snapshots_refused: open_refused,
+        open_naming_seconds: s.open_naming_us.load(Ordering::Relaxed) as f64 / 1e6,
+        open_taken_ns: open_taken,
         processes: tracked.processes,
         threads: tracked.threads,
         files: tracked.files,
@@ -228,6 +241,18 @@ const METRICS: &[Metric<Status>] = &[
         kind: "counter",
         help: "Slice files found corrupt or truncated.",
         value: |s| s.corrupt_slices as f64,
+    },
+    Metric {
+        name: "open_snapshots_total",
+        kind: "counter",
+        help: "Snapshots of the open slices named for queries.",
+        value: |s| s.open_snapshots as f64,
+    },
+    Metric {
+        name: "open_snapshots_refused_total",
+        kind: "counter",
+        help: "Snapshots of the open slices asked and not named (naming queue full).",
+        value: |s| s.open_snapshots_refused as f64,
     },
     Metric {
         name: "slices_kept",

@@ -168,12 +168,7 @@ pub async fn timeline(
     .await;
     let answer = match answer {
         Ok(Ok(t)) => t,
-        Ok(Err(e @ QueryError::TooLarge(_))) => {
-            return error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
-        }
-        Ok(Err(e @ (QueryError::TooSlow(_) | QueryError::Cancelled))) => {
-            return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
-        }
+        Ok(Err(e)) => return e.into_response(),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
     };
     tracing::debug!(

@@ -6,10 +6,14 @@
 //! start. A file that cannot be read back is skipped, reported, counted, and renamed aside
 //! (`.corrupt`, the newest 16 kept).
 //!
+//! Beside the files, the open slices (`open`): what the pipeline has not written yet, named on
+//! demand; [`Store::select`] lists both.
+//!
 //! Beneath the store: the slice format (`slice.rs`) and the roll-up format (`rollup`). Above
 //! it: when hours are rolled up (`hourly`).
 
 pub mod hourly;
+pub mod open;
 pub mod rollup;
 pub mod rollup_builder;
 pub mod rollup_writer;
@@ -20,12 +24,13 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tracing::{info, warn};
 
 use crate::slice::{Slice, SliceError, MAX_SLICE_BYTES};
+use crate::store::open::{Asker, OpenState};
 use crate::store::rollup::{is_member, Rollup};
 
 /// File name suffix of a plain slice.
@@ -37,26 +42,40 @@ pub const ROLLUP_SUFFIX: &str = ".hour.pb.gz";
 /// Corrupt files kept aside for inspection; older ones are deleted.
 const CORRUPT_KEPT: usize = 16;
 
-/// One stored slice.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One stored slice, or an open one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SliceMeta {
     /// Start, UNIX ns.
     pub start_ns: u64,
     /// End (exclusive), UNIX ns.
     pub end_ns: u64,
-    /// File size.
+    /// File size (0 for an open slice).
     pub bytes: u64,
     /// An hourly roll-up of slices (`rollup`), not one slice.
     pub rollup: bool,
+    /// An open slice (not written yet: `open`), as named when the last snapshot was taken;
+    /// [`Store::read_in`] returns it as a plain slice would be.
+    pub open: Option<Arc<Slice>>,
 }
 
-/// The slices on disk, by start time; shared between the writer and the API.
+/// The slices on disk, by start time, and the open ones; shared between the writer and the
+/// API.
 #[derive(Debug, Default)]
-struct Index {
+pub(crate) struct Index {
     slices: BTreeMap<(u64, u64), u64>,
     bytes: u64,
     /// Which entries of `slices` are roll-ups.
     rollups: BTreeSet<(u64, u64)>,
+    /// The open slices, and the requests for them.
+    open: OpenState,
+}
+
+impl Index {
+    /// End of the newest slice written (UNIX ns), 0 when none.
+    fn newest_end(&self) -> u64 {
+        // Slices do not overlap: the last to start ends last.
+        self.slices.last_key_value().map_or(0, |(&(_, end), _)| end)
+    }
 }
 
 /// Counters of the store.
@@ -81,12 +100,21 @@ pub struct Store {
     max_bytes: AtomicU64,
     /// Counters, for status and metrics.
     pub counters: StoreCounters,
+    /// Notified when a snapshot of the open slices is published or refused.
+    fresh: Condvar,
+    /// Asks the pipeline for a snapshot of the open slices (None: no pipeline).
+    asker: Mutex<Option<Asker>>,
 }
 
 /// A query's selection of slices.
+#[derive(Debug, Default)]
 pub struct Selection {
-    /// The slices overlapping the range, oldest first.
+    /// The slices overlapping the range, oldest first: files (slices and roll-ups), then the
+    /// open slices.
     pub slices: Vec<SliceMeta>,
+    /// The selection holds every sample taken before this time (UNIX ns): the end of the
+    /// newest slice written, or when the open slices were named.
+    pub complete_until_ns: u64,
 }
 
 impl Store {
@@ -149,6 +177,8 @@ impl Store {
             max_age_ns: AtomicU64::new(max_age.as_nanos().min(u64::MAX as u128) as u64),
             max_bytes: AtomicU64::new(max_bytes),
             counters: StoreCounters::default(),
+            fresh: Condvar::new(),
+            asker: Mutex::new(None),
         });
         store.apply_retention(now_ns);
         Ok(store)
@@ -169,15 +199,14 @@ impl Store {
         (index.slices.len(), index.bytes)
     }
 
-    /// End of the newest slice kept (UNIX ns), 0 when none.
+    /// End of the newest slice written (UNIX ns), 0 when none.
     pub fn newest_end(&self) -> u64 {
-        let index = self.index();
-        index.slices.keys().map(|&(_, end)| end).max().unwrap_or(0)
+        self.index().newest_end()
     }
 
     /// The index, recovered if a thread panicked while holding it (every change to it is
     /// made in one step, under the lock).
-    fn index(&self) -> MutexGuard<'_, Index> {
+    pub(crate) fn index(&self) -> MutexGuard<'_, Index> {
         self.index.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -213,13 +242,15 @@ impl Store {
                 index.bytes -= old;
             }
             index.bytes += bytes.len() as u64;
+            // In the same step: a query sees the window open or written, never both.
+            index.open.written(key);
         }
         self.counters.written.fetch_add(1, Ordering::Relaxed);
         Ok(SliceMeta {
             start_ns: slice.start_ns,
             end_ns: slice.end_ns,
             bytes: bytes.len() as u64,
-            rollup: false,
+            ..SliceMeta::default()
         })
     }
 
@@ -352,23 +383,6 @@ impl Store {
         }
     }
 
-    /// The slices overlapping `[since_ns, until_ns)`, oldest first.
-    pub fn select(&self, since_ns: u64, until_ns: u64) -> Selection {
-        let index = self.index();
-        let slices = index
-            .slices
-            .iter()
-            .filter(|(&(start, end), _)| start < until_ns && end > since_ns)
-            .map(|(&(start_ns, end_ns), &bytes)| SliceMeta {
-                start_ns,
-                end_ns,
-                bytes,
-                rollup: index.rollups.contains(&(start_ns, end_ns)),
-            })
-            .collect();
-        Selection { slices }
-    }
-
     /// Read one slice back. `Ok(None)`: deleted meanwhile (retention). A corrupt or truncated
     /// file is logged, counted, taken out of the index and renamed aside, and is an error.
     #[cfg(test)]
@@ -378,40 +392,62 @@ impl Store {
 
     /// [`Store::read`], keeping of a roll-up only the samples of its member slices that
     /// overlap `[since_ns, until_ns)` (a plain slice is returned whole).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn read_in(
         &self,
         meta: &SliceMeta,
         since_ns: u64,
         until_ns: u64,
     ) -> Result<Option<Slice>, SliceError> {
+        self.read_in_within(meta, since_ns, until_ns, MAX_SLICE_BYTES)
+    }
+
+    /// [`Store::read_in`], refusing a file that decompresses to more than `max_decoded` bytes
+    /// with [`SliceError::OverLimit`] before decoding it (what a query may hold decoded at
+    /// once); such a file is not corrupt, and stays. An open slice (`meta.open`) is its
+    /// snapshot.
+    pub fn read_in_within(
+        &self,
+        meta: &SliceMeta,
+        since_ns: u64,
+        until_ns: u64,
+        max_decoded: u64,
+    ) -> Result<Option<Slice>, SliceError> {
+        if let Some(open) = &meta.open {
+            return Ok(Some(Slice::clone(open)));
+        }
         self.read_with(meta, |bytes| {
             if meta.rollup {
-                Rollup::decode(bytes).map(|r| r.restrict(since_ns, until_ns))
+                Rollup::decode_within(bytes, max_decoded).map(|r| r.restrict(since_ns, until_ns))
             } else {
-                Slice::decode(bytes)
+                Slice::decode_within(bytes, max_decoded)
             }
         })
     }
 
-    /// A stored file with each stack's count per member slice, for answers that place samples
-    /// in time (the timeline): a roll-up as it is, a plain slice as a roll-up of itself.
-    pub fn read_members(&self, meta: &SliceMeta) -> Result<Option<Rollup>, SliceError> {
+    /// A stored file (or an open slice's snapshot) with each stack's count per member slice,
+    /// for answers that place samples in time (the timeline): a roll-up as it is, a plain
+    /// slice as a roll-up of itself. A file that decodes to more than `max_decoded` bytes is
+    /// [`SliceError::OverLimit`].
+    pub fn read_members(
+        &self,
+        meta: &SliceMeta,
+        max_decoded: u64,
+    ) -> Result<Option<Rollup>, SliceError> {
+        if let Some(open) = &meta.open {
+            return Ok(Some(Rollup::of_slice(Slice::clone(open))));
+        }
         self.read_with(meta, |bytes| {
             if meta.rollup {
-                return Rollup::decode(bytes);
+                return Rollup::decode_within(bytes, max_decoded);
             }
-            let slice = Slice::decode(bytes)?;
-            Ok(Rollup {
-                members: vec![(slice.start_ns, slice.end_ns)],
-                counts: slice.stacks.iter().map(|s| vec![(0, s.count)]).collect(),
-                slice,
-            })
+            Slice::decode_within(bytes, max_decoded).map(Rollup::of_slice)
         })
     }
 
-    /// Read one file and `decode` it. `Ok(None)`: deleted meanwhile (retention). A corrupt or
-    /// truncated file is logged, counted, taken out of the index and renamed aside, and is an
-    /// error.
+    /// Read one file and `decode` it. `Ok(None)`: deleted meanwhile (retention). A file over
+    /// a decoding bound is an error and stays; a corrupt or truncated one is logged, counted,
+    /// taken out of the index and renamed aside, and is an error.
     fn read_with<T>(
         &self,
         meta: &SliceMeta,
@@ -425,6 +461,7 @@ impl Store {
         };
         match decode(&bytes) {
             Ok(decoded) => Ok(Some(decoded)),
+            Err(err @ SliceError::OverLimit(_)) => Err(err),
             Err(err) => {
                 self.counters.corrupt.fetch_add(1, Ordering::Relaxed);
                 warn!(file = %path.display(), %err, "skipping a corrupt slice file (renamed to .corrupt)");
@@ -442,6 +479,13 @@ impl Store {
             }
         }
     }
+}
+
+/// UNIX time now, in ns.
+pub(crate) fn unix_now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// A file's bytes, refusing one larger than [`MAX_SLICE_BYTES`]; never follows a symlink.

@@ -15,7 +15,7 @@
 #[cfg(test)]
 use std::collections::HashMap;
 
-use crate::slice::{decode_profile, Slice, SliceError};
+use crate::slice::{decode_profile_within, Slice, SliceError};
 #[cfg(test)]
 use crate::slice::{encode_profile, SliceStack};
 
@@ -48,6 +48,15 @@ type StackKey = (
 );
 
 impl Rollup {
+    /// One slice as a roll-up of itself (one member).
+    pub fn of_slice(slice: Slice) -> Rollup {
+        Rollup {
+            members: vec![(slice.start_ns, slice.end_ns)],
+            counts: slice.stacks.iter().map(|s| vec![(0, s.count)]).collect(),
+            slice,
+        }
+    }
+
     /// Merge `slices` (oldest first, not overlapping, of one period): the reference the
     /// incremental build (`rollup_builder.rs`) is tested against.
     #[cfg(test)]
@@ -151,7 +160,13 @@ impl Rollup {
 
     /// A roll-up from its file's bytes; anything inconsistent is an error.
     pub fn decode(bytes: &[u8]) -> Result<Rollup, SliceError> {
-        let p = decode_profile(bytes)?;
+        Rollup::decode_within(bytes, crate::slice::MAX_SLICE_BYTES)
+    }
+
+    /// [`Rollup::decode`], refusing ([`SliceError::OverLimit`]) a file that decompresses to
+    /// more than `limit` bytes before decoding it.
+    pub fn decode_within(bytes: &[u8], limit: u64) -> Result<Rollup, SliceError> {
+        let p = decode_profile_within(bytes, limit)?;
         let slice = Slice::from_pprof(&p)?;
         let string = |i: i64| {
             usize::try_from(i)

@@ -1,0 +1,235 @@
+//! Fresh answers from profilerd (issue 22): with the default 10-second slices, a query made one
+//! second after a workload ends already holds its samples (the open slice is named on demand),
+//! for `profctl flamegraph`, `profctl top` and the scrape endpoint read by the real
+//! `go tool pprof`, whose `?seconds=5` answers after 5 seconds with those 5 seconds.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::daemon::{unix_now, Daemon, BUDGET_OFF};
+use crate::daemon_serve::free_port;
+
+/// A daemon configuration with the default slice length (10 s), unlike
+/// [`Daemon::write_config`]'s 1 s: the answer must not wait for a slice to close.
+fn write_config(dir: &Path, extra: &str) -> std::path::PathBuf {
+    let config = dir.join("profilerd.toml");
+    fs::write(
+        &config,
+        format!(
+            "[sampling]\nfrequency = {FREQ}\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n\n{BUDGET_OFF}{extra}",
+            dir.join("state").display(),
+            dir.join("cache").display(),
+            dir.join("profilerd.sock").display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// The samples profctl's summary line reports (`… NNN samples …`).
+fn summary_samples(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("profctl:"))
+        .find_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            words.windows(2).find_map(|w| {
+                (w[1].trim_end_matches(',') == "samples")
+                    .then(|| w[0].parse::<u64>().ok())
+                    .flatten()
+            })
+        })
+        .unwrap_or_else(|| panic!("no sample count in:\n{stderr}"))
+}
+
+/// `profctl top` over a range: (samples in the summary, total% by function).
+fn top(socket: &Path, range: &[&str], pid: u32, cwd: &Path) -> (u64, BTreeMap<String, f64>) {
+    let pid = pid.to_string();
+    let mut args = vec!["--socket", socket.to_str().unwrap(), "top"];
+    args.extend_from_slice(range);
+    args.extend_from_slice(&["--pid", &pid, "-n", "10"]);
+    let run = run_profctl(&args, cwd, Duration::from_secs(60));
+    run.assert_success("profctl top");
+    let mut total = BTreeMap::new();
+    for line in run.stdout.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 5 {
+            if let Ok(pct) = f[3].trim_end_matches('%').parse::<f64>() {
+                total.insert(f[4..].join(" "), pct);
+            }
+        }
+    }
+    (summary_samples(&run.stderr), total)
+}
+
+/// Each hot function's total share in `top` within the tolerance of the workload's own.
+fn assert_top_shares(top: &BTreeMap<String, f64>, measured: &BTreeMap<String, u64>, what: &str) {
+    let sum: u64 = HOT.iter().map(|f| measured[*f]).sum();
+    for f in HOT {
+        let m = 100.0 * measured[f] as f64 / sum as f64;
+        let p = top.get(f).copied().unwrap_or(0.0);
+        assert!(
+            (m - p).abs() <= SHARE_TOLERANCE_POINTS,
+            "{what}: {f} measured {m:.1}%, top says {p:.1}% ({top:?})"
+        );
+    }
+}
+
+/// utime+stime of `pid`, in clock ticks (100 a second).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn daemon_fresh_answers_for_flamegraph_top_and_scrape() {
+    if Command::new("go").arg("version").output().is_err() {
+        panic!("go is missing: install golang-go (scripts/test does)");
+    }
+    let _guard = sampling_lock();
+    let w = workloads();
+    let dir = scratch();
+    let port = free_port();
+    let config = write_config(
+        dir.path(),
+        &format!("\n[scrape]\nlisten = \"127.0.0.1:{port}\"\n"),
+    );
+    let daemon = Daemon::start(&config);
+    let socket = daemon.socket.clone();
+
+    // A workload with a known split runs 6 s; one second after it ends, the last 30 s.
+    let measured_path = dir.path().join("measured.txt");
+    let mut cmd = Command::new(&w.split);
+    cmd.arg("6").arg(&measured_path);
+    let mut split = Spawned::spawn(cmd, "split");
+    let pid = split.pid();
+    split.wait_or_panic(Duration::from_secs(60));
+    thread::sleep(Duration::from_secs(1));
+    let asked = unix_now();
+    let first = dir.path().join("first.folded");
+    let pid_arg = pid.to_string();
+    let run = run_profctl(
+        [
+            "--socket",
+            socket.to_str().unwrap(),
+            "flamegraph",
+            "--since",
+            "30s",
+            "--pid",
+            &pid_arg,
+            "--folded",
+            first.to_str().unwrap(),
+        ],
+        dir.path(),
+        Duration::from_secs(60),
+    );
+    run.assert_success("profctl flamegraph --since 30s");
+    let answered = unix_now();
+    let fresh = read_folded(&first);
+    let measured = read_measured(&measured_path);
+    assert_shares(&fresh, "split", &measured);
+    let fresh_samples = comm_total(&fresh, "split");
+    let (top_samples, top_shares) = top(&socket, &["--since", "30s"], pid, dir.path());
+    assert_top_shares(&top_shares, &measured, "top one second after");
+    let snapshots = daemon.number("open_snapshots");
+    assert!(
+        (1..=2).contains(&snapshots),
+        "{snapshots} snapshots of the open slices for two queries a second apart"
+    );
+
+    // The scrape: go tool pprof asks for 5 s while a workload runs; the answer comes after 5
+    // to 7 s and holds those 5 s (the workload's CPU time over them), not whole slices. Once
+    // the first slice is written: the first naming after a start names every process
+    // running, seconds in a debug build.
+    daemon.wait_slices_through(asked);
+    let mut cmd = Command::new(&w.split);
+    cmd.arg("12").arg(dir.path().join("scraped.txt"));
+    let mut busy = Spawned::spawn(cmd, "split (scraped)");
+    thread::sleep(Duration::from_millis(1500));
+    let home = dir.path().join("gohome");
+    fs::create_dir_all(&home).unwrap();
+    let url = format!(
+        "http://127.0.0.1:{port}/debug/pprof/profile?seconds=5&pid={}",
+        busy.pid()
+    );
+    let ticks_before = cpu_ticks(busy.pid());
+    let started = Instant::now();
+    let out = Command::new("go")
+        .args([
+            "tool",
+            "pprof",
+            "-timeout",
+            "30",
+            "-top",
+            "-sample_index=samples",
+            &url,
+        ])
+        .env("HOME", &home)
+        .env("PPROF_TMPDIR", &home)
+        .output()
+        .expect("run go tool pprof");
+    let took = started.elapsed();
+    let ticks = cpu_ticks(busy.pid()) - ticks_before;
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "go tool pprof failed:\n{text}");
+    assert!(
+        took >= Duration::from_secs(5) && took <= Duration::from_secs(7),
+        "go tool pprof with seconds=5 took {took:?}\n{text}"
+    );
+    let total: u64 = text
+        .lines()
+        .find_map(|l| l.split("Total samples = ").nth(1))
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no total in:\n{text}"));
+    // The workload's CPU over 5 s of the time go tool pprof took, in samples at FREQ.
+    let expected = ticks as f64 / 100.0 * FREQ_HZ * 5.0 / took.as_secs_f64();
+    assert!(
+        (total as f64) >= 0.85 * expected && (total as f64) <= 1.1 * expected,
+        "the scrape holds {total} samples; 5 s of the workload's CPU is about {expected:.0} \
+         ({ticks} ticks in {took:?})\n{text}"
+    );
+    for f in ["hot_a", "hot_b"] {
+        assert!(text.contains(f), "{f} missing from the scrape:\n{text}");
+    }
+    busy.wait_or_panic(Duration::from_secs(60));
+
+    // 30 s after the first query, the same range again, from written slices: the fresh
+    // answer had at least 90% of it.
+    let wait = (asked + 30.0 - unix_now()).max(0.0);
+    thread::sleep(Duration::from_secs_f64(wait));
+    let range = [format!("@{:.3}", asked - 30.0), format!("@{answered:.3}")];
+    let later = dir.path().join("later.folded");
+    let (_, stacks) = crate::daemon::flamegraph(
+        &socket,
+        (asked - 30.0, answered),
+        &["--pid", &pid_arg],
+        &later,
+    );
+    let later_samples = comm_total(&stacks, "split");
+    assert!(
+        fresh_samples as f64 >= 0.9 * later_samples as f64,
+        "one second after the workload: {fresh_samples} samples; 30 s later: {later_samples}"
+    );
+    let (top_later, _) = top(
+        &socket,
+        &["--since", &range[0], "--until", &range[1]],
+        pid,
+        dir.path(),
+    );
+    assert!(
+        top_samples as f64 >= 0.9 * top_later as f64,
+        "top one second after the workload: {top_samples} samples; 30 s later: {top_later}"
+    );
+    daemon.stop();
+}

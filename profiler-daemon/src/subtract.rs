@@ -1,0 +1,159 @@
+//! A profile's window as the difference of two states of the history: the samples of the
+//! slices merged for a window, less what the slice being filled at the window's start held
+//! then (the scrape endpoint's exact `seconds`). Stacks are matched by their frames' names and
+//! their labels, since the two states were named apart.
+
+use std::collections::HashMap;
+
+use crate::access::Visibility;
+use crate::filter::Filter;
+use crate::query::samples_of;
+use crate::slice::{Slice, SliceStack};
+
+/// A stack's identity across slices: its frames by name and its labels.
+type StackKey<'a> = (
+    Vec<&'a str>,
+    u32,
+    u32,
+    u32,
+    u64,
+    Option<&'a str>,
+    Option<u32>,
+    &'a [u32],
+    Option<&'a str>,
+);
+
+fn key_of<'a>(names: &'a [String], s: &'a SliceStack) -> StackKey<'a> {
+    (
+        s.frames
+            .iter()
+            .map(|&f| names.get(f as usize).map_or("[unknown]", String::as_str))
+            .collect(),
+        s.kernel_frames,
+        s.pid,
+        s.tid,
+        s.process_start,
+        s.comm.as_deref(),
+        s.uid,
+        &s.ancestors,
+        s.cgroup.as_deref(),
+    )
+}
+
+/// Take from `out` (an answer of [`crate::query::merged`] with the same `filter` and `visibility`) the
+/// samples of `base`, an earlier state of one of the slices merged into it (the open slice as
+/// it stood when a profile's window began): what remains is what was sampled since. Returns
+/// the samples taken away.
+pub fn subtract(out: &mut Slice, base: &Slice, filter: &Filter, visibility: Visibility) -> u64 {
+    let mut taken: HashMap<StackKey<'_>, (u64, u64)> = HashMap::new();
+    let trimmed: Vec<SliceStack> = base
+        .stacks
+        .iter()
+        .filter(|s| filter.admits(s, visibility))
+        .map(|s| {
+            let mut s = s.clone();
+            if visibility != Visibility::All {
+                let keep = s.frames.len() - (s.kernel_frames as usize).min(s.frames.len());
+                s.frames.truncate(keep);
+                s.kernel_frames = 0;
+            }
+            if base.period_ns != out.period_ns {
+                s.count = samples_of(s.cpu_ns, out.period_ns);
+            }
+            s
+        })
+        .collect();
+    for s in &trimmed {
+        let e = taken.entry(key_of(&base.names, s)).or_default();
+        e.0 += s.count;
+        e.1 += s.cpu_ns;
+    }
+    let mut less: Vec<(usize, u64, u64)> = Vec::new();
+    for (i, s) in out.stacks.iter().enumerate() {
+        let Some(left) = taken.get_mut(&key_of(&out.names, s)) else {
+            continue;
+        };
+        let (count, cpu_ns) = (s.count.min(left.0), s.cpu_ns.min(left.1));
+        left.0 -= count;
+        left.1 -= cpu_ns;
+        less.push((i, count, cpu_ns));
+    }
+    drop(taken);
+    let mut removed = 0;
+    for (i, count, cpu_ns) in less {
+        let s = &mut out.stacks[i];
+        s.count -= count;
+        s.cpu_ns -= cpu_ns;
+        removed += count;
+    }
+    out.stacks.retain(|s| s.count > 0);
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::query::{merged, Bounds};
+    use crate::slice::tests::example;
+    use crate::store::Store;
+
+    const P: u64 = 10_101_010;
+
+    #[test]
+    fn an_earlier_state_of_a_slice_is_taken_away_by_stack() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            dir.path(),
+            std::time::Duration::from_secs(1 << 30),
+            1 << 30,
+            0,
+        )
+        .unwrap();
+        store
+            .write(&example(10_000_000_000), 30_000_000_000)
+            .unwrap();
+        let metas = store.select(0, u64::MAX).slices;
+        let bounds = Bounds {
+            max_bytes: 1 << 20,
+            deadline: Instant::now() + std::time::Duration::from_secs(10),
+            timeout: std::time::Duration::from_secs(10),
+        };
+        let (mut all, counts) = merged(
+            &store,
+            &metas,
+            (0, u64::MAX),
+            &Filter::default(),
+            Visibility::All,
+            &bounds,
+        )
+        .unwrap();
+        assert_eq!(counts.samples, 38);
+        // The slice as it stood earlier: 10 of hot_a's 30, all of init's, with its names in
+        // another order (named by another pass), and a stack it no longer has.
+        let mut base = example(10_000_000_000);
+        base.names.reverse();
+        let n = base.names.len() as u32;
+        for st in &mut base.stacks {
+            for f in &mut st.frames {
+                *f = n - 1 - *f;
+            }
+        }
+        base.stacks[0].count = 10;
+        base.stacks[0].cpu_ns = 10 * P;
+        base.stacks.remove(1);
+        let mut gone = base.stacks[0].clone();
+        gone.pid = 4242;
+        base.stacks.push(gone);
+        let removed = subtract(&mut all, &base, &Filter::default(), Visibility::All);
+        assert_eq!(removed, 10 + 1);
+        assert_eq!(all.samples(), 38 - 11);
+        let hot: Vec<&SliceStack> = all.stacks.iter().filter(|s| s.pid == 100).collect();
+        assert_eq!((hot[0].count, hot[0].cpu_ns), (20, 20 * P));
+        assert!(
+            all.stacks.iter().all(|s| s.pid != 1),
+            "init's stack is gone"
+        );
+    }
+}
