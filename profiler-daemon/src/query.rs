@@ -167,10 +167,15 @@ impl Bounds {
 
     /// The bounds `[api]` sets, for a query starting now.
     pub fn from_api(api: &Api) -> Bounds {
+        Bounds::new(api.max_response_bytes.0, api.request_timeout.0)
+    }
+
+    /// At most `max_bytes` and `timeout` from now, not cancelled.
+    pub fn new(max_bytes: u64, timeout: std::time::Duration) -> Bounds {
         Bounds {
-            max_bytes: api.max_response_bytes.0,
-            timeout: api.request_timeout.0,
-            deadline: Instant::now() + api.request_timeout.0,
+            max_bytes,
+            timeout,
+            deadline: Instant::now() + timeout,
             cancel: Cancel::default(),
         }
     }
@@ -357,12 +362,7 @@ mod tests {
             s.cpu_ns = s.count * P * 10;
         }
         store.write(&slow, t0).unwrap();
-        let bounds = Bounds {
-            max_bytes: 1 << 20,
-            deadline: Instant::now() + std::time::Duration::from_secs(10),
-            timeout: std::time::Duration::from_secs(10),
-            cancel: Cancel::default(),
-        };
+        let bounds = Bounds::new(1 << 20, std::time::Duration::from_secs(10));
         let f = folded(
             &store,
             0,
@@ -398,12 +398,7 @@ mod tests {
             store.write(&example(start), 30_000_000_000).unwrap();
         }
         let metas = store.select(0, u64::MAX).slices;
-        let bounds = Bounds {
-            max_bytes: 1 << 20,
-            deadline: Instant::now() + std::time::Duration::from_secs(10),
-            timeout: std::time::Duration::from_secs(10),
-            cancel: Cancel::default(),
-        };
+        let bounds = Bounds::new(1 << 20, std::time::Duration::from_secs(10));
         let (all, counts) = merged(
             &store,
             &metas,
@@ -458,11 +453,7 @@ mod tests {
             .write(&example(10_000_000_000), 30_000_000_000)
             .unwrap();
         let raw = example(10_000_000_000).to_pprof().encode_to_vec().len() as u64;
-        let bounds = |max_bytes| Bounds {
-            max_bytes,
-            deadline: Instant::now() + std::time::Duration::from_secs(10),
-            timeout: std::time::Duration::from_secs(10),
-        };
+        let bounds = |max_bytes| Bounds::new(max_bytes, std::time::Duration::from_secs(10));
         let f = |b: &Bounds| folded(&store, 0, u64::MAX, &Filter::default(), Visibility::All, b);
         match f(&bounds(raw - 1)) {
             Err(QueryError::FileTooLarge(limit)) => assert_eq!(limit, raw - 1),

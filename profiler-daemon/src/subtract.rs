@@ -92,7 +92,6 @@ pub fn subtract(out: &mut Slice, base: &Slice, filter: &Filter, visibility: Visi
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
 
     use super::*;
     use crate::query::{merged, Bounds};
@@ -115,11 +114,7 @@ mod tests {
             .write(&example(10_000_000_000), 30_000_000_000)
             .unwrap();
         let metas = store.select(0, u64::MAX).slices;
-        let bounds = Bounds {
-            max_bytes: 1 << 20,
-            deadline: Instant::now() + std::time::Duration::from_secs(10),
-            timeout: std::time::Duration::from_secs(10),
-        };
+        let bounds = Bounds::new(1 << 20, std::time::Duration::from_secs(10));
         let (mut all, counts) = merged(
             &store,
             &metas,

@@ -281,17 +281,11 @@ fn buckets(sums: &Sums, request: &Request) -> Vec<Bucket> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query::Cancel;
     use crate::slice::tests::example;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     fn bounds() -> Bounds {
-        Bounds {
-            max_bytes: 1 << 20,
-            deadline: Instant::now() + Duration::from_secs(10),
-            timeout: Duration::from_secs(10),
-            cancel: Cancel::default(),
-        }
+        Bounds::new(1 << 20, std::time::Duration::from_secs(10))
     }
 
     const S: u64 = 1_000_000_000;

@@ -47,12 +47,7 @@ fn write(store: &Store, pending: &mut Pending, s: &Slice) {
 }
 
 fn query(store: &Store, since: u64, until: u64) -> Folded {
-    let bounds = Bounds {
-        max_bytes: 1 << 30,
-        deadline: Instant::now() + Duration::from_secs(60),
-        timeout: Duration::from_secs(60),
-        cancel: Default::default(),
-    };
+    let bounds = Bounds::new(1 << 30, std::time::Duration::from_secs(60));
     folded(
         store,
         since,
@@ -323,12 +318,7 @@ mod bench {
             * 10
             * s;
         let (dir, store) = day_of_history(&src, now);
-        let bounds = Bounds {
-            max_bytes: 1 << 30,
-            deadline: Instant::now() + Duration::from_secs(600),
-            timeout: Duration::from_secs(600),
-            cancel: Default::default(),
-        };
+        let bounds = Bounds::new(1 << 30, std::time::Duration::from_secs(600));
         let time = |label: &str| {
             for (range, since) in [("1h", now - 3600 * s), ("24h", now - 86_400 * s)] {
                 let t = Instant::now();
