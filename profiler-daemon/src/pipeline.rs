@@ -259,8 +259,10 @@ fn sample(
     Ok(recording)
 }
 
-/// Queue a snapshot of the open windows for naming, unless one is queued already or sampling
-/// is ending (the store is told, so that the queries waiting for it go on).
+/// Queue a snapshot of the open windows for naming, unless one is queued already (it answers
+/// the queries waiting; those that want a later one ask again once it is published), or
+/// sampling is ending or the queue is full (the store is told, so that the queries waiting
+/// for it go on).
 fn queue_snapshot(
     slices: &SyncSender<ToName>,
     windows: Vec<ClosedWindow>,
@@ -268,8 +270,11 @@ fn queue_snapshot(
     stopping: &AtomicBool,
     shared: &Shared,
 ) {
-    if stopping.load(Ordering::Relaxed) || shared.snapshot_queued.swap(true, Ordering::AcqRel) {
+    if stopping.load(Ordering::Relaxed) {
         shared.store.refuse_open_slices();
+        return;
+    }
+    if shared.snapshot_queued.swap(true, Ordering::AcqRel) {
         return;
     }
     if slices.try_send(ToName::Open { windows, taken }).is_err() {

@@ -40,7 +40,7 @@ pub enum QueryError {
 /// Read one slice of a selection for a query within `bounds`: `Ok(None)` when it is gone or
 /// unreadable (counted in `skipped`), an error when it would decode to more than the answer
 /// may hold.
-fn read_for_query(
+pub fn read_for_query(
     store: &Store,
     meta: &SliceMeta,
     (since_ns, until_ns): (u64, u64),

@@ -71,3 +71,41 @@ pub struct OpenSnapshot {
     /// other, oldest first; a snapshot of no open window is one empty window, `last`).
     pub last: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::SnapshotControl;
+
+    #[test]
+    fn requests_are_served_only_while_draining_and_several_make_one() {
+        let control = SnapshotControl::new();
+        assert!(!control.request(), "no recording drains yet");
+        assert!(!control.take());
+        control.set_running(true);
+        assert!(control.request() && control.request());
+        assert!(control.take(), "asked");
+        assert!(!control.take(), "two requests, one snapshot");
+        control.set_running(false);
+        assert!(!control.request(), "the recording ended");
+    }
+
+    #[test]
+    fn a_request_wakes_the_drain_loop_even_before_it_waits() {
+        let control = SnapshotControl::new();
+        control.set_running(true);
+        control.request();
+        // The permit is kept: the drain loop's next wait returns at once.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                control.waker().notified(),
+            )
+            .await
+            .expect("woken");
+        });
+    }
+}

@@ -88,6 +88,66 @@ fn cpu_ticks(pid: u32) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
+/// The scrape: `go tool pprof` asks for 5 s while a workload runs; the answer comes after 5
+/// to 7 s and holds those 5 s (the workload's CPU time over them), not whole slices.
+fn scrape_five_seconds(port: u16, dir: &Path) {
+    let w = workloads();
+    let mut cmd = Command::new(&w.split);
+    cmd.arg("12").arg(dir.join("scraped.txt"));
+    let mut busy = Spawned::spawn(cmd, "split (scraped)");
+    thread::sleep(Duration::from_millis(1500));
+    let home = dir.join("gohome");
+    fs::create_dir_all(&home).unwrap();
+    let url = format!(
+        "http://127.0.0.1:{port}/debug/pprof/profile?seconds=5&pid={}",
+        busy.pid()
+    );
+    let ticks_before = cpu_ticks(busy.pid());
+    let started = Instant::now();
+    let out = Command::new("go")
+        .args([
+            "tool",
+            "pprof",
+            "-timeout",
+            "30",
+            "-top",
+            "-sample_index=samples",
+            &url,
+        ])
+        .env("HOME", &home)
+        .env("PPROF_TMPDIR", &home)
+        .output()
+        .expect("run go tool pprof");
+    let took = started.elapsed();
+    let ticks = cpu_ticks(busy.pid()) - ticks_before;
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "go tool pprof failed:\n{text}");
+    assert!(
+        took >= Duration::from_secs(5) && took <= Duration::from_secs(7),
+        "go tool pprof with seconds=5 took {took:?}\n{text}"
+    );
+    let total: u64 = text
+        .lines()
+        .find_map(|l| l.split("Total samples = ").nth(1))
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no total in:\n{text}"));
+    // The workload's CPU over 5 s of the time go tool pprof took, in samples at FREQ.
+    let expected = ticks as f64 / 100.0 * FREQ_HZ * 5.0 / took.as_secs_f64();
+    assert!(
+        (total as f64) >= 0.85 * expected && (total as f64) <= 1.1 * expected,
+        "the scrape holds {total} samples; 5 s of the workload's CPU is about {expected:.0} \
+         ({ticks} ticks in {took:?})\n{text}"
+    );
+    for f in ["hot_a", "hot_b"] {
+        assert!(text.contains(f), "{f} missing from the scrape:\n{text}");
+    }
+    busy.wait_or_panic(Duration::from_secs(60));
+}
+
 #[test]
 fn daemon_fresh_answers_for_flamegraph_top_and_scrape() {
     if Command::new("go").arg("version").output().is_err() {
@@ -144,65 +204,10 @@ fn daemon_fresh_answers_for_flamegraph_top_and_scrape() {
         "{snapshots} snapshots of the open slices for two queries a second apart"
     );
 
-    // The scrape: go tool pprof asks for 5 s while a workload runs; the answer comes after 5
-    // to 7 s and holds those 5 s (the workload's CPU time over them), not whole slices. Once
-    // the first slice is written: the first naming after a start names every process
+    // Once the first slice is written: the first naming after a start names every process
     // running, seconds in a debug build.
     daemon.wait_slices_through(asked);
-    let mut cmd = Command::new(&w.split);
-    cmd.arg("12").arg(dir.path().join("scraped.txt"));
-    let mut busy = Spawned::spawn(cmd, "split (scraped)");
-    thread::sleep(Duration::from_millis(1500));
-    let home = dir.path().join("gohome");
-    fs::create_dir_all(&home).unwrap();
-    let url = format!(
-        "http://127.0.0.1:{port}/debug/pprof/profile?seconds=5&pid={}",
-        busy.pid()
-    );
-    let ticks_before = cpu_ticks(busy.pid());
-    let started = Instant::now();
-    let out = Command::new("go")
-        .args([
-            "tool",
-            "pprof",
-            "-timeout",
-            "30",
-            "-top",
-            "-sample_index=samples",
-            &url,
-        ])
-        .env("HOME", &home)
-        .env("PPROF_TMPDIR", &home)
-        .output()
-        .expect("run go tool pprof");
-    let took = started.elapsed();
-    let ticks = cpu_ticks(busy.pid()) - ticks_before;
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "go tool pprof failed:\n{text}");
-    assert!(
-        took >= Duration::from_secs(5) && took <= Duration::from_secs(7),
-        "go tool pprof with seconds=5 took {took:?}\n{text}"
-    );
-    let total: u64 = text
-        .lines()
-        .find_map(|l| l.split("Total samples = ").nth(1))
-        .and_then(|t| t.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no total in:\n{text}"));
-    // The workload's CPU over 5 s of the time go tool pprof took, in samples at FREQ.
-    let expected = ticks as f64 / 100.0 * FREQ_HZ * 5.0 / took.as_secs_f64();
-    assert!(
-        (total as f64) >= 0.85 * expected && (total as f64) <= 1.1 * expected,
-        "the scrape holds {total} samples; 5 s of the workload's CPU is about {expected:.0} \
-         ({ticks} ticks in {took:?})\n{text}"
-    );
-    for f in ["hot_a", "hot_b"] {
-        assert!(text.contains(f), "{f} missing from the scrape:\n{text}");
-    }
-    busy.wait_or_panic(Duration::from_secs(60));
+    scrape_five_seconds(port, dir.path());
 
     // 30 s after the first query, the same range again, from written slices: the fresh
     // answer had at least 90% of it.
