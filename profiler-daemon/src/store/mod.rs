@@ -394,7 +394,8 @@ impl Store {
     }
 
     /// A stored file with each stack's count per member slice, for answers that place samples
-    /// in time (the timeline): a roll-up as it is, a plain slice as a roll-up of itself.
+    /// in time (the timeline): a roll-up as it is, a plain slice as a roll-up of itself over
+    /// the span its file is indexed by.
     pub fn read_members(&self, meta: &SliceMeta) -> Result<Option<Rollup>, SliceError> {
         self.read_with(meta, |bytes| {
             if meta.rollup {
@@ -402,7 +403,7 @@ impl Store {
             }
             let slice = Slice::decode(bytes)?;
             Ok(Rollup {
-                members: vec![(slice.start_ns, slice.end_ns)],
+                members: vec![(meta.start_ns, meta.end_ns)],
                 counts: slice.stacks.iter().map(|s| vec![(0, s.count)]).collect(),
                 slice,
             })
