@@ -122,6 +122,7 @@ fn timeline_shows_bursts_and_the_pause_renders_in_a_browser_and_the_range_as_ppr
 
     check_chart_and_svg(&socket, dir.path(), &clock, first.0);
     check_range_as_pprof(&socket, dir.path(), &clock);
+    check_function_by_process(&socket, dir.path(), &clock, first);
 
     // A user other than root sees none of root's CPU.
     check_unprivileged(&socket, &ago);
@@ -258,6 +259,42 @@ fn check_range_as_pprof(socket: &Path, dir: &Path, clock: &str) {
     timeline_free_pprof(socket, clock, &named);
     let again = go_pprof(&["-top", "-sample_index=samples"], &named);
     assert!(again.lines().any(|l| l == hot), "{again}");
+}
+
+/// `--function child_hot --by pid`: only the burner's processes (named `burner[PID]`), busy
+/// in the first burst's whole bucket.
+fn check_function_by_process(socket: &Path, dir: &Path, clock: &str, first: (f64, f64)) {
+    let json = timeline(
+        socket,
+        &[
+            "--json",
+            "--bucket",
+            "5s",
+            "--by",
+            "pid",
+            "--function",
+            "child_hot",
+            "--since",
+            clock,
+        ],
+        dir,
+    );
+    let v: Value = serde_json::from_str(&json).expect("JSON");
+    let full = (first.0 / 5.0).ceil() * 5.0;
+    let mut seen = false;
+    for b in v["buckets"].as_array().expect("buckets") {
+        for (group, cores) in b["cpu"].as_object().expect("cpu") {
+            assert!(
+                group.starts_with("burner[") && group.ends_with(']'),
+                "{group} has no child_hot: {json}"
+            );
+            if b["start"].as_f64() == Some(full) {
+                assert!(cores.as_f64().unwrap() >= 0.5, "{json}");
+                seen = true;
+            }
+        }
+    }
+    assert!(seen, "no burner in the bucket at {full}: {json}");
 }
 
 /// A user other than root sees none of root's CPU.
