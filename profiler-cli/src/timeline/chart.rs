@@ -63,7 +63,8 @@ pub fn render(t: &Timeline, width: usize, tz: &TimeZone) -> String {
         );
         let room = width.saturating_sub(row.chars().count() + 2);
         let mut detail = String::new();
-        for g in groups.iter().filter(|g| b.of(g) > 0.0) {
+        // Groups under 0.005 cores would read 0.00: left out.
+        for g in groups.iter().filter(|g| b.of(g) >= 0.005) {
             let item = format!("{} {}", printable(g), cores(b.of(g)));
             let sep = if detail.is_empty() { "" } else { ", " };
             if detail.chars().count() + sep.len() + item.chars().count() > room {

@@ -53,21 +53,147 @@ fn axis_top(peak: f64) -> f64 {
     step
 }
 
-/// The SVG of `t`, titled `title`, with `subtitle` under it, times in `tz`.
-pub fn render(t: &Timeline, title: &str, subtitle: &str, tz: &TimeZone) -> String {
-    let groups = t.groups();
-    let colour = |g: &str| {
-        if g == OTHER {
+/// The plot's geometry and the groups' order, shared by the parts of the picture.
+struct Plot<'a> {
+    t: &'a Timeline,
+    groups: Vec<String>,
+    /// Plot width and height.
+    pw: f64,
+    ph: f64,
+    /// Bar width.
+    bw: f64,
+    /// Cores at the top of the axis.
+    top: f64,
+}
+
+impl Plot<'_> {
+    /// The y of `cores`.
+    fn y(&self, cores: f64) -> f64 {
+        TOP + self.ph - cores / self.top * self.ph
+    }
+
+    /// The colour of `group`.
+    fn colour(&self, group: &str) -> &'static str {
+        if group == OTHER {
             return OTHER_COLOUR;
         }
-        let i = groups.iter().position(|x| x == g).unwrap_or(0);
+        let i = self.groups.iter().position(|x| x == group).unwrap_or(0);
         PALETTE[i % PALETTE.len()]
+    }
+
+    /// The cores axis: five grid lines with their figures, and its name.
+    fn cores_axis(&self, s: &mut String) {
+        for i in 0..=4 {
+            let c = self.top * f64::from(i) / 4.0;
+            let _ = writeln!(
+                s,
+                r##"<line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#e9ecef"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{}</text>"##,
+                LEFT + self.pw,
+                self.y(c),
+                self.y(c),
+                LEFT - 6.0,
+                self.y(c) + 4.0,
+                cores(c)
+            );
+        }
+        let _ = writeln!(
+            s,
+            r##"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle" fill="#555">cores</text>"##,
+            TOP + self.ph / 2.0
+        );
+    }
+
+    /// One stacked bar per bucket, with its figures as a hover title over its whole column.
+    fn bars(&self, s: &mut String, tz: &TimeZone) {
+        for (i, b) in self.t.buckets.iter().enumerate() {
+            let x = LEFT + i as f64 * self.bw;
+            let end = b.start + self.t.bucket_seconds;
+            let mut tip = format!(
+                "{} to {}: {} cores",
+                local_clock(b.start as f64, tz),
+                local_clock(end as f64, tz),
+                cores(b.total())
+            );
+            for g in self.groups.iter().filter(|g| b.of(g) > 0.0) {
+                let _ = write!(tip, "\n{g} {}", cores(b.of(g)));
+            }
+            let _ = write!(
+                s,
+                r##"<g><title>{}</title><rect x="{x:.2}" y="{TOP}" width="{:.2}" height="{}" fill="#ffffff" fill-opacity="0"/>"##,
+                escape(&tip),
+                self.bw,
+                self.ph
+            );
+            let mut sum = 0.0;
+            for g in &self.groups {
+                let c = b.of(g);
+                if c <= 0.0 {
+                    continue;
+                }
+                let _ = write!(
+                    s,
+                    r#"<rect x="{x:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="{}"/>"#,
+                    self.y(sum + c),
+                    (self.bw - 0.5).max(0.5),
+                    self.y(sum) - self.y(sum + c),
+                    self.colour(g)
+                );
+                sum += c;
+            }
+            s.push_str("</g>\n");
+        }
+    }
+
+    /// The time axis: about seven labels, in local time.
+    fn time_axis(&self, s: &mut String, tz: &TimeZone) {
+        let base = TOP + self.ph;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{LEFT}" x2="{:.1}" y1="{base:.1}" y2="{base:.1}" stroke="#495057"/>"##,
+            LEFT + self.pw
+        );
+        let step = (self.t.buckets.len() / 7).max(1);
+        for (i, b) in self.t.buckets.iter().enumerate().step_by(step) {
+            let x = LEFT + i as f64 * self.bw;
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{base:.1}" y2="{:.1}" stroke="#495057"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
+                base + 5.0,
+                base + 18.0,
+                local_clock(b.start as f64, tz)
+            );
+        }
+    }
+
+    /// The legend: a box of each group's colour and its name.
+    fn legend(&self, s: &mut String) {
+        for (i, g) in self.groups.iter().enumerate() {
+            let ly = TOP + 8.0 + i as f64 * 20.0;
+            let _ = writeln!(
+                s,
+                r#"<rect x="{:.1}" y="{:.1}" width="12" height="12" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+                WIDTH - RIGHT + 16.0,
+                ly,
+                self.colour(g),
+                WIDTH - RIGHT + 34.0,
+                ly + 10.0,
+                escape(g)
+            );
+        }
+    }
+}
+
+/// The SVG of `t`, titled `title`, with `subtitle` under it, times in `tz`.
+pub fn render(t: &Timeline, title: &str, subtitle: &str, tz: &TimeZone) -> String {
+    let pw = WIDTH - LEFT - RIGHT;
+    let plot = Plot {
+        t,
+        groups: t.groups(),
+        pw,
+        ph: HEIGHT - TOP - BOTTOM,
+        bw: pw / t.buckets.len().max(1) as f64,
+        top: axis_top(t.peak()),
     };
-    let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
-    let n = t.buckets.len().max(1) as f64;
-    let bw = pw / n;
-    let top = axis_top(t.peak());
-    let y = |c: f64| TOP + ph - c / top * ph;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -80,96 +206,10 @@ pub fn render(t: &Timeline, title: &str, subtitle: &str, tz: &TimeZone) -> Strin
         escape(title),
         escape(subtitle)
     );
-    // The cores axis: five grid lines.
-    for i in 0..=4 {
-        let c = top * f64::from(i) / 4.0;
-        let _ = writeln!(
-            s,
-            r##"<line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#e9ecef"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{}</text>"##,
-            LEFT + pw,
-            y(c),
-            y(c),
-            LEFT - 6.0,
-            y(c) + 4.0,
-            cores(c)
-        );
-    }
-    let _ = writeln!(
-        s,
-        r##"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle" fill="#555">cores</text>"##,
-        TOP + ph / 2.0
-    );
-    // One stacked bar per bucket, with its figures as a hover title.
-    for (i, b) in t.buckets.iter().enumerate() {
-        let x = LEFT + i as f64 * bw;
-        let end = b.start + t.bucket_seconds;
-        let mut tip = format!(
-            "{} to {}: {} cores",
-            local_clock(b.start as f64, tz),
-            local_clock(end as f64, tz),
-            cores(b.total())
-        );
-        let _ = write!(s, "<g><title>");
-        for g in groups.iter().filter(|g| b.of(g) > 0.0) {
-            let _ = write!(tip, "\n{g} {}", cores(b.of(g)));
-        }
-        s.push_str(&escape(&tip));
-        let _ = write!(
-            s,
-            r##"</title><rect x="{x:.2}" y="{TOP}" width="{bw:.2}" height="{ph}" fill="#ffffff" fill-opacity="0"/>"##
-        );
-        let mut sum = 0.0;
-        for g in &groups {
-            let c = b.of(g);
-            if c <= 0.0 {
-                continue;
-            }
-            let _ = write!(
-                s,
-                r#"<rect x="{x:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="{}"/>"#,
-                y(sum + c),
-                (bw - 0.5).max(0.5),
-                y(sum) - y(sum + c),
-                colour(g)
-            );
-            sum += c;
-        }
-        s.push_str("</g>\n");
-    }
-    // The time axis: about seven labels, in local time.
-    let step = (t.buckets.len() / 7).max(1);
-    let _ = writeln!(
-        s,
-        r##"<line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#495057"/>"##,
-        LEFT + pw,
-        TOP + ph,
-        TOP + ph
-    );
-    for (i, b) in t.buckets.iter().enumerate().step_by(step) {
-        let x = LEFT + i as f64 * bw;
-        let _ = writeln!(
-            s,
-            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="#495057"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
-            TOP + ph,
-            TOP + ph + 5.0,
-            TOP + ph + 18.0,
-            local_clock(b.start as f64, tz)
-        );
-    }
-    // The legend.
-    for (i, g) in groups.iter().enumerate() {
-        let ly = TOP + 8.0 + i as f64 * 20.0;
-        let _ = writeln!(
-            s,
-            r#"<rect x="{:.1}" y="{:.1}" width="12" height="12" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            WIDTH - RIGHT + 16.0,
-            ly,
-            colour(g),
-            WIDTH - RIGHT + 34.0,
-            ly + 10.0,
-            escape(g)
-        );
-    }
+    plot.cores_axis(&mut s);
+    plot.bars(&mut s, tz);
+    plot.time_axis(&mut s, tz);
+    plot.legend(&mut s);
     s.push_str("</svg>\n");
     s
 }

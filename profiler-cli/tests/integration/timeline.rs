@@ -114,7 +114,25 @@ fn timeline_shows_bursts_and_the_pause_renders_in_a_browser_and_the_range_as_ppr
         &["--json", "--bucket", "5s", "--by", "comm", "--since", &ago],
         dir.path(),
     );
-    let buckets = burner_cores(&json);
+    let buckets = check_bursts(&json, first, second);
+
+    // The same range as a local wall-clock time selects the same buckets.
+    let clock = clock_in_tz(since);
+    check_clock_form(&socket, dir.path(), &clock, since, &buckets);
+
+    check_chart_and_svg(&socket, dir.path(), &clock, first.0);
+    check_range_as_pprof(&socket, dir.path(), &clock);
+    check_function_by_process(&socket, dir.path(), &clock, first);
+
+    // A user other than root sees none of root's CPU.
+    check_unprivileged(&socket, &ago);
+    daemon.stop();
+}
+
+/// The burner's cores: at least 0.5 in every bucket inside a burst (one at least in each),
+/// under 0.05 in every bucket of the pause; the buckets.
+fn check_bursts(json: &str, first: (f64, f64), second: (f64, f64)) -> Vec<(f64, f64)> {
+    let buckets = burner_cores(json);
     let inside = |(a, b): (f64, f64), start: f64| start >= a && start + 5.0 <= b;
     for (name, span) in [("first", first), ("second", second)] {
         let busy: Vec<_> = buckets.iter().filter(|(s, _)| inside(span, *s)).collect();
@@ -141,31 +159,36 @@ fn timeline_shows_bursts_and_the_pause_renders_in_a_browser_and_the_range_as_ppr
         );
     }
 
-    // The same range as a local wall-clock time selects the same buckets.
-    let clock = clock_in_tz(since);
+    buckets
+}
+
+/// `--since CLOCK` (the local time of `since`) selects the buckets of the duration form.
+fn check_clock_form(socket: &Path, dir: &Path, clock: &str, since: i64, buckets: &[(f64, f64)]) {
     let by_clock = timeline(
-        &socket,
-        &[
-            "--json", "--bucket", "5s", "--by", "comm", "--since", &clock,
-        ],
-        dir.path(),
+        socket,
+        &["--json", "--bucket", "5s", "--by", "comm", "--since", clock],
+        dir,
     );
     let starts = |b: &[(f64, f64)]| b.iter().map(|(s, _)| *s).collect::<Vec<_>>();
     let by_clock = burner_cores(&by_clock);
     let n = buckets.len().min(by_clock.len());
     assert_eq!(
         starts(&by_clock)[..n],
-        starts(&buckets)[..n],
+        starts(buckets)[..n],
         "--since {clock}"
     );
     assert_eq!(by_clock[0].0, (since as f64 / 5.0).floor() * 5.0);
     for (a, b) in buckets[1..n - 1].iter().zip(&by_clock[1..n - 1]) {
         assert!((a.1 - b.1).abs() < 0.02, "{a:?} vs {b:?} (--since {clock})");
     }
+}
 
+/// The terminal chart: a row per bucket with its local time, the first burst's full bucket
+/// with a bar and burner; the SVG, rendered by a real browser, holds the first group's colour.
+fn check_chart_and_svg(socket: &Path, dir: &Path, clock: &str, first_start: f64) {
     // The terminal chart: a row per bucket with its local time; the burst's rows name burner.
-    let chart = timeline(&socket, &["--bucket", "5s", "--since", &clock], dir.path());
-    let busy_row = clock_in_tz((first.0 / 5.0).ceil() as i64 * 5);
+    let chart = timeline(socket, &["--bucket", "5s", "--since", clock], dir);
+    let busy_row = clock_in_tz((first_start / 5.0).ceil() as i64 * 5);
     let row = chart
         .lines()
         .find(|l| l.starts_with(&busy_row))
@@ -173,36 +196,40 @@ fn timeline_shows_bursts_and_the_pause_renders_in_a_browser_and_the_range_as_ppr
     assert!(row.contains('█') && row.contains("burner"), "{chart}");
 
     // The SVG, rendered by a real browser: the picture holds the first group's colour.
-    let svg = dir.path().join("timeline.svg");
+    let svg = dir.join("timeline.svg");
     timeline(
-        &socket,
+        socket,
         &[
             "--bucket",
             "5s",
             "--since",
-            &clock,
+            clock,
             "-o",
             svg.to_str().unwrap(),
         ],
-        dir.path(),
+        dir,
     );
     let text = check_svg(&svg);
     assert!(text.contains("burner"), "{text}");
-    let (coloured, other) = browser_pixels(&svg, dir.path());
+    let (coloured, other) = browser_pixels(&svg, dir);
     assert!(
         coloured > 2000 && other > 200,
         "the rendered timeline has {coloured} pixels of the burst's colour and {other} other non-white ones"
     );
+}
 
+/// The range as pprof, with the labels `record` writes, read by go tool pprof; the same with
+/// --format pprof and another name.
+fn check_range_as_pprof(socket: &Path, dir: &Path, clock: &str) {
     // The same range as pprof, with the labels `record` writes, read by go tool pprof.
-    let pb = dir.path().join("range.pb.gz");
+    let pb = dir.join("range.pb.gz");
     let out = Command::new(profctl())
         .args([
             "--socket",
             socket.to_str().unwrap(),
             "flamegraph",
             "--since",
-            &clock,
+            clock,
         ])
         .args(["--comm", "burner", "-o", pb.to_str().unwrap()])
         .output()
@@ -228,16 +255,54 @@ fn timeline_shows_bursts_and_the_pause_renders_in_a_browser_and_the_range_as_ppr
         assert!(tags.contains(label), "{label} missing in\n{tags}");
     }
     assert!(tags.contains("burner"), "{tags}");
-    let named = dir.path().join("range.out");
-    timeline_free_pprof(&socket, &clock, &named);
+    let named = dir.join("range.out");
+    timeline_free_pprof(socket, clock, &named);
     let again = go_pprof(&["-top", "-sample_index=samples"], &named);
     assert!(again.lines().any(|l| l == hot), "{again}");
+}
 
-    // A user other than root sees none of root's CPU.
+/// `--function child_hot --by pid`: only the burner's processes (named `burner[PID]`), busy
+/// in the first burst's whole bucket.
+fn check_function_by_process(socket: &Path, dir: &Path, clock: &str, first: (f64, f64)) {
+    let json = timeline(
+        socket,
+        &[
+            "--json",
+            "--bucket",
+            "5s",
+            "--by",
+            "pid",
+            "--function",
+            "child_hot",
+            "--since",
+            clock,
+        ],
+        dir,
+    );
+    let v: Value = serde_json::from_str(&json).expect("JSON");
+    let full = (first.0 / 5.0).ceil() * 5.0;
+    let mut seen = false;
+    for b in v["buckets"].as_array().expect("buckets") {
+        for (group, cores) in b["cpu"].as_object().expect("cpu") {
+            assert!(
+                group.starts_with("burner[") && group.ends_with(']'),
+                "{group} has no child_hot: {json}"
+            );
+            if b["start"].as_f64() == Some(full) {
+                assert!(cores.as_f64().unwrap() >= 0.5, "{json}");
+                seen = true;
+            }
+        }
+    }
+    assert!(seen, "no burner in the bucket at {full}: {json}");
+}
+
+/// A user other than root sees none of root's CPU.
+fn check_unprivileged(socket: &Path, ago: &str) {
     let (uid, gid) = ensure_test_user();
     let out = as_user(uid, gid, profctl(), Path::new("/"))
         .args(["--socket", socket.to_str().unwrap(), "timeline", "--json"])
-        .args(["--bucket", "5s", "--since", &ago])
+        .args(["--bucket", "5s", "--since", ago])
         .output()
         .unwrap();
     let own = String::from_utf8_lossy(&out.stdout);
@@ -250,7 +315,6 @@ fn timeline_shows_bursts_and_the_pause_renders_in_a_browser_and_the_range_as_ppr
         own.starts_with("{\"bucket_seconds\":5,") && !own.contains("burner"),
         "{own}"
     );
-    daemon.stop();
 }
 
 /// `profctl flamegraph --since SINCE --comm burner -o OUT --format pprof`.

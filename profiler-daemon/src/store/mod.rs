@@ -427,21 +427,22 @@ impl Store {
 
     /// A stored file (or an open slice's snapshot) with each stack's count per member slice,
     /// for answers that place samples in time (the timeline): a roll-up as it is, a plain
-    /// slice as a roll-up of itself. A file that decodes to more than `max_decoded` bytes is
-    /// [`SliceError::OverLimit`].
+    /// slice as a roll-up of itself over the span its file is indexed by. A file that decodes
+    /// to more than `max_decoded` bytes is [`SliceError::OverLimit`].
     pub fn read_members(
         &self,
         meta: &SliceMeta,
         max_decoded: u64,
     ) -> Result<Option<Rollup>, SliceError> {
+        let span = (meta.start_ns, meta.end_ns);
         if let Some(open) = &meta.open {
-            return Ok(Some(Rollup::of_slice(Slice::clone(open))));
+            return Ok(Some(Rollup::of_slice(Slice::clone(open), span)));
         }
         self.read_with(meta, |bytes| {
             if meta.rollup {
                 return Rollup::decode_within(bytes, max_decoded);
             }
-            Slice::decode_within(bytes, max_decoded).map(Rollup::of_slice)
+            Slice::decode_within(bytes, max_decoded).map(|slice| Rollup::of_slice(slice, span))
         })
     }
 

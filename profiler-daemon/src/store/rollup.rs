@@ -48,10 +48,10 @@ type StackKey = (
 );
 
 impl Rollup {
-    /// One slice as a roll-up of itself (one member).
-    pub fn of_slice(slice: Slice) -> Rollup {
+    /// One slice as a roll-up of itself: one member, spanning `span` (`(start_ns, end_ns)`).
+    pub fn of_slice(slice: Slice, span: (u64, u64)) -> Rollup {
         Rollup {
-            members: vec![(slice.start_ns, slice.end_ns)],
+            members: vec![span],
             counts: slice.stacks.iter().map(|s| vec![(0, s.count)]).collect(),
             slice,
         }
