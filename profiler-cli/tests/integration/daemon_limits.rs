@@ -186,7 +186,10 @@ fn daemon_connections_are_capped_per_user_and_idle_ones_closed() {
         "the daemon holds {held} more sockets with 600 connections held by one user"
     );
     let status = daemon.status().expect("root's status");
-    let refused = status.get("connections_refused").cloned().unwrap_or_default();
+    let refused = status
+        .get("connections_refused")
+        .cloned()
+        .unwrap_or_default();
     assert!(
         refused.parse::<u64>().is_ok_and(|n| n >= 500),
         "connections_refused: {refused:?}"
