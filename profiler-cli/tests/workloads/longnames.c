@@ -5,7 +5,7 @@
  *
  *   main -> THREADS x run -> LONG_NAME x (1..MAX_DEPTH) -> burn
  *
- * Build with -DLONG_NAME=<a long identifier>. Usage: longnames THREADS
+ * Build with -DLONG_NAME=<a long identifier> (tens of thousands of characters). Usage: longnames THREADS
  */
 #define _GNU_SOURCE
 #include <pthread.h>

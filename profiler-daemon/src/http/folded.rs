@@ -180,3 +180,17 @@ fn headers(
     );
     headers
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_and_odd_times_saturate_or_are_refused() {
+        let now = 1_700_000_000_000_000_000;
+        assert_eq!(time_ns(1e20, now), Some(u64::MAX));
+        assert_eq!(time_ns(-1e20, now), Some(0));
+        assert_eq!(time_ns(f64::NAN, now), None);
+        assert_eq!(time_ns(-10.0, now), Some(now - 10_000_000_000));
+    }
+}

@@ -76,6 +76,15 @@ pub struct WaitParams {
     pub wait: Option<f64>,
 }
 
+/// How long `?wait=SECONDS` waits: at most [`MAX_WAIT`]; none for a value that is not a
+/// positive number.
+fn wait_for(seconds: Option<f64>) -> Option<Duration> {
+    seconds
+        .filter(|w| w.is_finite() && *w > 0.0)
+        // Capped before the conversion, which panics past u64 seconds (`?wait=1e20`).
+        .map(|w| Duration::from_secs_f64(w.min(MAX_WAIT.as_secs_f64())))
+}
+
 /// The answer for a result that is not there.
 fn unavailable(why: Unavailable) -> Response {
     let code = match why {
@@ -97,11 +106,7 @@ async fn status(
     let Ok(Query(params)) = params else {
         return error(StatusCode::BAD_REQUEST, "bad query: expected wait=SECONDS");
     };
-    let wait = params
-        .wait
-        .filter(|w| w.is_finite() && *w > 0.0)
-        // Capped before the conversion, which panics past u64 seconds (`?wait=1e20`).
-        .map(|w| Duration::from_secs_f64(w.min(MAX_WAIT.as_secs_f64())));
+    let wait = wait_for(params.wait);
     match state
         .recordings
         .status(id, state.requester(&peer), wait)
@@ -183,5 +188,26 @@ async fn remove(
         Removal::NotFound => unavailable(Unavailable::NotFound(id)),
         Removal::Stopping(status) => (StatusCode::ACCEPTED, Json(status)).into_response(),
         Removal::Removed => StatusCode::NO_CONTENT.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_is_capped_before_it_is_converted() {
+        assert_eq!(wait_for(Some(1e20)), Some(MAX_WAIT));
+        assert_eq!(wait_for(Some(f64::MAX)), Some(MAX_WAIT));
+        assert_eq!(wait_for(Some(2.5)), Some(Duration::from_millis(2500)));
+        for none in [
+            None,
+            Some(-1.0),
+            Some(0.0),
+            Some(f64::NAN),
+            Some(f64::INFINITY),
+        ] {
+            assert_eq!(wait_for(none), None, "{none:?}");
+        }
     }
 }
