@@ -189,3 +189,69 @@ fn daemon_deep_stacks_with_long_names_neither_stall_slices_nor_sigterm() {
     );
     assert!(log.contains("stopping"), "{log}");
 }
+
+/// A root process in its own mount and pid namespaces, chrooted into a directory only root
+/// may enter, with its own copy of the loader and libc, started before the daemon (whose
+/// /proc/PID/maps shows host paths, which do not exist inside its root): its binary is named
+/// (read through its root or its map_files, with its access; never at the host path with
+/// nobody's).
+#[test]
+fn daemon_names_a_root_process_chrooted_in_a_root_only_directory() {
+    let _guard = sampling_lock();
+    if id(&["-u"]) != Some(0) {
+        eprintln!("note: not root: cannot chroot; skipped");
+        return;
+    }
+    let w = workloads();
+    let dir = scratch();
+    // The scratch directory is 0700 root's: only root may enter it.
+    let jail = dir.path().join("jail");
+    for (from, to) in [
+        (w.burner.clone(), "burner".to_string()),
+        (
+            PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
+            "lib/x86_64-linux-gnu/libc.so.6".to_string(),
+        ),
+        (
+            PathBuf::from("/lib64/ld-linux-x86-64.so.2"),
+            "lib64/ld-linux-x86-64.so.2".to_string(),
+        ),
+    ] {
+        let to = jail.join(to);
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        fs::copy(&from, &to).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    }
+    fs::set_permissions(&jail, fs::Permissions::from_mode(0o700)).unwrap();
+    let mut jailed = Command::new("unshare");
+    jailed
+        .args(["--mount", "--pid", "--fork", "--kill-child", "chroot"])
+        .arg(&jail)
+        .args(["/burner", "6"]);
+    let mut jailed = Spawned::spawn(jailed, "chrooted burner");
+    std::thread::sleep(Duration::from_millis(500));
+    let config = Daemon::write_config(dir.path(), "");
+    let daemon = Daemon::start(&config);
+    let t0 = unix_now();
+    jailed.wait_or_panic(Duration::from_secs(60));
+    let t1 = unix_now();
+    daemon.wait_slices_through(t1);
+    let (_, stacks) = flamegraph(
+        &daemon.socket,
+        (t0 - 0.5, t1 + 0.5),
+        &["--comm", "burner"],
+        &dir.path().join("jail.folded"),
+    );
+    let total = comm_total(&stacks, "burner");
+    let named: u64 = stacks
+        .iter()
+        .filter(|s| s.frames.iter().any(|f| f == "child_hot"))
+        .map(|s| s.count)
+        .sum();
+    assert!(
+        total > 300 && named * 2 > total,
+        "the chrooted burner is not named ({named} of {total} samples in child_hot):\n{}",
+        top_lines(&stacks, 10)
+    );
+    let log = daemon.stop();
+    assert!(!log.contains("Permission denied"), "{log}");
+}
