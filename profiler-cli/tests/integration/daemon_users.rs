@@ -38,7 +38,7 @@ pub(crate) fn folded_as_user(
     range: (f64, f64),
     name: &str,
 ) -> Vec<Stack> {
-    let mut cmd = as_user(uid, gid, &profctl(), user_dir);
+    let mut cmd = as_user(uid, gid, profctl(), user_dir);
     cmd.arg("--socket").arg(socket).args([
         "flamegraph",
         "--since",
