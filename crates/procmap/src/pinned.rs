@@ -21,13 +21,19 @@ use crate::build_id::read_build_id;
 use crate::{Access, FileId, MappedFile, Mapping};
 
 /// The file as the live process sees it: a deleted file through its map_files, any other
-/// through its root (it may live in another mount namespace). None once the process is gone.
+/// through its root (it may live in another mount namespace), else through its map_files (a
+/// path read from /proc/PID/maps is as this process sees it: a chrooted process's host
+/// path, which its root does not have). Never the plain path: what it names is nobody's to
+/// vouch for. None once the process is gone.
 pub fn live_path(pid: u32, mapping: &Mapping, path: &str) -> Option<PathBuf> {
-    let through = match path.strip_suffix(" (deleted)") {
-        Some(_) => map_files(pid, mapping),
-        None => PathBuf::from(format!("/proc/{pid}/root{path}")),
-    };
-    through.exists().then_some(through)
+    if path.strip_suffix(" (deleted)").is_none() {
+        let through_root = PathBuf::from(format!("/proc/{pid}/root{path}"));
+        if through_root.exists() {
+            return Some(through_root);
+        }
+    }
+    let mapped = map_files(pid, mapping);
+    mapped.exists().then_some(mapped)
 }
 
 /// `/proc/PID/map_files/START-END`: the file mapped there, whatever its path now names.

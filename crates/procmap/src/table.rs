@@ -107,6 +107,9 @@ struct Process {
     /// before [`Process::end`] stop holding then (applied at lookup, so that a late record
     /// of a thread that outlived the main thread can move the end).
     mappings: Vec<Entry>,
+    /// The longest mapping ever in `mappings`: an overlap with a..b can only come from one
+    /// starting after a minus this.
+    longest: u64,
     /// (time, owner), sorted by time: the uid whose user may trace it, or [`UNKNOWN_UID`].
     uids: Vec<(u64, u32)>,
     /// The last exec whose uid was not read yet: its time and the name it took. Read when
@@ -129,6 +132,7 @@ impl Process {
             next_start: None,
             execs: Vec::new(),
             mappings: Vec::new(),
+            longest: 0,
             uids: Vec::new(),
             exec_uid_unread: None,
         }
@@ -168,7 +172,20 @@ impl Process {
         self.mappings.retain(|e| e.map.since < e.map.until);
     }
 
+    /// Whether a mapping held overlaps a..b: a binary search, then the few that start within
+    /// the longest mapping's length before a.
+    fn any_overlap(&self, a: u64, b: u64) -> bool {
+        let from = self
+            .mappings
+            .partition_point(|e| e.map.start < a.saturating_sub(self.longest));
+        let to = self.mappings.partition_point(|e| e.map.start < b);
+        self.mappings[from..to.max(from)]
+            .iter()
+            .any(|e| e.map.start < b && a < e.map.end)
+    }
+
     fn insert_sorted(&mut self, entry: Entry) {
+        self.longest = self.longest.max(entry.map.end - entry.map.start);
         let at = self
             .mappings
             .partition_point(|m| m.map.start <= entry.map.start);
@@ -186,7 +203,7 @@ impl Process {
         let overlaps = |e: &Entry| e.map.start < b && a < e.map.end;
         // The common case (a new process's first mappings, or new code beside the old):
         // nothing held overlaps, and the mapping goes in whole, with nothing to cut.
-        if !self.mappings.iter().any(overlaps) {
+        if !self.any_overlap(a, b) {
             let added = Mapping { until, ..map };
             if origin < until {
                 self.insert_sorted(Entry { map: added, origin });
@@ -661,6 +678,7 @@ impl ProcessTable {
                 // process before it on the pid: take them over.
                 let (mine, theirs) = prev.mappings.iter().partition(|e| e.origin >= time);
                 new.mappings = mine;
+                new.longest = prev.longest;
                 prev.mappings = theirs;
                 let split = prev.execs.partition_point(|&t| t < time);
                 new.execs = prev.execs.split_off(split);
@@ -683,8 +701,20 @@ impl ProcessTable {
             }
             None => new.next_start = list.first().map(|p| p.start),
         }
-        for map in inherited {
-            new.insert_mapping(map);
+        if new.mappings.is_empty() && new.execs.is_empty() {
+            // The common case: nothing of the child's arrived before its FORK. The parent's
+            // mappings holding now are sorted and never overlap: a plain copy (one pass, not
+            // an overlap scan per mapping, which a process with tens of thousands of
+            // mappings that keeps forking would turn into n² work per fork).
+            new.longest = inherited.iter().map(|m| m.end - m.start).max().unwrap_or(0);
+            new.mappings = inherited
+                .into_iter()
+                .map(|map| Entry { map, origin: time })
+                .collect();
+        } else {
+            for map in inherited {
+                new.insert_mapping(map);
+            }
         }
         if let Some(uid) = uid {
             if new.uids.first().is_none_or(|&(t, _)| t > time) {

@@ -38,7 +38,7 @@ pub(crate) fn folded_as_user(
     range: (f64, f64),
     name: &str,
 ) -> Vec<Stack> {
-    let mut cmd = as_user(uid, gid, &profctl(), user_dir);
+    let mut cmd = as_user(uid, gid, profctl(), user_dir);
     cmd.arg("--socket").arg(socket).args([
         "flamegraph",
         "--since",
@@ -188,4 +188,145 @@ fn daemon_deep_stacks_with_long_names_neither_stall_slices_nor_sigterm() {
         peak >> 20
     );
     assert!(log.contains("stopping"), "{log}");
+}
+
+/// A root process in its own mount and pid namespaces, chrooted into a directory only root
+/// may enter, with its own copy of the loader and libc, started before the daemon (whose
+/// /proc/PID/maps shows host paths, which do not exist inside its root): its binary is named
+/// (read through its root or its map_files, with its access; never at the host path with
+/// nobody's).
+#[test]
+fn daemon_names_a_root_process_chrooted_in_a_root_only_directory() {
+    let _guard = sampling_lock();
+    if id(&["-u"]) != Some(0) {
+        eprintln!("note: not root: cannot chroot; skipped");
+        return;
+    }
+    let w = workloads();
+    let dir = scratch();
+    // The scratch directory is 0700 root's: only root may enter it.
+    let jail = dir.path().join("jail");
+    for (from, to) in [
+        (w.burner.clone(), "burner".to_string()),
+        (
+            PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
+            "lib/x86_64-linux-gnu/libc.so.6".to_string(),
+        ),
+        (
+            PathBuf::from("/lib64/ld-linux-x86-64.so.2"),
+            "lib64/ld-linux-x86-64.so.2".to_string(),
+        ),
+    ] {
+        let to = jail.join(to);
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        fs::copy(&from, &to).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    }
+    fs::set_permissions(&jail, fs::Permissions::from_mode(0o700)).unwrap();
+    let mut jailed = Command::new("unshare");
+    jailed
+        .args(["--mount", "--pid", "--fork", "--kill-child", "chroot"])
+        .arg(&jail)
+        .args(["/burner", "6"]);
+    let mut jailed = Spawned::spawn(jailed, "chrooted burner");
+    std::thread::sleep(Duration::from_millis(500));
+    let config = Daemon::write_config(dir.path(), "");
+    let daemon = Daemon::start(&config);
+    let t0 = unix_now();
+    jailed.wait_or_panic(Duration::from_secs(60));
+    let t1 = unix_now();
+    daemon.wait_slices_through(t1);
+    let (_, stacks) = flamegraph(
+        &daemon.socket,
+        (t0 - 0.5, t1 + 0.5),
+        &["--comm", "burner"],
+        &dir.path().join("jail.folded"),
+    );
+    let total = comm_total(&stacks, "burner");
+    let named: u64 = stacks
+        .iter()
+        .filter(|s| s.frames.iter().any(|f| f == "child_hot"))
+        .map(|s| s.count)
+        .sum();
+    assert!(
+        total > 300 && named * 2 > total,
+        "the chrooted burner is not named ({named} of {total} samples in child_hot):\n{}",
+        top_lines(&stacks, 10)
+    );
+    let log = daemon.stop();
+    assert!(!log.contains("Permission denied"), "{log}");
+}
+
+/// Polls the daemon each second for `seconds`: the times (since the start) at which no new
+/// slice had reached disk for more than `allowed` seconds, and each second's lag.
+fn stalls(daemon: &Daemon, seconds: f64, allowed: f64) -> (Vec<String>, Vec<String>) {
+    let started = unix_now();
+    let (mut stalled, mut lags) = (Vec::new(), Vec::new());
+    let mut last = (started, daemon.number("newest_slice_end_ns") as f64 / 1e9);
+    while unix_now() < started + seconds {
+        std::thread::sleep(Duration::from_secs(1));
+        let newest = daemon.number("newest_slice_end_ns") as f64 / 1e9;
+        lags.push(format!("{:.1}", unix_now() - newest));
+        if newest > last.1 {
+            last = (unix_now(), newest);
+        } else if unix_now() - last.0 > allowed {
+            stalled.push(format!("{:.0}", unix_now() - started));
+        }
+    }
+    (stalled, lags)
+}
+
+/// A user's process maps a file executable 60,000 times (mappings that never merge), then
+/// forks children that exit at once, for 12 s: slices keep reaching disk and the drain keeps
+/// up (lost samples under a tenth of those taken). Fails still: each child gets a copy of the
+/// parent's 60,000 mappings (one pass now, no longer an overlap scan per mapping) and keeps
+/// it until pruned; measured with this change, 21,614 samples lost against 300 taken.
+#[test]
+#[ignore = "issue 23: a fork still copies every mapping of its parent (docs/security.md, Not done yet)"]
+fn daemon_a_forking_process_with_60k_mappings_does_not_stall_draining() {
+    let _guard = sampling_lock();
+    let dir = scratch();
+    let Some((uid, gid, user_dir)) = test_user_dir(dir.path()) else {
+        return;
+    };
+    let maps = Path::new(env!("CARGO_TARGET_TMPDIR")).join("profctl-workloads/manymaps");
+    fs::create_dir_all(maps.parent().unwrap()).unwrap();
+    compile_with("manymaps.c", &maps, &["-O1", "-g"], &[]);
+    let config = Daemon::write_config(dir.path(), "");
+    let daemon = Daemon::start(&config);
+    let ready = user_dir.join("ready");
+    let mut cmd = as_user(uid, gid, &maps, &user_dir);
+    cmd.args(["/bin/true", "60000"]).arg(&ready);
+    let _maps = Spawned::spawn(cmd, "manymaps");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !fs::read_to_string(&ready).is_ok_and(|t| t.ends_with('\n')) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "manymaps never mapped"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mapped: u64 = fs::read_to_string(&ready).unwrap().trim().parse().unwrap();
+    assert!(mapped > 50_000, "only {mapped} mappings");
+    // The burst of 60,000 mapping records overflows the rings once (counted as lost): the
+    // forks are judged after it.
+    daemon.wait_slices_through(unix_now() + 2.0);
+    let (samples, lost) = (daemon.number("samples"), daemon.number("lost"));
+    let allowed = 1.0 + GRACE_S + 6.0;
+    let (stalled, lags) = stalls(&daemon, 12.0, allowed);
+    let samples = daemon.number("samples") - samples;
+    let lost = daemon.number("lost") - lost;
+    assert!(
+        stalled.is_empty(),
+        "no slice reached disk for more than {allowed:.1} s, at {stalled:?} s; lags: {}",
+        lags.join(" ")
+    );
+    assert!(
+        lost * 10 < samples,
+        "{lost} samples lost against {samples} taken while the process forked"
+    );
+    eprintln!(
+        "60k mappings forking: {samples} samples, {lost} lost; lags {}",
+        lags.join(" ")
+    );
+    daemon.stop();
 }
