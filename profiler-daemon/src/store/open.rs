@@ -344,6 +344,16 @@ mod tests {
             // Read as a plain slice would be.
             let read = store.read_in(&sel.slices[1], 0, u64::MAX).unwrap().unwrap();
             assert_eq!(read.samples(), 38);
+            // And as the timeline reads it: one member, at the span it is selected by.
+            let members = store
+                .read_members(&sel.slices[1], u64::MAX)
+                .unwrap()
+                .unwrap();
+            assert_eq!(members.slice.samples(), 38);
+            assert_eq!(
+                members.members,
+                vec![(sel.slices[1].start_ns, sel.slices[1].end_ns)]
+            );
         }
         // Within the lag, the next query asks for nothing.
         let sel = store.select(t - 60 * S, now());
