@@ -140,23 +140,27 @@ pub async fn folded(
         "folded query"
     );
     let kernel = visibility == Visibility::All && config.sampling.kernel;
-    let headers = headers(&state, &folded, (since, until), kernel);
+    let headers = headers(
+        &state,
+        &folded,
+        (since, until),
+        kernel,
+        "text/plain; charset=utf-8",
+    );
     (StatusCode::OK, headers, folded.text).into_response()
 }
 
 /// The answer's headers: what was read, the range, the frequency and event, whether kernel
 /// frames are in it.
-fn headers(
+pub(super) fn headers(
     state: &ApiState,
     folded: &Folded,
     (since, until): (u64, u64),
     kernel: bool,
+    content_type: &'static str,
 ) -> HeaderMap {
     let mut headers = HeaderMap::new();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     for (name, value) in [
         ("x-profilerd-slices", folded.slices),
         ("x-profilerd-skipped-slices", folded.skipped),

@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use axum::extract::connect_info::ConnectInfo;
 use axum::extract::{Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::access::Visibility;
 use crate::filter::Filter;
 use crate::http::common::{error, ApiState, Peer};
-use crate::http::folded::{range, FoldedParams};
+use crate::http::folded::{headers, range, FoldedParams};
 use crate::query::{self, QueryError};
 
 /// `GET /v1/pprof`.
@@ -77,7 +77,7 @@ pub async fn pprof(
         })
     })
     .await;
-    let (bytes, counts, period_ns) = match answer {
+    let (bytes, mut counts, period_ns) = match answer {
         Ok(Ok(a)) => a,
         Ok(Err(e)) => return e.into_response(),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
@@ -89,39 +89,14 @@ pub async fn pprof(
         );
     }
     let kernel = visibility == Visibility::All && config.sampling.kernel;
-    let frequency = match period_ns {
-        0 => state.shared.frequency(),
-        p => (1_000_000_000 / p).max(1),
-    };
-    (
-        [
-            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
-            (
-                header::HeaderName::from_static("x-profilerd-slices"),
-                counts.slices.to_string(),
-            ),
-            (
-                header::HeaderName::from_static("x-profilerd-skipped-slices"),
-                counts.skipped.to_string(),
-            ),
-            (
-                header::HeaderName::from_static("x-profilerd-samples"),
-                counts.samples.to_string(),
-            ),
-            (
-                header::HeaderName::from_static("x-profilerd-frequency"),
-                frequency.to_string(),
-            ),
-            (
-                header::HeaderName::from_static("x-profilerd-event"),
-                state.shared.event.to_string(),
-            ),
-            (
-                header::HeaderName::from_static("x-profilerd-kernel-frames"),
-                u8::from(kernel).to_string(),
-            ),
-        ],
-        bytes,
-    )
-        .into_response()
+    // The counts are in samples of the first slice's period.
+    counts.frequency = (period_ns > 0).then(|| (1_000_000_000 / period_ns).max(1));
+    let headers = headers(
+        &state,
+        &counts,
+        (since, until),
+        kernel,
+        "application/octet-stream",
+    );
+    (StatusCode::OK, headers, bytes).into_response()
 }
