@@ -339,37 +339,7 @@ fn name_slices(
                 continue;
             }
         }
-        let period_ns = 1_000_000_000 / closed.frequency.max(1);
-        let (profile, stacks, _stats) = symbolizer.symbolize_stacks(&closed.window);
-        for &file in &closed.released_files {
-            symbolizer.evict_file(file);
-        }
-        for &(pid, start) in &closed.ended_processes {
-            symbolizer.evict_process(pid, start);
-        }
-        // What naming read from mapped files stays in the page cache, not in our resident
-        // set; indexes no slice needed lately go, and what was freed goes back to the
-        // system. Not after every slice: what the next slice needs again would be faulted
-        // back in and rebuilt every time (see docs/daemon.md, "Cost").
-        if trim_due(named + 1) {
-            shared.budget.pipeline.housekeeping(|| {
-                symbolizer.trim();
-                recorder::release_free_memory();
-            });
-        }
-        // Monotonic (the samples' clock) to UNIX time, as of now.
-        let offset = unix_now_ns().saturating_sub(sampler::now_ns());
-        let mut slice = Slice::from_named(
-            &closed.window,
-            &profile,
-            &stacks,
-            period_ns,
-            shared.event,
-            offset,
-        );
-        cgroups.label(&mut slice.stacks);
-        cgroups.forget(&closed.ended_processes);
-        drop(closed);
+        let slice = name_closed(&mut symbolizer, &mut cgroups, closed, named, shared);
         named += 1;
         shared.slices_named.fetch_add(1, Ordering::Relaxed);
         shed_if_asked(&mut symbolizer, shared);
@@ -414,6 +384,48 @@ fn name_slices(
         );
     }
     symbolizer.save_caches();
+}
+
+/// Name one closed slice, let go of the files and processes it says went away, and label its
+/// stacks with their cgroups; `named` slices were named before it (the trim is every few).
+fn name_closed(
+    symbolizer: &mut Symbolizer,
+    cgroups: &mut CgroupCache,
+    closed: ClosedWindow,
+    named: u64,
+    shared: &Shared,
+) -> Slice {
+    let period_ns = 1_000_000_000 / closed.frequency.max(1);
+    let (profile, stacks, _stats) = symbolizer.symbolize_stacks(&closed.window);
+    for &file in &closed.released_files {
+        symbolizer.evict_file(file);
+    }
+    for &(pid, start) in &closed.ended_processes {
+        symbolizer.evict_process(pid, start);
+    }
+    // What naming read from mapped files stays in the page cache, not in our resident
+    // set; indexes no slice needed lately go, and what was freed goes back to the
+    // system. Not after every slice: what the next slice needs again would be faulted
+    // back in and rebuilt every time (see docs/daemon.md, "Cost").
+    if trim_due(named + 1) {
+        shared.budget.pipeline.housekeeping(|| {
+            symbolizer.trim();
+            recorder::release_free_memory();
+        });
+    }
+    // Monotonic (the samples' clock) to UNIX time, as of now.
+    let offset = unix_now_ns().saturating_sub(sampler::now_ns());
+    let mut slice = Slice::from_named(
+        &closed.window,
+        &profile,
+        &stacks,
+        period_ns,
+        shared.event,
+        offset,
+    );
+    cgroups.label(&mut slice.stacks);
+    cgroups.forget(&closed.ended_processes);
+    slice
 }
 
 /// Name a snapshot of the open windows taken at `taken` (monotonic ns) and publish it in the

@@ -1,7 +1,7 @@
 //! The daemon's life: prepare (groups, store, caches, shared state), start (the API socket,
 //! the stream, the scrape listener, the budget), run until a signal or the end of sampling
-//! (reloading on SIGHUP, telling systemd), and shut down in order (the open slice is named
-//! and written first).
+//! (reloading on SIGHUP, telling systemd), and shut down in order (the open slices are named
+//! and written first, for up to `pipeline::NAMING_AT_EXIT`; later ones are dropped, counted).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,7 +68,7 @@ pub fn run(config: Config, load: LoadConfig, set_log_filter: SetLogFilter) -> Re
         };
         let mut running = start(&prepared).await?;
         let reason = wait(&mut running, &prepared, &mut signals).await;
-        info!("{reason}: stopping (the open slice is named and written first)");
+        info!("{reason}: stopping (the open slices are named and written first, for up to 2 s)");
         shutdown(running).await
     })
 }
