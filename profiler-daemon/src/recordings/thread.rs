@@ -51,6 +51,9 @@ pub(super) fn run(
         entry.kernel || request.measure != Measure::Cpu,
     );
     options.measure = request.measure.recorder();
+    if request.on_exec {
+        options.target = recorder::RecordTarget::PidAtExec(request.pid);
+    }
     let service_options = recorder::ResolveOptions {
         debug_search: options
             .preload_symbols
@@ -60,7 +63,7 @@ pub(super) fn run(
         ..recorder::ResolveOptions::default()
     };
     let mut symbolizer = recorder::Symbolizer::new(service_options, None);
-    let sampled = sample(&options, &symbolizer, &pidfd, stop)?;
+    let sampled = sample(&options, &symbolizer, &pidfd, &entry.sampling, stop)?;
     let recording = &sampled.recording;
     // Off-CPU and wall-clock recordings sample on cpu-clock: periods are ns.
     let event = match request.measure {
@@ -118,10 +121,11 @@ fn sample(
     options: &recorder::RecordOptions,
     symbolizer: &recorder::Symbolizer,
     pidfd: &OwnedFd,
+    sampling: &AtomicBool,
     stop: tokio::sync::oneshot::Receiver<()>,
 ) -> Result<Sampled, String> {
     let pid = match options.target {
-        recorder::RecordTarget::Pid(pid) => pid,
+        recorder::RecordTarget::Pid(pid) | recorder::RecordTarget::PidAtExec(pid) => pid,
         _ => 0,
     };
     let feed = symbolizer.feed();
@@ -140,6 +144,7 @@ fn sample(
             if !crate::sys::pidfd_alive(pidfd) {
                 vanished.store(true, Ordering::Relaxed);
             }
+            sampling.store(true, Ordering::Relaxed);
         }
     };
     let mut windows = Vec::new();
