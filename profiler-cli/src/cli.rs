@@ -419,12 +419,6 @@ pub struct RecordArgs {
     /// stacks add up to the time it lived. Counts are microseconds. Needs --pid or a command.
     #[arg(long)]
     pub wall: bool,
-    /// With --off-cpu or --wall: most switch-out stacks sampled per second; when switches
-    /// come faster, one in several is sampled and its time counted for the switches it
-    /// stands for (every switch is still seen).
-    #[arg(long, value_name = "HZ", default_value_t = recorder::defaults::SWITCH_FREQUENCY,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub switch_rate: u64,
     /// The event to sample on.
     #[arg(long, value_enum, default_value_t = EventArg::Auto)]
     pub event: EventArg,

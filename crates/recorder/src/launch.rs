@@ -12,7 +12,7 @@ use crate::error::RecordError;
 use crate::sys::{self, HeldChild};
 
 /// A child process started for the recording.
-pub(crate) struct Launched {
+pub struct Launched {
     held: HeldChild,
     program: String,
     exit: Option<oneshot::Receiver<Option<ExitStatus>>>,
@@ -47,7 +47,7 @@ fn c_string(s: &OsStr) -> Result<CString, std::io::Error> {
 
 impl Launched {
     /// Fork and hold the child before exec; [`Launched::release`] lets it exec.
-    pub(crate) fn spawn(argv: &[OsString]) -> Result<Launched, RecordError> {
+    pub fn spawn(argv: &[OsString]) -> Result<Launched, RecordError> {
         let program = argv.first().ok_or(RecordError::EmptyCommand)?;
         let name = program.to_string_lossy().into_owned();
         let launch_err = |source| RecordError::Launch {
@@ -77,12 +77,12 @@ impl Launched {
     }
 
     /// The child's pid.
-    pub(crate) fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.held.pid
     }
 
     /// Let the child exec, and start watching for its exit.
-    pub(crate) fn release(&mut self) -> Result<(), RecordError> {
+    pub fn release(&mut self) -> Result<(), RecordError> {
         let pid = self.held.pid;
         let (tx, rx) = oneshot::channel();
         self.exit = Some(rx);
@@ -104,7 +104,7 @@ impl Launched {
     }
 
     /// Wait for the child to exit.
-    pub(crate) async fn wait(&mut self) -> Option<ExitStatus> {
+    pub async fn wait(&mut self) -> Option<ExitStatus> {
         let status = match self.exit.as_mut() {
             Some(rx) => rx.await.ok().flatten(),
             None => std::future::pending().await,
@@ -114,7 +114,7 @@ impl Launched {
     }
 
     /// Ask the child to stop (SIGTERM), when the recording ends before it does.
-    pub(crate) fn terminate(&mut self) {
+    pub fn terminate(&mut self) {
         if !self.exited {
             let _ = sys::kill(self.held.pid, libc::SIGTERM);
         }

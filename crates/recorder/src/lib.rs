@@ -23,6 +23,7 @@ mod usage;
 mod windows;
 
 pub use error::RecordError;
+pub use launch::Launched;
 pub use offcpu::SwitchStats;
 pub use options::{defaults, CallGraph, Measure, RecordOptions, RecordTarget};
 pub use procmap::PinnedFiles;

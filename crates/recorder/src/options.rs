@@ -12,6 +12,9 @@ pub enum RecordTarget {
     System,
     /// A running process, its threads and its children created while recording.
     Pid(u32),
+    /// A process held before its exec by whoever started it (see [`crate::Launched`]): as
+    /// [`RecordTarget::Pid`], counted from its exec on.
+    PidAtExec(u32),
     /// A command started for the recording; the recording ends when it exits.
     Command(Vec<OsString>),
 }
@@ -63,10 +66,6 @@ impl std::fmt::Display for CallGraph {
 
 /// Defaults shared by the CLI and the daemon.
 pub mod defaults {
-    /// Most switch-out samples per second, the whole recording (off-CPU and wall-clock
-    /// recordings): when switches come faster, one in several is sampled, its time counted
-    /// for the switches it stands for (see docs/offcpu.md).
-    pub const SWITCH_FREQUENCY: u64 = 1000;
     /// Bytes of user stack copied per sample for DWARF unwinding (see docs/unwinding.md).
     pub const STACK_BYTES: u32 = 16 * 1024;
     /// Longest time a record waits in a ring buffer when no progress is shown.
@@ -226,8 +225,6 @@ pub struct RecordOptions {
     pub frequency_control: Option<crate::FrequencyControl>,
     /// What time is measured (CPU, off-CPU, wall-clock).
     pub measure: Measure,
-    /// Most switch-out samples per second, when switches are sampled.
-    pub switch_frequency: u64,
     /// A handle through which snapshots of the open windows are asked while recording
     /// (None: windows are handed on only as they close).
     pub snapshots: Option<crate::SnapshotControl>,
@@ -253,7 +250,6 @@ impl RecordOptions {
             window: None,
             frequency_control: None,
             measure: Measure::Cpu,
-            switch_frequency: defaults::SWITCH_FREQUENCY,
             snapshots: None,
         }
     }

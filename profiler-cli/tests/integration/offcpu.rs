@@ -278,7 +278,8 @@ fn an_unprivileged_user_without_a_daemon_gets_the_reason_not_an_empty_profile() 
 
 /// A user at paranoid 2 records their own process through profilerd: `--wall` gives the
 /// three shares within [`POINTS`], with user frames only and the wait kind still named (from
-/// the kernel part the daemon saw); `--off-cpu` the two blocked ones.
+/// the kernel part the daemon saw); `--off-cpu` the two blocked ones; and `--wall --
+/// COMMAND`, the command held before its exec until the daemon samples, the three shares.
 #[test]
 fn an_unprivileged_user_records_off_cpu_and_wall_through_profilerd() {
     if id(&["-u"]) != Some(0) {
@@ -302,30 +303,45 @@ fn an_unprivileged_user_records_off_cpu_and_wall_through_profilerd() {
     let user_dir = dir.path().join("user");
     std::fs::create_dir(&user_dir).unwrap();
     std::os::unix::fs::chown(&user_dir, Some(uid), Some(gid)).unwrap();
-    for (mode, names) in [
-        ("--wall", &["spin", "nap", "wait_pipe"][..]),
-        ("--off-cpu", &["nap", "wait_pipe"][..]),
+    for (mode, names, command) in [
+        ("--wall", &["spin", "nap", "wait_pipe"][..], false),
+        ("--off-cpu", &["nap", "wait_pipe"][..], false),
+        ("--wall", &["spin", "nap", "wait_pipe"][..], true),
     ] {
-        let tag = mode.trim_start_matches("--");
+        let tag = format!(
+            "{}{}",
+            mode.trim_start_matches("--"),
+            if command { "-cmd" } else { "" }
+        );
         let measured = user_dir.join(format!("{tag}.measured"));
-        let mut cmd = crate::daemon_serve::as_user(uid, gid, &workloads().waits, &user_dir);
-        cmd.args(["split", "3"]).arg(&measured);
-        let mut workload = Spawned::spawn(cmd, "waits (user)");
         let folded = format!("{tag}.folded");
         let mut cmd = crate::daemon_serve::as_user(uid, gid, profctl(), &user_dir);
-        cmd.args(["--socket", &socket, "record", mode, "--pid"])
-            .arg(workload.pid().to_string())
-            .args(["-d", "2", "--folded", &folded]);
+        cmd.args(["--socket", &socket, "record", mode, "--folded", &folded]);
+        let mut workload = None;
+        if command {
+            // Held before its exec until the daemon's events are open.
+            cmd.arg("--")
+                .arg(&workloads().waits)
+                .args(["split", "2.5"])
+                .arg(&measured);
+        } else {
+            let mut w = crate::daemon_serve::as_user(uid, gid, &workloads().waits, &user_dir);
+            w.args(["split", "3"]).arg(&measured);
+            let w = Spawned::spawn(w, "waits (user)");
+            cmd.arg("--pid").arg(w.pid().to_string()).args(["-d", "2"]);
+            workload = Some(w);
+        }
         let run = Spawned::spawn(cmd, "profctl (user)").wait_or_panic(Duration::from_secs(60));
-        run.assert_success(&format!("record {mode} --pid through profilerd as a user"));
+        run.assert_success(&format!("record {tag} through profilerd as a user"));
         assert!(
             run.stderr.contains("via profilerd") && run.stderr.contains("microseconds"),
             "{}",
             run.stderr
         );
-        workload
-            .wait_or_panic(Duration::from_secs(30))
-            .assert_success("waits split");
+        if let Some(mut w) = workload {
+            w.wait_or_panic(Duration::from_secs(30))
+                .assert_success("waits split");
+        }
         let stacks = read_folded(&user_dir.join(&folded));
         assert_split(&stacks, &read_measured(&measured), names);
         let kernel: Vec<&Stack> = stacks

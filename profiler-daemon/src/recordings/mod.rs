@@ -63,6 +63,8 @@ struct Entry {
     stop: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
     state: Mutex<Phase>,
     done: tokio::sync::Notify,
+    /// The recording's events are open.
+    sampling: std::sync::atomic::AtomicBool,
     finished_at: Mutex<Option<Instant>>,
 }
 
@@ -109,6 +111,11 @@ pub struct Request {
     /// What time to record: `cpu` (default), `off_cpu` or `wall` (see docs/offcpu.md).
     #[serde(default)]
     pub measure: Measure,
+    /// The process is held before its exec by the requester (`profctl record -- COMMAND`):
+    /// count from its exec on; the status says `sampling` once its events are open, and the
+    /// requester then lets it exec.
+    #[serde(default)]
+    pub on_exec: bool,
 }
 
 /// What time a recording measures (`profctl record --off-cpu`, `--wall`).
@@ -182,6 +189,8 @@ pub struct RecordingStatus {
     pub truncated: Option<bool>,
     /// When failed: why.
     pub error: Option<String>,
+    /// The recording's events are open (a process held before its exec may go on).
+    pub sampling: bool,
 }
 
 /// Who asks: a uid, and whether it sees everything.
@@ -276,6 +285,7 @@ impl Entry {
             stopped_early: None,
             truncated: None,
             error: None,
+            sampling: self.sampling.load(std::sync::atomic::Ordering::Relaxed),
         };
         match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
             Phase::Running => {}
@@ -392,6 +402,7 @@ impl Recordings {
             stop: Mutex::new(Some(stop_tx)),
             state: Mutex::new(Phase::Running),
             done: tokio::sync::Notify::new(),
+            sampling: std::sync::atomic::AtomicBool::new(false),
             finished_at: Mutex::new(None),
         })?;
         let thread_entry = Arc::clone(&entry);

@@ -47,6 +47,9 @@ pub(super) fn run(
         entry.kernel || request.measure != Measure::Cpu,
     );
     options.measure = request.measure.recorder();
+    if request.on_exec {
+        options.target = recorder::RecordTarget::PidAtExec(request.pid);
+    }
     let service_options = recorder::ResolveOptions {
         debug_search: options
             .preload_symbols
@@ -60,6 +63,7 @@ pub(super) fn run(
         &options,
         &symbolizer,
         &pidfd,
+        &entry.sampling,
         stop,
         config.recordings.max_bytes.0,
     )?;
@@ -146,6 +150,7 @@ fn sample(
     options: &recorder::RecordOptions,
     symbolizer: &recorder::Symbolizer,
     pidfd: &OwnedFd,
+    sampling: &AtomicBool,
     stop: tokio::sync::oneshot::Receiver<()>,
     max_bytes: u64,
 ) -> Result<Sampled, String> {
@@ -153,7 +158,7 @@ fn sample(
     options.window = Some(WINDOW);
     let options = &options;
     let pid = match options.target {
-        recorder::RecordTarget::Pid(pid) => pid,
+        recorder::RecordTarget::Pid(pid) | recorder::RecordTarget::PidAtExec(pid) => pid,
         _ => 0,
     };
     let feed = symbolizer.feed();
@@ -172,6 +177,7 @@ fn sample(
             if !crate::sys::pidfd_alive(pidfd) {
                 vanished.store(true, Ordering::Relaxed);
             }
+            sampling.store(true, Ordering::Relaxed);
         }
     };
     let mut windows = Vec::new();

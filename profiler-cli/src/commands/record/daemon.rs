@@ -53,9 +53,13 @@ pub fn run_if_daemon(
     socket_arg: Option<&Path>,
     quiet: bool,
 ) -> Result<Option<ExitCode>> {
-    let Some(pid) = args.pid else {
+    // `-- COMMAND` goes through the daemon only for what this user cannot record itself:
+    // off-CPU and wall-clock time at perf_event_paranoid 2.
+    let command_through_daemon =
+        !args.command.is_empty() && (args.off_cpu || args.wall) && !can_sample_switches();
+    if args.pid.is_none() && !command_through_daemon {
         return Ok(None);
-    };
+    }
     if args.embedded {
         return Ok(None);
     }
@@ -74,7 +78,7 @@ pub fn run_if_daemon(
         tracing::info!("{option} is not available through profilerd: recording embedded");
         return Ok(None);
     }
-    record(args, pid, &socket, quiet).map(Some)
+    record(args, args.pid, &socket, quiet).map(Some)
 }
 
 /// A field of the daemon's JSON.
@@ -105,13 +109,34 @@ fn request_body(args: &RecordArgs, pid: u32) -> serde_json::Value {
     body
 }
 
+/// Once the daemon's recording at `path` has its events open (its status says `sampling`),
+/// let the command held before its exec go on.
+async fn release_when_sampling(
+    socket: &Path,
+    path: &str,
+    command: &mut recorder::Launched,
+) -> Result<()> {
+    loop {
+        let status = json(&request(socket, "GET", path, None).await?.ok()?)?;
+        if field(&status, "sampling").as_bool() == Some(true)
+            || field(&status, "state").as_str() != Some("running")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    command.release().context("starting the command")
+}
+
 /// Start a recording on the daemon, wait for its end (a first SIGINT or SIGTERM stops it
-/// early), fetch `/v1/recordings/ID{result}` and delete the recording: its final status and
-/// the result.
+/// early; so does the exit of `command`, which is let exec once the recording samples),
+/// fetch `/v1/recordings/ID{result}` and delete the recording: its final status and the
+/// result.
 async fn recorded(
     socket: &Path,
     body: &serde_json::Value,
     result: &str,
+    mut command: Option<&mut recorder::Launched>,
 ) -> Result<(serde_json::Value, Answer)> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupt = signal(SignalKind::interrupt()).context("watching SIGINT")?;
@@ -132,10 +157,23 @@ async fn recorded(
     };
     let path = format!("/v1/recordings/{id}");
     let mut stopping = false;
+    if let Some(command) = command.as_deref_mut() {
+        release_when_sampling(socket, &path, command).await?;
+    }
     let wait_path = format!("{path}?wait=30");
     let status = loop {
         let wait = request(socket, "GET", &wait_path, None);
+        let exited = async {
+            match command.as_deref_mut() {
+                Some(c) => c.wait().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            _ = exited, if !stopping => {
+                stopping = true;
+                let _ = request(socket, "DELETE", &path, None).await?;
+            }
             answer = wait => {
                 let status = json(&answer?.ok()?)?;
                 if field(&status, "state").as_str() != Some("running") {
@@ -196,16 +234,29 @@ impl Finished {
     }
 }
 
-/// Record process `pid` on the daemon at `socket` and write the outputs.
-fn record(args: &RecordArgs, pid: u32, socket: &Path, quiet: bool) -> Result<ExitCode> {
+/// Record process `pid` (None: the command of `args`, started held before its exec) on the
+/// daemon at `socket` and write the outputs.
+fn record(args: &RecordArgs, pid: Option<u32>, socket: &Path, quiet: bool) -> Result<ExitCode> {
     let outputs = RecordOutputs::of(args);
     outputs.check_writable()?;
-    let body = request_body(args, pid);
+    let mut command = match pid {
+        Some(_) => None,
+        None => Some(recorder::Launched::spawn(&args.command).context("starting the command")?),
+    };
+    let pid = pid.or(command.as_ref().map(|c| c.pid())).unwrap_or(0);
+    let mut body = request_body(args, pid);
+    if command.is_some() {
+        body["on_exec"] = serde_json::json!(true);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let (status, answer) = runtime.block_on(recorded(socket, &body, "/pprof"))?;
+    let (status, answer) = runtime.block_on(recorded(socket, &body, "/pprof", command.as_mut()))?;
+    if let Some(command) = command.as_mut() {
+        // The recording ended first (its duration, a signal): as embedded, SIGTERM.
+        command.terminate();
+    }
     let pprof_bytes = answer.body;
     let mut decoded = pprof::decode(&pprof_bytes).context("reading profilerd's pprof profile")?;
     let timed = args.measure() != recorder::Measure::Cpu;
@@ -230,7 +281,7 @@ fn record(args: &RecordArgs, pid: u32, socket: &Path, quiet: bool) -> Result<Exi
         ""
     };
     let options = profile::SvgOptions {
-        title: format!("profctl: process {pid}"),
+        title: super::summary::title(args),
         subtitle: Some(format!(
             "{} at {} Hz, {:.1} s, {samples} samples, {} lost{}{truncated}; via profilerd",
             f.event,

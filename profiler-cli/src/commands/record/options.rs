@@ -159,7 +159,6 @@ impl RecordArgs {
                 EventArg::CpuClock => EventChoice::Force(EventKind::CpuClock),
             },
             measure: self.measure(),
-            switch_frequency: self.switch_rate,
             ..RecordOptions::new(target)
         }
     }
