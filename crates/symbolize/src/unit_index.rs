@@ -33,9 +33,21 @@ struct UnitRange {
 /// evicted here is parsed again only when an address it has not named yet comes.
 const MAX_PARSED_UNITS: usize = 32;
 
+/// Deepest nesting of debugging entries (the unit's root at 0) a unit may have to be named
+/// through DWARF. addr2line parses a function's inline tree (`DW_TAG_inlined_subroutine`
+/// within lexical blocks within ...) recursively, one call per level, so a hostile file
+/// nesting thousands of levels would overflow the naming thread's stack and abort the
+/// process. A unit nested deeper is never handed to addr2line: its addresses get no DWARF
+/// frames (no inlined frames, no lines), and the symbol tables name their function. Real
+/// code stays far below: profilerd's own debug build (rustc) nests 41 levels at most.
+pub(crate) const MAX_DIE_DEPTH: isize = 256;
+
 /// A unit's context, or `None` when the unit must go through the whole file.
 struct CachedUnit<'a> {
     context: Option<addr2line::Context<Reader<'a>>>,
+    /// The unit nests its entries deeper than [`MAX_DIE_DEPTH`]: DWARF names none of its
+    /// addresses.
+    too_deep: bool,
     /// Bytes of `.debug_info` of the unit.
     bytes: u64,
     /// When it was last used (a count of lookups).
@@ -155,7 +167,7 @@ impl<'a> UnitIndex<'a> {
         contexts.clock += 1;
         let now = contexts.clock;
         if !contexts.units.contains_key(&unit) {
-            let (context, bytes) = self.unit_context(unit);
+            let (context, bytes, too_deep) = self.unit_context(unit);
             if context.is_some() {
                 if contexts.parsed >= MAX_PARSED_UNITS {
                     self.evict_least_used(&mut contexts);
@@ -167,6 +179,7 @@ impl<'a> UnitIndex<'a> {
                 unit,
                 CachedUnit {
                     context,
+                    too_deep,
                     bytes,
                     used: now,
                 },
@@ -176,6 +189,10 @@ impl<'a> UnitIndex<'a> {
             return false;
         };
         cached.used = now;
+        if cached.too_deep {
+            // Nothing from DWARF (see [`MAX_DIE_DEPTH`]); the symbol tables name it.
+            return true;
+        }
         match &cached.context {
             Some(ctx) => {
                 f(ctx);
@@ -218,25 +235,35 @@ impl<'a> UnitIndex<'a> {
     }
 
     /// The one-unit context of the unit at `offset` (`None` when it refers outside itself or
-    /// cannot be read), and its bytes of `.debug_info`.
-    fn unit_context(&self, offset: usize) -> (Option<addr2line::Context<Reader<'a>>>, u64) {
+    /// cannot be read), its bytes of `.debug_info`, and whether it nests deeper than
+    /// [`MAX_DIE_DEPTH`] (then no context, and no whole-file lookup either). The depth is
+    /// checked here, once per unit parsed, never per lookup.
+    fn unit_context(&self, offset: usize) -> (Option<addr2line::Context<Reader<'a>>>, u64, bool) {
         let base = &self.dwarf;
         let header = base
             .debug_info
             .header_from_offset(gimli::DebugInfoOffset(offset));
         let Ok(header) = header else {
-            return (None, 0);
+            return (None, 0, false);
         };
+        if nested_too_deep(base, &header) {
+            tracing::warn!(
+                offset,
+                max = MAX_DIE_DEPTH,
+                "DWARF unit nested too deep; not named through DWARF"
+            );
+            return (None, 0, true);
+        }
         if !self_contained(base, &header) {
             tracing::trace!(offset, "unit refers outside itself; whole-file index");
-            return (None, 0);
+            return (None, 0, false);
         }
         let info: &'a [u8] = base.debug_info.reader().slice();
         let Some(unit_bytes) = offset
             .checked_add(header.length_including_self())
             .and_then(|end| info.get(offset..end))
         else {
-            return (None, 0);
+            return (None, 0, false);
         };
         let endian = base.debug_info.reader().endian();
         let dwarf = gimli::Dwarf {
@@ -258,7 +285,44 @@ impl<'a> UnitIndex<'a> {
         (
             addr2line::Context::from_dwarf(dwarf).ok(),
             unit_bytes.len() as u64,
+            false,
         )
+    }
+}
+
+/// Whether the unit's debugging entries nest deeper than [`MAX_DIE_DEPTH`]. One iterative
+/// pass over the entries, their attributes skipped unread; it stops at the first entry that
+/// cannot be read (addr2line reads no further either).
+fn nested_too_deep(
+    dwarf: &gimli::Dwarf<Reader<'_>>,
+    header: &gimli::UnitHeader<Reader<'_>>,
+) -> bool {
+    let scan = || -> gimli::Result<bool> {
+        let abbrevs = dwarf.abbreviations(header)?;
+        let mut entries = header.entries_raw(&abbrevs, None)?;
+        while !entries.is_empty() {
+            if entries.next_depth() > MAX_DIE_DEPTH {
+                return Ok(true);
+            }
+            if let Some(abbrev) = entries.read_abbreviation()? {
+                entries.skip_attributes(abbrev.attributes())?;
+            }
+        }
+        Ok(false)
+    };
+    scan().unwrap_or(false)
+}
+
+/// Whether some unit of `dwarf` nests deeper than [`MAX_DIE_DEPTH`] (see
+/// [`nested_too_deep`]); the scan stops at the first unit header that cannot be read.
+pub(crate) fn any_unit_too_deep(dwarf: &gimli::Dwarf<Reader<'_>>) -> bool {
+    let mut units = dwarf.units();
+    loop {
+        match units.next() {
+            Ok(Some(header)) if nested_too_deep(dwarf, &header) => return true,
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => return false,
+        }
     }
 }
 
