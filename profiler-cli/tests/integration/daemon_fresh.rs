@@ -159,7 +159,7 @@ fn daemon_fresh_answers_for_flamegraph_top_and_scrape() {
     let port = free_port();
     let config = write_config(
         dir.path(),
-        &format!("\n[scrape]\nlisten = \"127.0.0.1:{port}\"\n"),
+        &format!("\n[scrape]\nlisten = \"127.0.0.1:{port}\"\nallow_unauthenticated = true\n"),
     );
     let daemon = Daemon::start(&config);
     let socket = daemon.socket.clone();
