@@ -531,6 +531,12 @@ fn write_pending(shared: &Shared, rollups: &mut Incremental, unwritten: &mut Vec
                 }
                 unwritten.pop_front();
             }
+            Err(err) if err.kind() == std::io::ErrorKind::InvalidData => {
+                // Never readable back: dropped and counted, not retried.
+                shared.slices_dropped.fetch_add(1, Ordering::Relaxed);
+                warn!(%err, stacks = slice.stacks.len(), "a slice too large for a file was dropped");
+                unwritten.pop_front();
+            }
             Err(err) => {
                 if unwritten.len() == 1 {
                     warn!(%err, "cannot write a slice; keeping it in memory and retrying with the next one");

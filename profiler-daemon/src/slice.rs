@@ -206,6 +206,16 @@ impl Slice {
         encode_profile(&self.to_pprof())
     }
 
+    /// [`Slice::encode`] for a file: [`SliceError::TooLarge`] when it would hold more than
+    /// [`MAX_SLICE_BYTES`] decompressed, which no reader takes back.
+    pub fn encode_for_file(&self) -> Result<Vec<u8>, SliceError> {
+        let raw = self.to_pprof().encode_to_vec();
+        if raw.len() as u64 > MAX_SLICE_BYTES {
+            return Err(SliceError::TooLarge);
+        }
+        Ok(gzip(&raw))
+    }
+
     /// A slice from a slice file's bytes; a truncated or corrupt file (gzip CRC or length,
     /// protobuf, or references out of range) is an error.
     pub fn decode(bytes: &[u8]) -> Result<Slice, SliceError> {
@@ -310,12 +320,16 @@ impl Slice {
 
 /// A profile as a slice or roll-up file's bytes: protobuf, gzipped.
 pub fn encode_profile(profile: &proto::Profile) -> Vec<u8> {
-    let raw = profile.encode_to_vec();
+    gzip(&profile.encode_to_vec())
+}
+
+/// `raw` gzipped.
+fn gzip(raw: &[u8]) -> Vec<u8> {
     let mut gz = flate2::write::GzEncoder::new(
         Vec::with_capacity(raw.len() / 4),
         flate2::Compression::default(),
     );
-    gz.write_all(&raw).expect("writing to memory");
+    gz.write_all(raw).expect("writing to memory");
     gz.finish().expect("writing to memory")
 }
 

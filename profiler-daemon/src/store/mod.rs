@@ -227,9 +227,13 @@ impl Store {
         Ok(meta)
     }
 
-    /// Write `slice` atomically and index it (no retention).
+    /// Write `slice` atomically and index it (no retention). A slice that would hold more than
+    /// [`MAX_SLICE_BYTES`] decompressed is refused (`InvalidData`), nothing written.
     pub fn write_slice(&self, slice: &Slice) -> std::io::Result<SliceMeta> {
-        let bytes = slice.encode();
+        // A slice no reader could take back is refused here, not written and set aside.
+        let bytes = slice
+            .encode_for_file()
+            .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err))?;
         let path = self.path_of(slice.start_ns, slice.end_ns, false);
         if let Err(err) = self.write_file(&bytes, &path, slice.start_ns) {
             self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
@@ -646,5 +650,27 @@ mod tests {
         let mut aside = path.into_os_string();
         aside.push(".corrupt");
         assert!(Path::new(&aside).exists());
+    }
+
+    #[test]
+    fn a_slice_too_large_to_read_back_is_refused_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Duration::from_secs(86_400), u64::MAX, T0).unwrap();
+        let mut huge = example(T0);
+        // 257 distinct names of 1 MiB: more than a reader takes back decompressed.
+        let mib = "x".repeat(1 << 20);
+        let first = huge.names.len();
+        huge.names.extend((0..257).map(|i| format!("{i}{mib}")));
+        huge.stacks[0]
+            .frames
+            .extend((first..huge.names.len()).map(|i| i as u32));
+        let err = store.write(&huge, T0).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+        assert!(err.to_string().contains("larger than 256 MiB"), "{err}");
+        assert_eq!(store.totals(), (0, 0));
+        assert_eq!(fs::read_dir(dir.path().join("slices")).unwrap().count(), 0);
+        // The next slice is written as usual.
+        store.write(&example(T0 + 10 * S), T0).unwrap();
+        assert_eq!(store.totals().0, 1);
     }
 }
