@@ -520,12 +520,19 @@ impl Unwinders {
         // read ahead of samples taken a little earlier (side-band rings are drained first), so
         // a mapping seen before this unwinder existed may start after `time`, and would
         // otherwise never be added.
+        // Both come by start address: a binary search each, not a scan (a process with tens
+        // of thousands of mappings, whose children are sampled, made this n² per child).
         let mut mappings: Vec<Mapping> = table.mappings_at(pid, time).copied().collect();
-        for now in table.mappings_at(pid, u64::MAX - 1) {
-            if !mappings.iter().any(|m| m.start == now.start) {
-                mappings.push(*now);
-            }
-        }
+        let later: Vec<Mapping> = table
+            .mappings_at(pid, u64::MAX - 1)
+            .filter(|now| {
+                mappings
+                    .binary_search_by_key(&now.start, |m| m.start)
+                    .is_err()
+            })
+            .copied()
+            .collect();
+        mappings.extend(later);
         for mapping in &mappings {
             let lookup = self.section_for(table, pid, mapping);
             let name = table.files().get(mapping.file).basename();
