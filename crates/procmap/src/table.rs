@@ -376,7 +376,9 @@ impl Process {
 
     /// Whether something of a later process (whose FORK has not arrived) is held here.
     fn holds_records_after_end(&self, end: u64) -> bool {
-        self.mappings.iter().any(|e| e.origin >= end)
+        // No entry is of a record later than `settled`: no scan of a list (shared, maybe, by
+        // thousands of forked children) when none can be.
+        (self.settled >= end && self.mappings.iter().any(|e| e.origin >= end))
             || self.execs.last().is_some_and(|&t| t >= end)
             || self.exits.last().is_some_and(|&t| t > end)
     }
@@ -1142,10 +1144,13 @@ impl ProcessTable {
         }
         self.processes.retain(|_, list| !list.is_empty());
         pruned.names = self.rebuild_names();
+        // Each list once, however many processes share it.
+        let mut lists: FxHashSet<*const Vec<Entry>> = FxHashSet::default();
         let used: FxHashSet<FileId> = self
             .processes
             .values()
             .flatten()
+            .filter(|p| lists.insert(Arc::as_ptr(&p.mappings)))
             .flat_map(|p| p.mappings.iter().map(|e| e.map.file))
             .collect();
         let mut released: Vec<FileId> = self.files.ids().filter(|id| !used.contains(id)).collect();
