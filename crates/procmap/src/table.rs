@@ -8,6 +8,8 @@
 //! record is applied to the incarnation its own time falls in, and a FORK that arrives after
 //! records of the process it starts takes those records over from the incarnation before.
 
+use std::sync::Arc;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use tracing::debug;
@@ -27,6 +29,11 @@ const FOREVER: u64 = u64::MAX;
 /// Name id of "no name known" (a thread forked from a parent whose name is unknown), so that a
 /// reused tid does not show the name of the thread that had it before.
 const NO_NAME: u32 = u32::MAX;
+
+/// Most mappings one process holds (past ones not pruned yet included); more are dropped and
+/// counted ([`TableStats::mappings_dropped`]), so that a process cannot make the table hold
+/// unbounded memory. Twice Linux's default `vm.max_map_count`.
+pub const MAX_MAPPINGS: usize = 1 << 17;
 
 /// An executable mapping of a file into a process, in effect during `since..until` (and until
 /// its process ended, which the lookups apply: `until` does not show it).
@@ -105,11 +112,19 @@ struct Process {
     execs: Vec<u64>,
     /// Sorted by `start`; no two hold the same address at the same time. Mappings from
     /// before [`Process::end`] stop holding then (applied at lookup, so that a late record
-    /// of a thread that outlived the main thread can move the end).
-    mappings: Vec<Entry>,
+    /// of a thread that outlived the main thread can move the end). Shared with a parent
+    /// or child as of a fork, copied at the first change of either ([`Arc::make_mut`]).
+    mappings: Arc<Vec<Entry>>,
     /// The longest mapping ever in `mappings`: an overlap with a..b can only come from one
     /// starting after a minus this.
     longest: u64,
+    /// No entry ever in `mappings` has a later `origin` than this, nor a finite `until`
+    /// later than this: at a fork at or after it, every entry holding at the fork holds for
+    /// good, none is of a record after the fork, and the child can share the list as is.
+    settled: u64,
+    /// Mappings not added because the process held [`MAX_MAPPINGS`] (taken into
+    /// [`TableStats::mappings_dropped`] by the table).
+    dropped: u64,
     /// (time, owner), sorted by time: the uid whose user may trace it, or [`UNKNOWN_UID`].
     uids: Vec<(u64, u32)>,
     /// The last exec whose uid was not read yet: its time and the name it took. Read when
@@ -131,8 +146,10 @@ impl Process {
             last_thread_record: 0,
             next_start: None,
             execs: Vec::new(),
-            mappings: Vec::new(),
+            mappings: Arc::default(),
             longest: 0,
+            settled: 0,
+            dropped: 0,
             uids: Vec::new(),
             exec_uid_unread: None,
         }
@@ -164,12 +181,26 @@ impl Process {
 
     /// End at `time` every mapping recorded before it (an exec).
     fn end_mappings_before(&mut self, time: u64) {
-        for e in &mut self.mappings {
+        self.settled = self.settled.max(time);
+        if !self
+            .mappings
+            .iter()
+            .any(|e| e.origin < time && e.map.until > time)
+        {
+            return;
+        }
+        let mappings = Arc::make_mut(&mut self.mappings);
+        for e in mappings.iter_mut() {
             if e.origin < time && e.map.until > time {
                 e.map.until = time;
             }
         }
-        self.mappings.retain(|e| e.map.since < e.map.until);
+        mappings.retain(|e| e.map.since < e.map.until);
+    }
+
+    /// Whether a child forked at `time` can share this process's mappings as they are.
+    fn shareable_at(&self, time: u64) -> bool {
+        self.settled <= time && self.end().is_none_or(|end| end > time)
     }
 
     /// Whether a mapping held overlaps a..b: a binary search, then the few that start within
@@ -184,12 +215,22 @@ impl Process {
             .any(|e| e.map.start < b && a < e.map.end)
     }
 
+    /// Insert `entry` by start address; dropped (and counted) when the process holds
+    /// [`MAX_MAPPINGS`] already.
     fn insert_sorted(&mut self, entry: Entry) {
+        if self.mappings.len() >= MAX_MAPPINGS {
+            self.dropped += 1;
+            return;
+        }
         self.longest = self.longest.max(entry.map.end - entry.map.start);
+        self.settled = self.settled.max(entry.origin);
+        if entry.map.until != FOREVER {
+            self.settled = self.settled.max(entry.map.until);
+        }
         let at = self
             .mappings
             .partition_point(|m| m.map.start <= entry.map.start);
-        self.mappings.insert(at, entry);
+        Arc::make_mut(&mut self.mappings).insert(at, entry);
     }
 
     /// Add the mapping of a record from `origin` (`map.since == origin`), whatever the order
@@ -234,10 +275,11 @@ impl Process {
                 });
             }
             if e.map.since < origin {
-                self.mappings[i].map.until = origin;
+                Arc::make_mut(&mut self.mappings)[i].map.until = origin;
+                self.settled = self.settled.max(origin);
                 i += 1;
             } else {
-                self.mappings.remove(i);
+                Arc::make_mut(&mut self.mappings).remove(i);
             }
         }
         // Mappings of later records (or of the same time, which arrived first) keep their
@@ -334,10 +376,20 @@ impl Process {
 
     /// Whether something of a later process (whose FORK has not arrived) is held here.
     fn holds_records_after_end(&self, end: u64) -> bool {
-        self.mappings.iter().any(|e| e.origin >= end)
+        // No entry is of a record later than `settled`: no scan of a list (shared, maybe, by
+        // thousands of forked children) when none can be.
+        (self.settled >= end && self.mappings.iter().any(|e| e.origin >= end))
             || self.execs.last().is_some_and(|&t| t >= end)
             || self.exits.last().is_some_and(|&t| t > end)
     }
+}
+
+/// What a child takes of its parent's mappings at a fork.
+enum Inherited {
+    /// The parent's list as it is, with its `longest` and `settled`.
+    Shared(Arc<Vec<Entry>>, u64, u64),
+    /// The mappings holding at the fork, in effect from it.
+    Copied(Vec<Mapping>),
 }
 
 /// A thread: its process, the time it started, when it exited, and its names over time.
@@ -391,6 +443,10 @@ pub struct TableStats {
     pub synthesized: u64,
     /// Prune passes.
     pub prunes: u64,
+    /// Mappings not added because their process held [`MAX_MAPPINGS`] already.
+    pub mappings_dropped: u64,
+    /// Forks whose child shares its parent's mappings (no copy).
+    pub forks_shared: u64,
 }
 
 /// How much the table holds now (for status and soak tests).
@@ -546,7 +602,11 @@ impl ProcessTable {
             since: time,
             until: FOREVER,
         };
-        self.process_for_record(pid, time).insert_mapping(map)
+        let process = self.process_for_record(pid, time);
+        let added = process.insert_mapping(map);
+        let dropped = std::mem::take(&mut process.dropped);
+        self.stats.mappings_dropped += dropped;
+        added
     }
 
     /// Record a thread's new name; `exec` means the process replaced its address space: its
@@ -649,21 +709,30 @@ impl ProcessTable {
         // A parent that exec'd and was not sampled since has its uid read now, for the child
         // to inherit (one read per exec'd process that forks before it is sampled).
         self.read_exec_uid(ppid, time);
-        let (inherited, uid): (Vec<Mapping>, _) = match self.process_at(ppid, time) {
-            Some(parent) => (
-                parent
-                    .mappings
-                    .iter()
-                    .filter(|e| Process::holds(e, time, parent.end()))
-                    .map(|e| Mapping {
-                        since: time,
-                        until: FOREVER,
-                        ..e.map
-                    })
-                    .collect(),
+        // The parent's mappings as of the fork: shared as they are when every one holding at
+        // the fork holds for good (the common case: an O(1) fork, whatever the parent holds);
+        // else the ones holding then, copied in one pass.
+        let (inherited, uid) = match self.process_at(ppid, time) {
+            Some(parent) if parent.shareable_at(time) => (
+                Inherited::Shared(Arc::clone(&parent.mappings), parent.longest, parent.settled),
                 self.uid(ppid, time),
             ),
-            None => (Vec::new(), None),
+            Some(parent) => (
+                Inherited::Copied(
+                    parent
+                        .mappings
+                        .iter()
+                        .filter(|e| Process::holds(e, time, parent.end()))
+                        .map(|e| Mapping {
+                            since: time,
+                            until: FOREVER,
+                            ..e.map
+                        })
+                        .collect(),
+                ),
+                self.uid(ppid, time),
+            ),
+            None => (Inherited::Copied(Vec::new()), None),
         };
         let list = self.processes.entry(pid).or_default();
         let at = list.partition_point(|p| p.start <= time);
@@ -676,10 +745,14 @@ impl ProcessTable {
             Some(prev) => {
                 // Records of the new process that arrived before its FORK went to the
                 // process before it on the pid: take them over.
-                let (mine, theirs) = prev.mappings.iter().partition(|e| e.origin >= time);
-                new.mappings = mine;
-                new.longest = prev.longest;
-                prev.mappings = theirs;
+                if prev.mappings.iter().any(|e| e.origin >= time) {
+                    let (mine, theirs): (Vec<Entry>, Vec<Entry>) =
+                        prev.mappings.iter().partition(|e| e.origin >= time);
+                    new.mappings = Arc::new(mine);
+                    new.longest = prev.longest;
+                    new.settled = prev.settled;
+                    prev.mappings = Arc::new(theirs);
+                }
                 let split = prev.execs.partition_point(|&t| t < time);
                 new.execs = prev.execs.split_off(split);
                 let split = prev.uids.partition_point(|&(t, _)| t < time);
@@ -701,21 +774,44 @@ impl ProcessTable {
             }
             None => new.next_start = list.first().map(|p| p.start),
         }
-        if new.mappings.is_empty() && new.execs.is_empty() {
-            // The common case: nothing of the child's arrived before its FORK. The parent's
-            // mappings holding now are sorted and never overlap: a plain copy (one pass, not
-            // an overlap scan per mapping, which a process with tens of thousands of
-            // mappings that keeps forking would turn into n² work per fork).
-            new.longest = inherited.iter().map(|m| m.end - m.start).max().unwrap_or(0);
-            new.mappings = inherited
-                .into_iter()
-                .map(|map| Entry { map, origin: time })
-                .collect();
-        } else {
-            for map in inherited {
-                new.insert_mapping(map);
+        let fresh = new.mappings.is_empty() && new.execs.is_empty();
+        match inherited {
+            // The common case: nothing of the child's arrived before its FORK, and the
+            // parent's list can be shared (a later change of either copies it first).
+            Inherited::Shared(mappings, longest, settled) if fresh => {
+                self.stats.forks_shared += 1;
+                new.mappings = mappings;
+                new.longest = longest;
+                new.settled = settled;
+            }
+            Inherited::Shared(mappings, ..) => {
+                for e in mappings.iter().filter(|e| e.map.holds_at(time)) {
+                    new.insert_mapping(Mapping {
+                        since: time,
+                        until: FOREVER,
+                        ..e.map
+                    });
+                }
+            }
+            // The parent's mappings holding now are sorted and never overlap: a plain copy
+            // (one pass, not an overlap scan per mapping).
+            Inherited::Copied(inherited) if fresh => {
+                new.longest = inherited.iter().map(|m| m.end - m.start).max().unwrap_or(0);
+                new.settled = time;
+                new.mappings = Arc::new(
+                    inherited
+                        .into_iter()
+                        .map(|map| Entry { map, origin: time })
+                        .collect(),
+                );
+            }
+            Inherited::Copied(inherited) => {
+                for map in inherited {
+                    new.insert_mapping(map);
+                }
             }
         }
+        self.stats.mappings_dropped += std::mem::take(&mut new.dropped);
         if let Some(uid) = uid {
             if new.uids.first().is_none_or(|&(t, _)| t > time) {
                 new.uids.insert(0, (time, uid));
@@ -1025,11 +1121,15 @@ impl ProcessTable {
                         return false;
                     }
                     // Records of a later process whose FORK never came stay.
-                    p.mappings.retain(|e| e.origin >= end);
+                    Arc::make_mut(&mut p.mappings).retain(|e| e.origin >= end);
                 }
-                p.mappings.retain(|e| {
+                let keep = |e: &Entry| {
                     e.map.until > before && end.is_none_or(|end| end > before || e.origin >= end)
-                });
+                };
+                // A list shared with a parent or child is copied only when something goes.
+                if !p.mappings.iter().all(keep) {
+                    Arc::make_mut(&mut p.mappings).retain(keep);
+                }
                 pruned.mappings += before_len - p.mappings.len();
                 let keep_from = p.execs.partition_point(|&t| t <= before).saturating_sub(1);
                 p.execs.drain(..keep_from);
@@ -1044,10 +1144,13 @@ impl ProcessTable {
         }
         self.processes.retain(|_, list| !list.is_empty());
         pruned.names = self.rebuild_names();
+        // Each list once, however many processes share it.
+        let mut lists: FxHashSet<*const Vec<Entry>> = FxHashSet::default();
         let used: FxHashSet<FileId> = self
             .processes
             .values()
             .flatten()
+            .filter(|p| lists.insert(Arc::as_ptr(&p.mappings)))
             .flat_map(|p| p.mappings.iter().map(|e| e.map.file))
             .collect();
         let mut released: Vec<FileId> = self.files.ids().filter(|id| !used.contains(id)).collect();
@@ -1227,6 +1330,108 @@ mod tests {
         t.exit(6, 6, 70);
         assert_eq!(t.prune(100).processes, 1);
         assert!(t.find_mapping(6, 0x1000, 55).is_none());
+    }
+
+    /// Whether the processes on `a` and `b` at `time` share one mapping list.
+    fn shares_mappings(t: &ProcessTable, a: u32, b: u32, time: u64) -> bool {
+        let (a, b) = (t.process_at(a, time), t.process_at(b, time));
+        Arc::ptr_eq(&a.unwrap().mappings, &b.unwrap().mappings)
+    }
+
+    #[test]
+    fn a_child_shares_its_parents_mappings_as_of_the_fork() {
+        let mut t = table_without_proc();
+        t.add_mapping(5, 1, 0x1000, 0x1000, 0, file("/bin/a"));
+        t.add_mapping(5, 2, 0x3000, 0x1000, 0, file("/bin/b"));
+        t.fork(6, 5, 6, 5, 50);
+        assert_eq!(t.stats().forks_shared, 1);
+        assert!(shares_mappings(&t, 5, 6, 55), "no copy at the fork");
+        assert_eq!(file_at(&t, 6, 0x1000, 55).as_deref(), Some("/bin/a"));
+        assert_eq!(file_at(&t, 6, 0x3000, 55).as_deref(), Some("/bin/b"));
+        assert_eq!(file_at(&t, 6, 0x1000, 49), None, "not before the fork");
+        // Later mmaps in the parent (a new range, and one over /bin/a) are not the child's.
+        t.add_mapping(5, 60, 0x8000, 0x1000, 0, file("/bin/c"));
+        t.add_mapping(5, 61, 0x1000, 0x1000, 0, file("/bin/d"));
+        assert!(!shares_mappings(&t, 5, 6, 70));
+        assert_eq!(file_at(&t, 5, 0x8000, 70).as_deref(), Some("/bin/c"));
+        assert_eq!(file_at(&t, 5, 0x1000, 70).as_deref(), Some("/bin/d"));
+        assert_eq!(file_at(&t, 6, 0x8000, 70), None);
+        assert_eq!(file_at(&t, 6, 0x1000, 70).as_deref(), Some("/bin/a"));
+        assert_eq!(file_at(&t, 5, 0x1000, 55).as_deref(), Some("/bin/a"));
+        // A later mmap in the child is not the parent's.
+        t.add_mapping(6, 62, 0x9000, 0x1000, 0, file("/bin/e"));
+        assert_eq!(file_at(&t, 6, 0x9000, 70).as_deref(), Some("/bin/e"));
+        assert_eq!(file_at(&t, 5, 0x9000, 70), None);
+    }
+
+    #[test]
+    fn unmapping_in_a_child_leaves_the_parent_alone() {
+        let mut t = table_without_proc();
+        t.add_mapping(5, 1, 0x1000, 0x1000, 0, file("/bin/a"));
+        t.add_mapping(5, 2, 0x3000, 0x1000, 0, file("/bin/b"));
+        t.fork(6, 5, 6, 5, 50);
+        t.fork(7, 5, 7, 5, 51);
+        assert!(shares_mappings(&t, 6, 7, 55));
+        // Child 6 maps over /bin/b; child 7 execs (its whole address space goes).
+        t.add_mapping(6, 60, 0x3000, 0x1000, 0, file("/bin/x"));
+        t.set_comm(7, 7, 61, "other", true);
+        assert_eq!(file_at(&t, 6, 0x3000, 70).as_deref(), Some("/bin/x"));
+        assert_eq!(file_at(&t, 7, 0x1000, 70), None);
+        assert_eq!(file_at(&t, 7, 0x1000, 60).as_deref(), Some("/bin/a"));
+        for pid in [5, 6] {
+            assert_eq!(file_at(&t, pid, 0x1000, 70).as_deref(), Some("/bin/a"));
+        }
+        assert_eq!(file_at(&t, 5, 0x3000, 70).as_deref(), Some("/bin/b"));
+        // Pruning the children (exited) leaves the parent's mappings whole.
+        t.exit(6, 6, 80);
+        t.exit(7, 7, 81);
+        assert_eq!(t.prune(100).processes, 2);
+        assert_eq!(file_at(&t, 5, 0x1000, 120).as_deref(), Some("/bin/a"));
+        assert_eq!(file_at(&t, 5, 0x3000, 120).as_deref(), Some("/bin/b"));
+    }
+
+    #[test]
+    fn a_fork_after_out_of_order_records_of_the_parent_copies_what_held_at_the_fork() {
+        let mut t = table_without_proc();
+        t.add_mapping(5, 1, 0x1000, 0x1000, 0, file("/bin/a"));
+        // Records of the parent from after the fork arrive before it: an mmap over /bin/a
+        // and one of a new range.
+        t.add_mapping(5, 70, 0x1000, 0x1000, 0, file("/bin/late"));
+        t.add_mapping(5, 71, 0x8000, 0x1000, 0, file("/bin/new"));
+        t.fork(6, 5, 6, 5, 50);
+        assert_eq!(t.stats().forks_shared, 0);
+        assert_eq!(file_at(&t, 6, 0x1000, 80).as_deref(), Some("/bin/a"));
+        assert_eq!(file_at(&t, 6, 0x8000, 80), None);
+        assert_eq!(file_at(&t, 5, 0x1000, 80).as_deref(), Some("/bin/late"));
+    }
+
+    #[test]
+    fn many_forks_of_a_process_with_many_mappings_share_one_list() {
+        let mut t = table_without_proc();
+        for i in 0..60_000u64 {
+            t.add_mapping(5, 1, 0x10_0000 + i * 0x2000, 0x1000, 0, file("/lib/x"));
+        }
+        for child in 0..1000u32 {
+            let pid = 100 + child;
+            let time = 10 + 2 * u64::from(child);
+            t.fork(pid, 5, pid, 5, time);
+            assert!(t.find_mapping(pid, 0x10_0000, time).is_some());
+            t.exit(pid, pid, time + 1);
+        }
+        assert_eq!(t.stats().forks_shared, 1000);
+        assert!(shares_mappings(&t, 5, 1099, 2008));
+        assert_eq!(t.prune(5000).processes, 1000);
+        assert_eq!(t.sizes().mappings, 60_000);
+    }
+
+    #[test]
+    fn mappings_past_the_cap_are_dropped_and_counted() {
+        let mut t = table_without_proc();
+        for i in 0..(MAX_MAPPINGS as u64 + 5) {
+            t.add_mapping(5, 1, 0x10_0000 + i * 0x2000, 0x1000, 0, file("/lib/x"));
+        }
+        assert_eq!(t.sizes().mappings, MAX_MAPPINGS);
+        assert_eq!(t.stats().mappings_dropped, 5);
     }
 
     /// The file a sample of `pid` at `addr` and `time` resolves to.

@@ -1,7 +1,7 @@
 //! One framehop unwinder per process, kept in step with the process's mappings; the unwind
 //! sections of each binary read once, on the loader thread, and shared.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -74,14 +74,17 @@ pub struct UnwinderSizes {
 
 struct ProcessUnwinder {
     unwinder: NativeUnwinder,
-    /// Start addresses of the modules added, to avoid adding one twice.
-    modules: Vec<u64>,
+    /// Start addresses of the modules added, to avoid adding one twice (a set: a process
+    /// may map tens of thousands of modules).
+    modules: HashSet<u64, FxBuildHasher>,
     /// The files the modules come from, with the generation of their entry (see
     /// [`Ready::generation`]): the process is one of their users.
     files: Vec<(FileId, u64)>,
     /// Mappings whose file's sections were still being read when they were seen: added when
     /// the sections arrive.
     pending: Vec<PendingModule>,
+    /// Start addresses of `pending`.
+    pending_starts: HashSet<u64, FxBuildHasher>,
     /// Signal trampolines of the process's modules (process addresses).
     trampolines: Vec<Range<u64>>,
     /// For modules whose `.debug_frame` is read instead of `.eh_frame`: an unwinder over their
@@ -104,9 +107,10 @@ impl ProcessUnwinder {
     fn new() -> ProcessUnwinder {
         ProcessUnwinder {
             unwinder: NativeUnwinder::new(),
-            modules: Vec::new(),
+            modules: HashSet::default(),
             files: Vec::new(),
             pending: Vec::new(),
+            pending_starts: HashSet::default(),
             trampolines: Vec::new(),
             alternate: NativeUnwinder::new(),
             alternate_ranges: Vec::new(),
@@ -116,11 +120,10 @@ impl ProcessUnwinder {
 
     /// Add a module; false if one starting there is present already.
     fn add(&mut self, start: u64, parts: ModuleParts) -> bool {
-        if self.modules.contains(&start) {
+        if !self.modules.insert(start) {
             return false;
         }
         self.unwinder.add_module(parts.module);
-        self.modules.push(start);
         self.trampolines.extend(parts.trampolines);
         self.go.extend(parts.go);
         if let Some((module, ranges)) = parts.alternate {
@@ -520,12 +523,19 @@ impl Unwinders {
         // read ahead of samples taken a little earlier (side-band rings are drained first), so
         // a mapping seen before this unwinder existed may start after `time`, and would
         // otherwise never be added.
+        // Both come by start address: a binary search each, not a scan (a process with tens
+        // of thousands of mappings, whose children are sampled, made this n² per child).
         let mut mappings: Vec<Mapping> = table.mappings_at(pid, time).copied().collect();
-        for now in table.mappings_at(pid, u64::MAX - 1) {
-            if !mappings.iter().any(|m| m.start == now.start) {
-                mappings.push(*now);
-            }
-        }
+        let later: Vec<Mapping> = table
+            .mappings_at(pid, u64::MAX - 1)
+            .filter(|now| {
+                mappings
+                    .binary_search_by_key(&now.start, |m| m.start)
+                    .is_err()
+            })
+            .copied()
+            .collect();
+        mappings.extend(later);
         for mapping in &mappings {
             let lookup = self.section_for(table, pid, mapping);
             let name = table.files().get(mapping.file).basename();
@@ -688,6 +698,7 @@ impl Unwinders {
                     continue;
                 }
                 let m = p.pending.swap_remove(i);
+                p.pending_starts.remove(&m.avma.start);
                 self.waiting -= 1;
                 let Some(s) = &sections else { continue };
                 let start = m.avma.start;
@@ -748,6 +759,7 @@ impl Unwinders {
             .retain(|_, e| !matches!(e, FileEntry::Pending { .. }));
         for p in self.processes.values_mut() {
             p.pending.clear();
+            p.pending_starts.clear();
         }
         self.waiting = 0;
     }
@@ -818,9 +830,7 @@ fn add_lookup(
             }
         }
         Lookup::Pending => {
-            if p.modules.contains(&mapping.start)
-                || p.pending.iter().any(|m| m.avma.start == mapping.start)
-            {
+            if p.modules.contains(&mapping.start) || !p.pending_starts.insert(mapping.start) {
                 return;
             }
             p.pending.push(PendingModule {
