@@ -496,8 +496,9 @@ fn daemon_full_disk_is_logged_sampling_goes_on_and_writing_resumes() {
     let dir = scratch();
     let state = dir.path().join("state");
     fs::create_dir_all(&state).unwrap();
+    // Mode 0750: profilerd refuses a state directory others may write (tmpfs's default 1777).
     let mount = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=4m", "profilerd-test"])
+        .args(["-t", "tmpfs", "-o", "size=4m,mode=0750", "profilerd-test"])
         .arg(&state)
         .status()
         .unwrap();
