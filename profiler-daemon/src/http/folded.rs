@@ -14,6 +14,7 @@ use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
 use crate::http::common::{error, ApiState, Peer};
+use crate::http::limits::Slot;
 use crate::query::{self, Folded};
 use crate::state::unix_now_ns;
 
@@ -79,6 +80,74 @@ pub fn range(
     Ok((since, until))
 }
 
+/// A history query (folded, pprof, timeline) once accepted: its range, filter and what the
+/// caller may see, a query slot (held until the blocking work ends: move it into that work),
+/// and bounds whose cancel flag is set when `cancel_on_drop`, kept by the handler, is dropped
+/// with it (the client went away).
+pub struct Accepted {
+    /// The configuration in effect.
+    pub config: Arc<Config>,
+    /// `[since, until)`, UNIX ns.
+    pub range: (u64, u64),
+    /// What the query selects.
+    pub filter: Filter,
+    /// What the caller may see.
+    pub visibility: Visibility,
+    /// The caller's query slot.
+    pub slot: Slot,
+    /// Size, time and cancellation bounds.
+    pub bounds: query::Bounds,
+    /// Sets the bounds' cancel flag when dropped.
+    pub cancel_on_drop: query::CancelOnDrop,
+}
+
+/// Accept a history query of `peer` for `since`..`until` (as [`FoldedParams`] takes them)
+/// and `filter`: a known peer, a valid range and filter, a free query slot; else the answer
+/// that says why not.
+pub fn accept(
+    state: &ApiState,
+    peer: &Peer,
+    (since, until): (Option<f64>, Option<f64>),
+    filter: Filter,
+) -> Result<Accepted, Box<Response>> {
+    let bad = |message: String| Box::new(error(StatusCode::BAD_REQUEST, message));
+    if peer.uid == u32::MAX {
+        return Err(Box::new(error(StatusCode::FORBIDDEN, "unknown peer")));
+    }
+    let config = state.shared.live();
+    let range = range(since, until, &config).map_err(bad)?;
+    filter.check().map_err(bad)?;
+    let slot = state
+        .admit_query(peer, &config.api)
+        .map_err(|refused| Box::new(refused.into_response()))?;
+    let mut bounds = query::Bounds::from_api(&config.api);
+    let (cancel, cancel_on_drop) = query::Cancel::new();
+    bounds.cancel = cancel;
+    Ok(Accepted {
+        visibility: state.visibility(peer),
+        config,
+        range,
+        filter,
+        slot,
+        bounds,
+        cancel_on_drop,
+    })
+}
+
+impl FoldedParams {
+    /// The range and filter asked for.
+    pub fn split(self) -> ((Option<f64>, Option<f64>), Filter) {
+        let filter = Filter {
+            pid: self.pid,
+            descendants: self.descendants.unwrap_or(false),
+            comm: self.comm,
+            uid: self.uid,
+            cgroup: self.cgroup,
+        };
+        ((self.since, self.until), filter)
+    }
+}
+
 /// `GET /v1/folded`.
 pub async fn folded(
     State(state): State<Arc<ApiState>>,
@@ -91,33 +160,19 @@ pub async fn folded(
             "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup",
         );
     };
-    if peer.uid == u32::MAX {
-        return error(StatusCode::FORBIDDEN, "unknown peer");
-    }
-    let config = state.shared.live();
-    let (since, until) = match range(params.since, params.until, &config) {
-        Ok(r) => r,
-        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    let (range, filter) = params.split();
+    let Accepted {
+        config,
+        range: (since, until),
+        filter,
+        visibility,
+        slot,
+        bounds,
+        cancel_on_drop: _cancel_on_drop,
+    } = match accept(&state, &peer, range, filter) {
+        Ok(accepted) => accepted,
+        Err(refused) => return *refused,
     };
-    let filter = Filter {
-        pid: params.pid,
-        descendants: params.descendants.unwrap_or(false),
-        comm: params.comm,
-        uid: params.uid,
-        cgroup: params.cgroup,
-    };
-    if let Err(message) = filter.check() {
-        return error(StatusCode::BAD_REQUEST, message);
-    }
-    let slot = match state.admit_query(&peer, &config.api) {
-        Ok(slot) => slot,
-        Err(refused) => return refused.into_response(),
-    };
-    let visibility = state.visibility(&peer);
-    let mut bounds = query::Bounds::from_api(&config.api);
-    // Dropped with this handler when the client goes away: the query then stops.
-    let (cancel, _cancel_on_drop) = query::Cancel::new();
-    bounds.cancel = cancel;
     let store = Arc::clone(&state.shared.store);
     let started = Instant::now();
     let answer = tokio::task::spawn_blocking(move || {

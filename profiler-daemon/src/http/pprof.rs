@@ -10,9 +10,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::access::Visibility;
-use crate::filter::Filter;
 use crate::http::common::{error, ApiState, Peer};
-use crate::http::folded::{headers, range, FoldedParams};
+use crate::http::folded::{accept, headers, Accepted, FoldedParams};
 use crate::query::{self, QueryError};
 
 /// `GET /v1/pprof`.
@@ -27,33 +26,19 @@ pub async fn pprof(
             "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup",
         );
     };
-    if peer.uid == u32::MAX {
-        return error(StatusCode::FORBIDDEN, "unknown peer");
-    }
-    let config = state.shared.live();
-    let (since, until) = match range(params.since, params.until, &config) {
-        Ok(r) => r,
-        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    let (range, filter) = params.split();
+    let Accepted {
+        config,
+        range: (since, until),
+        filter,
+        visibility,
+        slot,
+        bounds,
+        cancel_on_drop: _cancel_on_drop,
+    } = match accept(&state, &peer, range, filter) {
+        Ok(accepted) => accepted,
+        Err(refused) => return *refused,
     };
-    let filter = Filter {
-        pid: params.pid,
-        descendants: params.descendants.unwrap_or(false),
-        comm: params.comm,
-        uid: params.uid,
-        cgroup: params.cgroup,
-    };
-    if let Err(message) = filter.check() {
-        return error(StatusCode::BAD_REQUEST, message);
-    }
-    let slot = match state.admit_query(&peer, &config.api) {
-        Ok(slot) => slot,
-        Err(refused) => return refused.into_response(),
-    };
-    let visibility = state.visibility(&peer);
-    let mut bounds = query::Bounds::from_api(&config.api);
-    // Dropped with this handler when the client goes away: the query then stops.
-    let (cancel, _cancel_on_drop) = query::Cancel::new();
-    bounds.cancel = cancel;
     let max_bytes = bounds.max_bytes;
     let store = Arc::clone(&state.shared.store);
     let answer = tokio::task::spawn_blocking(move || {

@@ -12,8 +12,8 @@ use serde::Deserialize;
 
 use crate::filter::Filter;
 use crate::http::common::{error, ApiState, Peer};
-use crate::http::folded::range;
-use crate::query::{self, QueryError};
+use crate::http::folded::{accept, Accepted};
+use crate::query::QueryError;
 use crate::timeline::{self, GroupBy, Request, MAX_BUCKETS};
 
 /// Most groups a timeline shows apart from "other".
@@ -126,36 +126,30 @@ pub async fn timeline(
             "bad query: expected since, until (UNIX seconds, or negative: seconds ago), bucket (seconds), by (comm, pid, uid or cgroup), top, function, pid, descendants (true or false), comm, uid, cgroup",
         );
     };
-    if peer.uid == u32::MAX {
-        return error(StatusCode::FORBIDDEN, "unknown peer");
-    }
-    let config = state.shared.live();
-    let slice_ns = config.sampling.slice.0.as_nanos() as u64;
-    let request = match range(params.since, params.until, &config)
-        .and_then(|r| request(&params, r, slice_ns))
-    {
-        Ok(r) => r,
-        Err(message) => return error(StatusCode::BAD_REQUEST, message),
-    };
     let filter = Filter {
         pid: params.pid,
         descendants: params.descendants.unwrap_or(false),
-        comm: params.comm,
+        comm: params.comm.clone(),
         uid: params.uid,
-        cgroup: params.cgroup,
+        cgroup: params.cgroup.clone(),
     };
-    if let Err(message) = filter.check() {
-        return error(StatusCode::BAD_REQUEST, message);
-    }
-    let slot = match state.admit_query(&peer, &config.api) {
-        Ok(slot) => slot,
-        Err(refused) => return refused.into_response(),
+    let Accepted {
+        config,
+        range,
+        filter,
+        visibility,
+        slot,
+        bounds,
+        cancel_on_drop: _cancel_on_drop,
+    } = match accept(&state, &peer, (params.since, params.until), filter) {
+        Ok(accepted) => accepted,
+        Err(refused) => return *refused,
     };
-    let visibility = state.visibility(&peer);
-    let mut bounds = query::Bounds::from_api(&config.api);
-    // Dropped with this handler when the client goes away: the query then stops.
-    let (cancel, _cancel_on_drop) = query::Cancel::new();
-    bounds.cancel = cancel;
+    let slice_ns = config.sampling.slice.0.as_nanos() as u64;
+    let request = match request(&params, range, slice_ns) {
+        Ok(r) => r,
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    };
     let max_bytes = bounds.max_bytes;
     let store = Arc::clone(&state.shared.store);
     let started = Instant::now();
