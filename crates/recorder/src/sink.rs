@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use procmap::{FileParts, ProcessTable};
-use profile::SampleOrigin;
+use profile::{SampleOrigin, StackWeight};
 use rustc_hash::FxBuildHasher;
 use sampler::{decode_with, RawRecord, Record, RecordSink, Sample, SampleFormat, Sampler};
 use symbolize::FrameCache;
@@ -119,24 +119,40 @@ pub(crate) struct Collector<'p> {
     pub round_started_ns: Option<u64>,
 }
 
+/// Where sample `s` comes from, standing for `period` ns of time of kind `weight`.
+fn origin_of(
+    processes: &ProcessTable,
+    contexts: &mut ThreadContexts,
+    s: &Sample<'_>,
+    period: u64,
+    weight: StackWeight,
+) -> SampleOrigin {
+    SampleOrigin {
+        pid: s.pid,
+        tid: s.tid,
+        process_start: processes
+            .process_key(s.pid, s.time)
+            .map_or(0, |k| k.start_time),
+        thread_context: contexts.of(s.tid),
+        time: s.time,
+        period,
+        weight,
+    }
+}
+
 impl Collector<'_> {
     /// A switch-out sample: its stack waits for the thread's switch back in.
     fn switch_sample(&mut self, s: &Sample<'_>) {
         let Some(off_cpu) = self.off_cpu.as_mut() else {
             return;
         };
-        let origin = SampleOrigin {
-            pid: s.pid,
-            tid: s.tid,
-            process_start: self
-                .processes
-                .process_key(s.pid, s.time)
-                .map_or(0, |k| k.start_time),
-            thread_context: self.contexts.of(s.tid),
-            time: s.time,
-            period: s.period,
-            weight: profile::StackWeight::Blocked,
-        };
+        let origin = origin_of(
+            &self.processes,
+            &mut self.contexts,
+            s,
+            s.period,
+            StackWeight::Blocked,
+        );
         let stack = self.stacks.build(&self.processes, s);
         off_cpu.sample(origin, &stack);
     }
@@ -173,18 +189,14 @@ impl Collector<'_> {
             return;
         }
         self.stats.samples += 1;
-        let origin = SampleOrigin {
-            pid: s.pid,
-            tid: s.tid,
-            process_start: self
-                .processes
-                .process_key(s.pid, s.time)
-                .map_or(0, |k| k.start_time),
-            thread_context: self.contexts.of(s.tid),
-            time: s.time,
-            period: self.periods.of(s.time, s.period),
-            weight: profile::StackWeight::OnCpu,
-        };
+        let period = self.periods.of(s.time, s.period);
+        let origin = origin_of(
+            &self.processes,
+            &mut self.contexts,
+            s,
+            period,
+            StackWeight::OnCpu,
+        );
         let stack = self.stacks.build(&self.processes, s);
         let new = self.windows.add(&origin, &stack);
         if new {
