@@ -419,6 +419,12 @@ pub struct RecordArgs {
     /// stacks add up to the time it lived. Counts are microseconds. Needs --pid or a command.
     #[arg(long)]
     pub wall: bool,
+    /// With --off-cpu or --wall: context switches sampled (stack taken) per second at most;
+    /// 0 samples every one. Past it, one switch in N is sampled and stands for the N (its
+    /// time scaled); every switch is still counted (the summary's seen, sampled, scaled).
+    /// Through profilerd the default applies.
+    #[arg(long, value_name = "RATE", default_value_t = recorder::defaults::SWITCH_CAP)]
+    pub switch_cap: u64,
     /// The event to sample on.
     #[arg(long, value_enum, default_value_t = EventArg::Auto)]
     pub event: EventArg,
@@ -450,8 +456,8 @@ pub struct RecordArgs {
     /// With --pid, record in this process even when profilerd answers on its socket
     /// (otherwise a --pid recording is asked of profilerd when it answers, and recorded here
     /// when it does not, or when an option only this process has is given: --window,
-    /// --lines, --debug-dir, --ring-pages, --event, --call-graph, --stack-size; --off-cpu and
-    /// --wall when this user may sample context switches).
+    /// --lines, --debug-dir, --ring-pages, --event, --call-graph, --stack-size, --switch-cap;
+    /// --off-cpu and --wall when this user may sample context switches).
     #[arg(long)]
     pub embedded: bool,
     /// The command to run and profile (after --). Recording ends when it exits; if the

@@ -4,6 +4,12 @@
 //! Records of different CPUs are ordered only within a drain round, and a thread often blocks
 //! on one CPU and wakes on another: the round's switch records and samples are kept (stacks
 //! copied into an arena), sorted by time when the round ends, and only then matched.
+//!
+//! Switches are sampled one in a period (raised when they come faster than a cap, see
+//! [`SwitchCap`]), while every switch has a switch record: a sample stands for the switches
+//! out of its thread since that thread's previous sample, counted from the records, and its
+//! time off CPU is scaled by that count. Counting, rather than trusting the period set, keeps
+//! the scale right for threads whose inherited event kept an older period.
 
 use std::collections::HashMap;
 
@@ -26,8 +32,10 @@ pub struct SwitchStats {
     pub seen: u64,
     /// Switch-out samples (stacks) read.
     pub sampled: u64,
-    /// Switches the samples stood for beyond themselves (the kernel raised the period when
-    /// switches came faster than the cap): their time is the sampled one's, scaled.
+    /// Switches the samples stood for beyond themselves (unsampled switches out of the same
+    /// thread since its previous sample, when the period was raised under the cap): their
+    /// time is the sampled one's, scaled. Switches after a thread's last sample stand in no
+    /// sample: `seen - sampled - scaled` of them.
     pub scaled: u64,
     /// Switch samples and records the kernel dropped (a full ring).
     pub lost: u64,
@@ -69,6 +77,8 @@ const CAP_INTERVAL_NS: u64 = 50_000_000;
 
 /// Keeps switch samples under a rate: from the switches seen (every one has a switch record)
 /// since the last decision, the period that brings the samples under `cap` per second.
+/// The period applies to each thread's event on each CPU, so the samples of all threads
+/// together come at about the switch rate divided by the period.
 #[derive(Clone, Copy, Debug)]
 struct SwitchCap {
     cap: u64,
@@ -95,10 +105,22 @@ impl SwitchCap {
         (self.since, self.seen_then) = (Some(now), seen);
         let want = ((rate / self.cap.max(1) as f64).ceil() as u64).max(1);
         if want > self.period || want * 2 <= self.period {
-            self.period = want;
-            self.change = Some(want);
+            let period = prime_at_least(want);
+            self.period = period;
+            self.change = Some(period);
         }
     }
+}
+
+/// The least prime `>= n` (1 stays 1): a period sharing no factor with a short repeating
+/// pattern of switches (a loop that sleeps, then reads) does not sample the same wait of the
+/// pattern every time.
+fn prime_at_least(n: u64) -> u64 {
+    let is_prime = |k: u64| k >= 2 && (2..).take_while(|d| d * d <= k).all(|d| k % d != 0);
+    if n <= 2 {
+        return n.max(1);
+    }
+    (n..).find(|&k| is_prime(k)).unwrap_or(n)
 }
 
 /// Matches switch-out samples with the switches back in.
@@ -108,6 +130,9 @@ pub(crate) struct OffCpu {
     round: Vec<(u64, u32, Event)>,
     arena: Vec<u64>,
     pending: HashMap<u32, Pending, FxBuildHasher>,
+    /// Per thread, its switches out since its last sample that no sample marked (released at
+    /// the thread's exit; at most one entry per recorded thread).
+    unsampled: HashMap<u32, u64, FxBuildHasher>,
     /// Buffers of closed intervals, reused.
     spare: Vec<Vec<u64>>,
     pub stats: SwitchStats,
@@ -115,7 +140,7 @@ pub(crate) struct OffCpu {
 
 impl OffCpu {
     /// Intervals to keep; switches sampled at most `cap` times a second (the recording
-    /// starts with every switch sampled).
+    /// starts with every switch sampled; `u64::MAX`: no cap).
     pub(crate) fn new(keep: Keep, cap: u64) -> OffCpu {
         OffCpu {
             keep,
@@ -129,15 +154,16 @@ impl OffCpu {
             round: Vec::new(),
             arena: Vec::new(),
             pending: HashMap::default(),
+            unsampled: HashMap::default(),
             spare: Vec::new(),
             stats: SwitchStats::default(),
         }
     }
 
-    /// A switch-out sample of `stack`; `origin.period` is the switches it stands for.
+    /// A switch-out sample of `stack`; `origin.period` is ignored: the switches it stands for
+    /// are counted from the switch records when the round ends.
     pub(crate) fn sample(&mut self, origin: SampleOrigin, stack: &Stack<'_>) {
         self.stats.sampled += 1;
-        self.stats.scaled += origin.period.saturating_sub(1);
         let start = self.arena.len();
         self.arena.extend_from_slice(stack.kernel);
         self.arena.extend_from_slice(stack.user);
@@ -169,6 +195,8 @@ impl OffCpu {
     pub(crate) fn exit(&mut self, tid: u32, time: u64) {
         if !self.pending.is_empty() || !self.round.is_empty() {
             self.round.push((time, tid, Event::Exit));
+        } else {
+            self.unsampled.remove(&tid);
         }
     }
 
@@ -182,12 +210,15 @@ impl OffCpu {
         for (time, tid, event) in &round {
             match *event {
                 Event::Sample {
-                    origin,
+                    mut origin,
                     start,
                     kernel_len,
                     len,
                     user_end,
                 } => {
+                    let unsampled = self.unsampled.remove(tid).unwrap_or(0);
+                    self.stats.scaled += unsampled;
+                    origin.period = 1 + unsampled;
                     let mut frames = self.spare.pop().unwrap_or_default();
                     frames.clear();
                     frames.extend_from_slice(&self.arena[start..start + len]);
@@ -204,19 +235,24 @@ impl OffCpu {
                         self.spare.push(old.frames);
                     }
                 }
-                Event::Out { preempted } => {
-                    if let Some(p) = self.pending.get_mut(tid) {
-                        if p.out_seen {
+                Event::Out { preempted } => match self.pending.get_mut(tid) {
+                    Some(p) if !p.out_seen => {
+                        p.preempted = preempted;
+                        p.out_seen = true;
+                    }
+                    pending => {
+                        if pending.is_some() {
                             // Switched out again: the switch in between was not seen.
                             self.drop_pending(*tid);
-                        } else {
-                            p.preempted = preempted;
-                            p.out_seen = true;
                         }
+                        *self.unsampled.entry(*tid).or_insert(0) += 1;
                     }
-                }
+                },
                 Event::In => self.close(*tid, *time, add),
-                Event::Exit => self.drop_pending(*tid),
+                Event::Exit => {
+                    self.drop_pending(*tid);
+                    self.unsampled.remove(tid);
+                }
             }
         }
         self.round = round;
@@ -328,13 +364,68 @@ mod tests {
         off.check_rate(0);
         off.stats.seen = 5_000; // 5000 in 100 ms: 50k/s, 50 times the cap
         off.check_rate(100_000_000);
-        assert_eq!(off.take_period_change(), Some(50));
+        assert_eq!(off.take_period_change(), Some(53), "50, made prime");
         off.stats.seen += 4_900;
         off.check_rate(200_000_000);
         assert_eq!(off.take_period_change(), None, "49 is close enough");
-        off.stats.seen += 100; // 1000/s
+        off.stats.seen += 5_800; // 58k/s
         off.check_rate(300_000_000);
+        assert_eq!(off.take_period_change(), Some(59));
+        off.stats.seen += 1_000;
+        off.check_rate(400_000_000);
+        assert_eq!(
+            off.take_period_change(),
+            Some(11),
+            "10k/s: a tenth of the cap"
+        );
+        off.stats.seen += 100; // 1000/s
+        off.check_rate(500_000_000);
         assert_eq!(off.take_period_change(), Some(1));
+        assert_eq!(
+            [2, 4, 8, 9, 14, 97, 100].map(prime_at_least),
+            [2, 5, 11, 11, 17, 97, 101]
+        );
+    }
+
+    #[test]
+    fn without_a_cap_the_period_stays_one() {
+        let mut off = OffCpu::new(Keep::Blocked, u64::MAX);
+        off.check_rate(0);
+        off.stats.seen = 10_000_000;
+        off.check_rate(100_000_000);
+        assert_eq!(off.take_period_change(), None);
+    }
+
+    #[test]
+    fn a_sample_stands_for_the_switches_since_the_previous_one() {
+        let mut off = OffCpu::new(Keep::Blocked, 1000);
+        // 100 switches out of one thread, each blocked 10 ns; the kernel samples one in 4,
+        // then (period raised) one in 10.
+        let mut t = 0;
+        for i in 0..100u64 {
+            let sampled = if i < 40 { i % 4 == 3 } else { i % 10 == 9 };
+            if sampled {
+                off.sample(origin(9, t, 0), &S);
+            }
+            off.switch(9, t, true, false);
+            off.switch(9, t + 10, false, false);
+            t += 100;
+        }
+        let got = collect(&mut off, None);
+        let periods: Vec<u64> = got.iter().map(|g| g.1).collect();
+        assert_eq!(periods[..10], [40; 10], "4 switches of 10 ns each");
+        assert_eq!(periods[10..], [100; 6], "10 switches of 10 ns each");
+        assert_eq!(
+            (off.stats.seen, off.stats.sampled, off.stats.scaled),
+            (100, 16, 84)
+        );
+        assert_eq!(off.stats.off_cpu_ns, 1000, "every switch's time, scaled");
+        // A switch after the last sample waits in the thread's count until it exits.
+        off.switch(9, t, true, false);
+        assert!(collect(&mut off, None).is_empty());
+        assert_eq!(off.unsampled.get(&9), Some(&1));
+        off.exit(9, t + 1);
+        assert!(off.unsampled.is_empty());
     }
 
     #[test]
@@ -361,8 +452,13 @@ mod tests {
     #[test]
     fn scaled_preempted_and_open_intervals() {
         let mut off = OffCpu::new(Keep::AllOffCpu, 1000);
-        // A sample standing for 3 switches: its time counts 3 times.
-        off.sample(origin(1, 100, 3), &S);
+        // Two switches out not sampled, then a sample: it stands for 3 switches, its time
+        // counts 3 times (whatever period the sample says).
+        off.switch(1, 10, true, false);
+        off.switch(1, 20, false, false);
+        off.switch(1, 30, true, false);
+        off.switch(1, 40, false, false);
+        off.sample(origin(1, 100, 0), &S);
         off.switch(1, 100, true, false);
         off.switch(1, 200, false, false);
         // Preempted.
@@ -381,6 +477,7 @@ mod tests {
         assert!(weights.contains(&(2, 50, StackWeight::Preempted)));
         assert!(weights.contains(&(3, 100, StackWeight::Blocked)));
         assert_eq!(off.stats.scaled, 2);
+        assert_eq!((off.stats.seen, off.stats.sampled), (5, 3));
         // Blocked time only: preempted intervals are left out.
         let mut off = OffCpu::new(Keep::Blocked, 1000);
         off.sample(origin(2, 100, 1), &S);

@@ -68,6 +68,9 @@ impl std::fmt::Display for CallGraph {
 pub mod defaults {
     /// Bytes of user stack copied per sample for DWARF unwinding (see docs/unwinding.md).
     pub const STACK_BYTES: u32 = 16 * 1024;
+    /// Context switches sampled per second at most, in off-CPU and wall-clock recordings
+    /// (every switch is still counted; see [`crate::RecordOptions::switch_cap`]).
+    pub const SWITCH_CAP: u64 = 10_000;
     /// Longest time a record waits in a ring buffer when no progress is shown.
     pub const DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
     /// The drain interval when recording in windows (`RecordOptions::window`), where the
@@ -228,6 +231,12 @@ pub struct RecordOptions {
     /// A handle through which snapshots of the open windows are asked while recording
     /// (None: windows are handed on only as they close).
     pub snapshots: Option<crate::SnapshotControl>,
+    /// Off-CPU and wall-clock recordings: context switches sampled (stack taken) per second
+    /// at most, 0 for every one. Switches start sampled one in one; about every 50 ms the
+    /// period is raised to the switch rate divided by the cap (lowered when the rate halves).
+    /// Every switch still has a switch record: a sample's time off CPU is scaled by the
+    /// switches of its thread it stood for.
+    pub switch_cap: u64,
 }
 
 impl RecordOptions {
@@ -251,6 +260,7 @@ impl RecordOptions {
             frequency_control: None,
             measure: Measure::Cpu,
             snapshots: None,
+            switch_cap: defaults::SWITCH_CAP,
         }
     }
 }

@@ -166,11 +166,10 @@ pub async fn record(
         child.release()?;
     }
 
-    // No cap on switch samples yet: with PERF_SAMPLE_PERIOD in the sample and a fixed
-    // period the kernel samples every software event whatever the period
-    // (`perf_swevent_event`), so raising it changes nothing (measured on 6.18); every switch
-    // is sampled (see docs/offcpu.md).
-    let switch_cap = u64::MAX;
+    let switch_cap = match options.switch_cap {
+        0 => u64::MAX,
+        cap => cap,
+    };
     let stacks = match options.call_graph {
         CallGraph::Fp => StackBuilder::frame_pointers(),
         CallGraph::Dwarf => StackBuilder::dwarf(unwinders(options), false),

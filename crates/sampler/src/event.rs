@@ -139,13 +139,17 @@ pub(crate) fn build_sideband_attr(spec: &AttrSpec) -> perf_event_attr {
 }
 
 /// Build the context-switch attr: the software `context-switches` event sampled every
-/// `period` switches (each sample's period says how many it stands for), with the same
-/// callchain, registers and stack copy as CPU samples, taken at switch-out; and
-/// `context_switch`, so that a PERF_RECORD_SWITCH marks every switch out (with whether the
-/// thread was preempted) and back in. The sample is taken in the scheduler, in kernel mode:
-/// `exclude_kernel` would drop every one, so the event always counts kernel mode and only the
-/// kernel callchain follows `include_kernel` (which is why an unprivileged user at
-/// `perf_event_paranoid` 2 cannot open it).
+/// `period` switches, with the same callchain, registers and stack copy as CPU samples, taken
+/// at switch-out; and `context_switch`, so that a PERF_RECORD_SWITCH marks every switch out
+/// (with whether the thread was preempted) and back in. The sample is taken in the scheduler,
+/// in kernel mode: `exclude_kernel` would drop every one, so the event always counts kernel
+/// mode and only the kernel callchain follows `include_kernel` (which is why an unprivileged
+/// user at `perf_event_paranoid` 2 cannot open it).
+///
+/// The samples carry no period: with PERF_SAMPLE_PERIOD in the sample type the kernel
+/// samples every switch whatever the period (`perf_swevent_event` in kernel/events/core.c),
+/// without it the event counts down its period as any other. The reader counts what a
+/// sample stood for from the switch records, which mark every switch.
 ///
 /// A period, not a frequency: the kernel adjusts a frequency's period at timer ticks from the
 /// count since the last one, which a thread that is mostly asleep sees rarely, so the period
@@ -156,6 +160,7 @@ pub(crate) fn build_switch_attr(spec: &AttrSpec, period: u64) -> perf_event_attr
     let mut attr = build_attr(spec);
     attr.type_ = b::PERF_TYPE_SOFTWARE;
     attr.config = b::PERF_COUNT_SW_CONTEXT_SWITCHES as u64;
+    attr.sample_type &= !crate::record::SWITCH_SAMPLE_TYPE_OMITS;
     attr.__bindgen_anon_1.sample_period = period.max(1);
     attr.set_freq(0);
     attr.set_exclude_kernel(0);

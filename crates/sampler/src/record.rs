@@ -19,9 +19,15 @@ pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IP
 /// Bytes of the `sample_id` trailer (`sample_id_all`) for [`SAMPLE_TYPE`]: pid/tid, time, cpu/res.
 const SAMPLE_ID_SIZE: usize = 8 + 8 + 8;
 
+/// The `sample_type` bits the context-switch event leaves out: PERF_SAMPLE_PERIOD. With it,
+/// the kernel samples every software event whatever the period set (`perf_swevent_event`
+/// in kernel/events/core.c: "sample_type & PERF_SAMPLE_PERIOD && !freq" overflows at each
+/// event), so a period could not cap the switch samples.
+pub(crate) const SWITCH_SAMPLE_TYPE_OMITS: u64 = b::PERF_SAMPLE_PERIOD as u64;
+
 /// The record kind a sample from a context-switch event is handed on with (beyond the
 /// kernel's PERF_RECORD_* numbers, which stay below 0x10000): decoded as
-/// [`Record::SwitchSample`].
+/// [`Record::SwitchSample`], whose layout has no period (see [`SWITCH_SAMPLE_TYPE_OMITS`]).
 pub const SWITCH_SAMPLE: u32 = 0x1_0000 | b::PERF_RECORD_SAMPLE;
 
 /// The record kind a LOST record of a context-switch event's ring is handed on with:
@@ -210,8 +216,9 @@ pub enum Record<'a> {
         /// When.
         time: u64,
     },
-    /// A sample of the context-switch event: the thread's stack as it was switched out; its
-    /// period is the number of switches it stands for.
+    /// A sample of the context-switch event: the thread's stack as it was switched out. Its
+    /// `period` is 0: the event's samples carry none (see [`SWITCH_SAMPLE_TYPE_OMITS`]); the
+    /// switches a sample stands for are counted from the switch records.
     SwitchSample(Sample<'a>),
     /// A thread was switched out or back in (PERF_RECORD_SWITCH).
     Switch {
@@ -306,16 +313,7 @@ pub fn decode_with<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Record<'a> 
 fn decode_inner<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Option<Record<'a>> {
     let misc = raw.misc as u32;
     Some(match raw.kind {
-        SWITCH_SAMPLE => match decode_inner(
-            RawRecord {
-                kind: b::PERF_RECORD_SAMPLE,
-                ..raw
-            },
-            format,
-        )? {
-            Record::Sample(s) => Record::SwitchSample(s),
-            other => other,
-        },
+        SWITCH_SAMPLE => Record::SwitchSample(decode_sample(raw.body, misc, format, false)?),
         SWITCH_LOST => {
             let mut c = Cursor { bytes: raw.body };
             let _id = c.u64()?;
@@ -329,48 +327,7 @@ fn decode_inner<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Option<Record<
                 id,
             }
         }
-        b::PERF_RECORD_SAMPLE => {
-            let mut c = Cursor { bytes: raw.body };
-            let ip = c.u64()?;
-            let pid = c.u32()?;
-            let tid = c.u32()?;
-            let time = c.u64()?;
-            let cpu = c.u32()?;
-            let _res = c.u32()?;
-            let period = c.u64()?;
-            let nr = c.u64()?;
-            let bytes = c.take(usize::try_from(nr).ok()?.checked_mul(8)?)?;
-            let in_kernel = misc & b::PERF_RECORD_MISC_CPUMODE_MASK == b::PERF_RECORD_MISC_KERNEL;
-            let mut user_regs = None;
-            if format.user_regs_mask != 0 {
-                let abi = c.u64()?;
-                if abi != 0 {
-                    let count = format.user_regs_mask.count_ones() as usize;
-                    user_regs = crate::regs::unwind_regs(c.take(count * 8)?, format.user_regs_mask);
-                }
-            }
-            let mut user_stack: &[u8] = &[];
-            if format.user_stack {
-                let size = usize::try_from(c.u64()?).ok()?;
-                if size != 0 {
-                    let data = c.take(size)?;
-                    let dyn_size = usize::try_from(c.u64()?).ok()?;
-                    user_stack = &data[..dyn_size.min(size)];
-                }
-            }
-            Record::Sample(Sample {
-                ip,
-                pid,
-                tid,
-                time,
-                cpu,
-                period,
-                in_kernel,
-                callchain: Callchain { bytes },
-                user_regs,
-                user_stack,
-            })
-        }
+        b::PERF_RECORD_SAMPLE => Record::Sample(decode_sample(raw.body, misc, format, true)?),
         b::PERF_RECORD_MMAP2 => {
             let (body, id) = split_sample_id(raw.body)?;
             let mut c = Cursor { bytes: body };
@@ -454,6 +411,55 @@ fn decode_inner<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Option<Record<
     })
 }
 
+/// A sample body of `format`'s layout; `with_period`: PERF_SAMPLE_PERIOD is in it (0 if not).
+fn decode_sample<'a>(
+    body: &'a [u8],
+    misc: u32,
+    format: &SampleFormat,
+    with_period: bool,
+) -> Option<Sample<'a>> {
+    let mut c = Cursor { bytes: body };
+    let ip = c.u64()?;
+    let pid = c.u32()?;
+    let tid = c.u32()?;
+    let time = c.u64()?;
+    let cpu = c.u32()?;
+    let _res = c.u32()?;
+    let period = if with_period { c.u64()? } else { 0 };
+    let nr = c.u64()?;
+    let bytes = c.take(usize::try_from(nr).ok()?.checked_mul(8)?)?;
+    let in_kernel = misc & b::PERF_RECORD_MISC_CPUMODE_MASK == b::PERF_RECORD_MISC_KERNEL;
+    let mut user_regs = None;
+    if format.user_regs_mask != 0 {
+        let abi = c.u64()?;
+        if abi != 0 {
+            let count = format.user_regs_mask.count_ones() as usize;
+            user_regs = crate::regs::unwind_regs(c.take(count * 8)?, format.user_regs_mask);
+        }
+    }
+    let mut user_stack: &[u8] = &[];
+    if format.user_stack {
+        let size = usize::try_from(c.u64()?).ok()?;
+        if size != 0 {
+            let data = c.take(size)?;
+            let dyn_size = usize::try_from(c.u64()?).ok()?;
+            user_stack = &data[..dyn_size.min(size)];
+        }
+    }
+    Some(Sample {
+        ip,
+        pid,
+        tid,
+        time,
+        cpu,
+        period,
+        in_kernel,
+        callchain: Callchain { bytes },
+        user_regs,
+        user_stack,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -496,7 +502,8 @@ mod tests {
         assert!(!out, "no flag: switched in");
         // A sample from a switch ring keeps its layout under its own kind.
         let mut s = Vec::new();
-        for x in [0x1234u64, (11u64 << 32) | 10, 999, 1, 3, 0] {
+        // No period in a switch sample's layout.
+        for x in [0x1234u64, (11u64 << 32) | 10, 999, 1, 0] {
             push64(&mut s, x);
         }
         assert_eq!(switch_kind(b::PERF_RECORD_SAMPLE), SWITCH_SAMPLE);
@@ -508,7 +515,8 @@ mod tests {
         }) else {
             panic!("not a switch sample")
         };
-        assert_eq!((sample.ip, sample.time, sample.period), (0x1234, 999, 3));
+        assert_eq!((sample.ip, sample.time, sample.period), (0x1234, 999, 0));
+        assert!(sample.callchain.is_empty());
     }
 
     #[test]

@@ -761,8 +761,9 @@ impl Sampler {
 
     /// Sample one context switch in `period` from now on (see [`SwitchSampling`]): the
     /// events this sampler opened change at once; threads created later inherit the new
-    /// period, those created earlier keep theirs (as [`Sampler::set_frequency`] tells). Each
-    /// sample's period says what it stood for.
+    /// period, those created earlier keep theirs (the kernel's PERF_EVENT_IOC_PERIOD changes
+    /// one event, not its inherited copies). Switch samples carry no period: what one stood
+    /// for is counted from the switch records.
     pub fn set_switch_period(&mut self, period: u64) -> Result<(), SamplerError> {
         let period = period.max(1);
         for event in self.all_events().filter(|e| e.stream == Stream::Switches) {

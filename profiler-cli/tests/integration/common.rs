@@ -51,7 +51,8 @@ pub struct Workloads {
     pub forker: PathBuf,
     /// `burner CPU_SECONDS`
     pub burner: PathBuf,
-    /// `waits split SECONDS OUTFILE [--libc]` | `waits lock SECONDS`
+    /// `waits split SECONDS OUTFILE [--libc]` | `waits busy SECONDS OUTFILE RATE` |
+    /// `waits lock SECONDS`
     pub waits: PathBuf,
 }
 

@@ -366,3 +366,91 @@ fn an_unprivileged_user_records_off_cpu_and_wall_through_profilerd() {
         );
     }
 }
+
+/// Switch samples a second allowed by the cap test.
+const CAP: u64 = 3000;
+
+/// One number of the summary's switches line: the one before `word` (`seen`, `sampled`).
+fn summary_count(stderr: &str, word: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("context switches seen"))
+        .unwrap_or_else(|| panic!("no switches line:\n{stderr}"));
+    let words: Vec<&str> = line.split([' ', ',']).filter(|w| !w.is_empty()).collect();
+    let at = words
+        .iter()
+        .position(|w| *w == word)
+        .unwrap_or_else(|| panic!("no {word:?} in {line}"));
+    let back = if word == "seen" { 3 } else { 1 };
+    words[at - back]
+        .parse()
+        .unwrap_or_else(|_| panic!("no count before {word:?} in {line}"))
+}
+
+/// `--switch-cap`: a process switching some 30k times a second (two threads ping-ponging
+/// a pipe) beside the split thread, attached with `--pid`. The switch samples stay under the
+/// cap (plus the first tenth of a second, sampled whole before the first decision) while
+/// every switch is counted, and the split thread's two waits keep their measured shares
+/// within [`POINTS`] although most of its switches are not sampled.
+#[test]
+fn switch_samples_stay_under_the_cap_and_the_split_holds() {
+    let _guard = sampling_lock();
+    let dir = scratch();
+    let w = workloads();
+    let (folded, measured) = (dir.path().join("busy.folded"), dir.path().join("busy.m"));
+    let seconds = 4.0;
+    let mut cmd = Command::new(&w.waits);
+    cmd.args(["busy", &seconds.to_string()])
+        .arg(&measured)
+        .arg("30000");
+    let mut workload = Spawned::spawn(cmd, "waits busy");
+    std::thread::sleep(Duration::from_millis(200));
+    let run = run_profctl(
+        [
+            "record".into(),
+            "--embedded".into(),
+            "--off-cpu".into(),
+            "--call-graph".into(),
+            "fp".into(),
+            "--switch-cap".into(),
+            CAP.to_string().into(),
+            "--folded".into(),
+            std::ffi::OsString::from(&folded),
+            "--pid".into(),
+            workload.pid().to_string().into(),
+        ],
+        dir.path(),
+        Duration::from_secs(60),
+    );
+    workload
+        .wait_or_panic(Duration::from_secs(30))
+        .assert_success("waits busy");
+    run.assert_success("record --off-cpu --switch-cap");
+    let (seen, sampled) = (
+        summary_count(&run.stderr, "seen"),
+        summary_count(&run.stderr, "sampled"),
+    );
+    let recorded = seconds - 0.2;
+    assert!(
+        seen as f64 >= 20_000.0 * recorded,
+        "a switch-heavy load: {seen} switches in {recorded} s\n{}",
+        run.stderr
+    );
+    // The cap, and every switch of the first decision's 0.2 s (at most) sampled.
+    let allowed = 1.2 * CAP as f64 * recorded + 0.2 * seen as f64 / recorded;
+    assert!(
+        (sampled as f64) <= allowed,
+        "{sampled} switch samples in {recorded} s, cap {CAP}/s ({allowed:.0} allowed), \
+         {seen} seen\n{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("more, their time scaled"),
+        "the summary says the samples stood for more switches:\n{}",
+        run.stderr
+    );
+    let stacks = read_folded(&folded);
+    assert_split(&stacks, &read_measured(&measured), &["nap", "wait_pipe"]);
+    let spin = share(&stacks, "waits", "spin");
+    assert!(spin < 1.0, "spin runs on CPU, off-CPU share {spin:.1}%");
+}

@@ -15,6 +15,12 @@
  *     kernel), so that a frame-pointer walk sees the function that waits; with --libc they
  *     go through the C library's read() and nanosleep() (for DWARF unwinding).
  *
+ *   waits busy SECONDS OUTFILE RATE
+ *     The split above in rounds five times shorter (about 2 ms: some 1000 switches a second
+ *     of its own), beside two threads (comm "pinger" and "ponger") passing a byte back and
+ *     forth through pipes, paced in 1 ms batches to about RATE switches a second together:
+ *     a switch-heavy process whose quiet thread's split is known.
+ *
  *   waits lock SECONDS
  *     Four threads (comm "locker") contend on one mutex for SECONDS: each takes it in
  *     take_lock and holds it about 1 ms (hold); the others wait in the kernel's futex wait.
@@ -32,6 +38,7 @@
 #define NOINLINE __attribute__((noinline, noclone))
 
 static int use_libc;
+static long long round_ns = 10000000;
 static int req_pipe[2], data_pipe[2];
 static long long measured[3];
 static unsigned long rng_state = 0x9e3779b97f4a7c15UL;
@@ -112,9 +119,9 @@ NOINLINE void wait_pipe(long long ns)
 
 NOINLINE void round_once(void)
 {
-    spin(jitter(2000000));
-    nap(jitter(3000000));
-    wait_pipe(jitter(5000000));
+    spin(jitter(round_ns / 5));
+    nap(jitter(round_ns * 3 / 10));
+    wait_pipe(jitter(round_ns / 2));
     calls_after++;
 }
 
@@ -147,6 +154,58 @@ static int run_split(double seconds, const char *out)
     fprintf(f, "spin %lld\nnap %lld\nwait_pipe %lld\n", measured[0], measured[1], measured[2]);
     fclose(f);
     return 0;
+}
+
+static int ping[2], pong[2];
+static double pong_rate;
+static long long pong_end;
+
+static void *ponger(void *arg)
+{
+    (void)arg;
+    prctl(PR_SET_NAME, "ponger");
+    char c;
+    while (read(ping[0], &c, 1) == 1)
+        if (write(pong[1], &c, 1) != 1)
+            break;
+    return NULL;
+}
+
+/* Round trips through ponger, paced in 1 ms batches to pong_rate switches a second. */
+static void *pinger(void *arg)
+{
+    (void)arg;
+    prctl(PR_SET_NAME, "pinger");
+    long long start = now_ns(), trips = 0;
+    char c = 'x';
+    for (long long tick = start; tick < pong_end; tick += 1000000) {
+        long long due = (long long)((double)(tick + 1000000 - start) / 1e9 * pong_rate / 2);
+        for (; trips < due; trips++)
+            if (write(ping[1], &c, 1) != 1 || read(pong[0], &c, 1) != 1)
+                exit(3);
+        long long left = tick + 1000000 - now_ns();
+        if (left > 0) {
+            struct timespec ts = {0, left};
+            nanosleep(&ts, NULL);
+        }
+    }
+    close(ping[1]);
+    return NULL;
+}
+
+static int run_busy(double seconds, const char *out, double rate)
+{
+    pthread_t a, b;
+    pong_rate = rate;
+    pong_end = now_ns() + (long long)(seconds * 1e9);
+    round_ns /= 5;
+    if (pipe(ping) || pipe(pong) || pthread_create(&b, NULL, ponger, NULL) ||
+        pthread_create(&a, NULL, pinger, NULL))
+        return 2;
+    int ret = run_split(seconds, out);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    return ret;
 }
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -196,8 +255,11 @@ int main(int argc, char **argv)
         use_libc = argc >= 5 && !strcmp(argv[4], "--libc");
         return run_split(atof(argv[2]), argv[3]);
     }
+    if (argc >= 5 && !strcmp(argv[1], "busy"))
+        return run_busy(atof(argv[2]), argv[3], atof(argv[4]));
     if (argc >= 3 && !strcmp(argv[1], "lock"))
         return run_lock(atof(argv[2]));
-    fprintf(stderr, "usage: waits split SECONDS OUTFILE [--libc] | waits lock SECONDS\n");
+    fprintf(stderr, "usage: waits split SECONDS OUTFILE [--libc] | waits busy SECONDS OUTFILE "
+                    "RATE | waits lock SECONDS\n");
     return 2;
 }

@@ -33,6 +33,8 @@ fn embedded_only(args: &RecordArgs) -> Option<&'static str> {
         Some("--call-graph")
     } else if args.stack_size != recorder::defaults::STACK_BYTES {
         Some("--stack-size")
+    } else if args.switch_cap != recorder::defaults::SWITCH_CAP {
+        Some("--switch-cap")
     } else if (args.off_cpu || args.wall) && can_sample_switches() {
         // This user may open the context-switch event: the kernel frames stay visible.
         Some(if args.off_cpu { "--off-cpu" } else { "--wall" })

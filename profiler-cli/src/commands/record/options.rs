@@ -159,6 +159,7 @@ impl RecordArgs {
                 EventArg::CpuClock => EventChoice::Force(EventKind::CpuClock),
             },
             measure: self.measure(),
+            switch_cap: self.switch_cap,
             ..RecordOptions::new(target)
         }
     }
