@@ -88,6 +88,9 @@ pub struct Tracked {
     pub open_stacks: usize,
     /// Bytes of those stacks.
     pub open_stack_bytes: usize,
+    /// Mappings the process model refused since the recording started, because their
+    /// process held [`procmap::MAX_MAPPINGS`] already (their samples stay unnamed).
+    pub mappings_dropped: u64,
 }
 
 /// This process's CPU time (all threads) at the phase boundaries of a recording, for `-vv`.

@@ -297,6 +297,7 @@ impl Collector<'_> {
             unwind_sections: unwind.sections,
             open_stacks,
             open_stack_bytes,
+            mappings_dropped: self.processes.stats().mappings_dropped,
         }
     }
 

@@ -76,6 +76,11 @@ pub struct Status {
     pub files: usize,
     /// Binaries held open.
     pub pinned_files: usize,
+    /// Mappings refused since sampling started because their process held the process
+    /// model's cap (131,072 a process): a count over all processes, as `processes` is,
+    /// naming none, so every peer sees it.
+    #[serde(default)]
+    pub mappings_dropped: u64,
     /// Open symbolizers.
     pub symbolizers: usize,
     /// Their estimated bytes.
@@ -155,6 +160,7 @@ pub fn snapshot(s: &Shared) -> Status {
         threads: tracked.threads,
         files: tracked.files,
         pinned_files: tracked.pinned,
+        mappings_dropped: tracked.mappings_dropped,
         symbolizers: symbols.symbolizers,
         symbolizer_bytes: symbols.symbolizer_bytes,
         resident_bytes: recorder::resident_bytes().unwrap_or(0),
@@ -279,6 +285,12 @@ const METRICS: &[Metric<Status>] = &[
         value: |s| s.processes as f64,
     },
     Metric {
+        name: "mappings_dropped_total",
+        kind: "counter",
+        help: "Mappings refused because their process held the process model's cap.",
+        value: |s| s.mappings_dropped as f64,
+    },
+    Metric {
         name: "frequency_hertz",
         kind: "gauge",
         help: "Samples per second per CPU.",
@@ -303,3 +315,34 @@ const METRICS: &[Metric<Status>] = &[
         value: |s| s.sampling as u8 as f64,
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mappings_dropped_reach_status_and_metrics() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            crate::store::Store::open(dir.path(), Duration::from_secs(3600), 1 << 20, 0).unwrap();
+        let shared = Shared::new(
+            crate::config::Config::default(),
+            store,
+            sampler::EventKind::CpuClock,
+            1,
+            99,
+        );
+        assert_eq!(snapshot(&shared).mappings_dropped, 0);
+        shared.tracked.lock().unwrap().mappings_dropped = 7;
+        let status = snapshot(&shared);
+        assert_eq!(status.mappings_dropped, 7);
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["mappings_dropped"], 7);
+        let mut out = String::new();
+        metric::write(&mut out, METRICS, &status);
+        assert!(
+            out.contains("# TYPE profilerd_mappings_dropped_total counter\nprofilerd_mappings_dropped_total 7"),
+            "{out}"
+        );
+    }
+}
