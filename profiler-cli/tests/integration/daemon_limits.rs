@@ -2,7 +2,8 @@
 //! user against a real daemon: held connections (capped per user, idle ones closed; another
 //! user still answered), folded answers of deep stacks with long names, from the history and
 //! from a recording (the daemon in a memory cgroup answers 413, and stays alive), recordings (a byte budget that
-//! truncates, a slot per user and one kept for admins), and a scrape listener without a token
+//! truncates, a slot per user and one kept for admins), query slots (held by slow history
+//! queries until their work ends, one kept for admins), and a scrape listener without a token
 //! refused.
 
 use std::fs;
@@ -12,6 +13,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::cgroup::{CpuCgroup, MemoryCgroup};
 use crate::common::*;
 use crate::daemon::{profilerd, unix_now, Daemon, BUDGET_OFF};
 use crate::daemon_ops::write_ops_config;
@@ -205,67 +207,6 @@ fn daemon_connections_are_capped_per_user_and_idle_ones_closed() {
     .wait_or_panic(Duration::from_secs(90));
     assert_eq!(run.stdout.trim(), "closed", "{}", run.stderr);
     daemon.stop();
-}
-
-/// A v1 or v2 memory cgroup of the test's own, removed when dropped.
-struct MemoryCgroup {
-    dir: PathBuf,
-    v1: bool,
-}
-
-impl MemoryCgroup {
-    /// A cgroup capped at `bytes` of memory (and no swap).
-    fn new(bytes: u64) -> MemoryCgroup {
-        let name = format!("profctl-test-{}", std::process::id());
-        let v1_root = Path::new("/sys/fs/cgroup/memory");
-        let (dir, v1) = if v1_root.join("memory.limit_in_bytes").exists() {
-            (v1_root.join(&name), true)
-        } else {
-            let root = Path::new("/sys/fs/cgroup");
-            let _ = fs::write(root.join("cgroup.subtree_control"), "+memory");
-            (root.join(&name), false)
-        };
-        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let set = |file: &str, value: String| {
-            let path = dir.join(file);
-            if path.exists() {
-                fs::write(&path, value).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            }
-        };
-        if v1 {
-            set("memory.limit_in_bytes", bytes.to_string());
-            set("memory.memsw.limit_in_bytes", bytes.to_string());
-        } else {
-            set("memory.max", bytes.to_string());
-            set("memory.swap.max", "0".into());
-        }
-        MemoryCgroup { dir, v1 }
-    }
-
-    fn add(&self, pid: u32) {
-        fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
-    }
-
-    /// OOM kills in the cgroup.
-    fn oom_kills(&self) -> u64 {
-        let file = if self.v1 {
-            "memory.oom_control"
-        } else {
-            "memory.events"
-        };
-        fs::read_to_string(self.dir.join(file))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("oom_kill "))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for MemoryCgroup {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir(&self.dir);
-    }
 }
 
 /// Characters in longnames' function name.
@@ -476,6 +417,132 @@ fn daemon_recordings_have_a_byte_budget_and_a_slot_per_user() {
     assert!(run.stderr.contains("via profilerd"), "{}", run.stderr);
     drop(own);
     drop(others);
+    daemon.stop();
+}
+
+/// `queries_running` in root's status.
+fn queries_running(daemon: &Daemon) -> u64 {
+    daemon.number("queries_running")
+}
+
+/// Waits (up to `limit`) until `done` holds of the daemon; panics naming `what` if not.
+fn wait_until(daemon: &Daemon, what: &str, limit: Duration, done: impl Fn(&Daemon) -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done(daemon) {
+        assert!(Instant::now() < deadline, "{what}: {:?}", daemon.status());
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Query slots end to end (`api.max_concurrent_queries` 3, `api.max_queries_per_user` 2 here;
+/// one slot kept for admins): a user holding both their slots with slow history queries (the
+/// daemon throttled to a few percent of a CPU in a cgroup) is refused a third with the
+/// daemon's message while root is answered; when one client goes away its slot comes back
+/// once the cancelled work stops, the other's is held until its work ends.
+#[test]
+fn daemon_query_slots_are_held_by_the_work_and_one_is_kept_for_root() {
+    assert!(
+        is_root(),
+        "run as root: the test plays an unprivileged user"
+    );
+    let _guard = sampling_lock();
+    let dir = shared_scratch();
+    let user = User::new(TEST_USER, dir.path());
+    let longnames = build_longnames(dir.path());
+    let config = dir.path().join("profilerd.toml");
+    write_ops_config(
+        &config,
+        dir.path(),
+        "frequency = 999\nslice = \"1s\"\n",
+        &format!("max_concurrent_queries = 3\nmax_queries_per_user = 2\n\n{BUDGET_OFF}"),
+    );
+    let cgroup = CpuCgroup::new();
+    let daemon = Daemon::start(&config);
+    cgroup.add(daemon.process.pid());
+    // History to read: deep stacks of threads renamed all the time, 6 s of them.
+    let t0 = unix_now();
+    let mut deep = user.command(&longnames);
+    deep.arg("2");
+    let mut deep = Spawned::spawn(deep, "longnames (user)");
+    thread::sleep(Duration::from_secs(6));
+    deep.kill_tree();
+    let t1 = unix_now();
+    daemon.wait_slices_through(t1);
+    // A query of those seconds that folds nothing (no such command) but reads every slice.
+    let slow = format!("/v1/folded?since={t0:.3}&until={t1:.3}&comm=nothing-of-this-name");
+    cgroup.limit(Some(2));
+    let socket = daemon.socket.to_str().unwrap();
+    let mut first = Spawned::spawn(user.python(HTTP, &[socket, "GET", &slow]), "query 1");
+    let mut second = Spawned::spawn(user.python(HTTP, &[socket, "GET", &slow]), "query 2");
+    wait_until(
+        &daemon,
+        "the user's two queries run",
+        Duration::from_secs(30),
+        |d| queries_running(d) == 2,
+    );
+
+    // Both of the user's slots are taken: the third is refused, with the daemon's reason.
+    let (code, body) = user.http(&daemon.socket, "GET", &slow, None);
+    assert!(
+        code == 503 && body.contains("api.max_queries_per_user"),
+        "the user's third query: {code} {body}"
+    );
+    assert!(
+        queries_running(&daemon) == 2 && daemon.number("queries_refused") >= 1,
+        "the refusal took no slot: {:?}",
+        daemon.status()
+    );
+    // Root gets the slot kept for admins (a second of the same: answered though throttled).
+    let small = format!(
+        "/v1/folded?since={t0:.3}&until={:.3}&comm=nothing-of-this-name",
+        t0 + 1.0
+    );
+    let mut root = Command::new(PYTHON);
+    root.arg("-c").arg(HTTP).args([socket, "GET", &small]);
+    let run = Spawned::spawn(root, "query (root)").wait_or_panic(Duration::from_secs(90));
+    assert!(
+        run.stdout.starts_with("200"),
+        "root's query while the user held their slots: {}",
+        run.stdout
+    );
+
+    // The first client goes away: its work is cancelled at its next slice and the slot comes
+    // back; the second query's slot is held until its work ends.
+    first.kill_tree();
+    drop(first);
+    wait_until(
+        &daemon,
+        "the slot of the query whose client went away comes back",
+        Duration::from_secs(30),
+        |d| queries_running(d) <= 1,
+    );
+    assert!(
+        second.wait_timeout(Duration::ZERO).is_none(),
+        "the second query ended before the test could see its slot held"
+    );
+    assert_eq!(
+        queries_running(&daemon),
+        1,
+        "the second query holds its slot"
+    );
+    cgroup.limit(None);
+    let run = second.wait_or_panic(Duration::from_secs(120));
+    assert!(
+        run.stdout.starts_with("200"),
+        "the second query: {}",
+        run.stdout.chars().take(300).collect::<String>()
+    );
+    wait_until(
+        &daemon,
+        "every slot is free once the work ended",
+        Duration::from_secs(10),
+        |d| queries_running(d) == 0,
+    );
+    let (code, body) = user.http(&daemon.socket, "GET", &slow, None);
+    assert_eq!(
+        code, 200,
+        "the user's query once their slots are free: {body}"
+    );
     daemon.stop();
 }
 

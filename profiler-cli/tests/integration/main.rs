@@ -5,6 +5,7 @@
 //! All sampling tests hold [`common::sampling_lock`], so they run one at a
 //! time even though the harness runs tests on several threads.
 
+mod cgroup;
 mod common;
 mod daemon;
 mod daemon_fresh;
