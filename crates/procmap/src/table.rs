@@ -934,6 +934,16 @@ impl ProcessTable {
         })
     }
 
+    /// Whether the processes on `a` and `b` at `time` share one list of mappings (a child
+    /// and its parent as of the fork, until either maps or unmaps something): what one holds
+    /// at any time, the other does too. O(1).
+    pub fn shares_mappings(&self, a: u32, b: u32, time: u64) -> bool {
+        match (self.process_at(a, time), self.process_at(b, time)) {
+            (Some(a), Some(b)) => Arc::ptr_eq(&a.mappings, &b.mappings),
+            _ => false,
+        }
+    }
+
     /// The process on `pid` at `time`: the last one started at or before `time` (None before
     /// the first one known).
     pub fn process_key(&self, pid: u32, time: u64) -> Option<ProcessKey> {
@@ -1333,11 +1343,6 @@ mod tests {
     }
 
     /// Whether the processes on `a` and `b` at `time` share one mapping list.
-    fn shares_mappings(t: &ProcessTable, a: u32, b: u32, time: u64) -> bool {
-        let (a, b) = (t.process_at(a, time), t.process_at(b, time));
-        Arc::ptr_eq(&a.unwrap().mappings, &b.unwrap().mappings)
-    }
-
     #[test]
     fn a_child_shares_its_parents_mappings_as_of_the_fork() {
         let mut t = table_without_proc();
@@ -1345,14 +1350,14 @@ mod tests {
         t.add_mapping(5, 2, 0x3000, 0x1000, 0, file("/bin/b"));
         t.fork(6, 5, 6, 5, 50);
         assert_eq!(t.stats().forks_shared, 1);
-        assert!(shares_mappings(&t, 5, 6, 55), "no copy at the fork");
+        assert!(t.shares_mappings(5, 6, 55), "no copy at the fork");
         assert_eq!(file_at(&t, 6, 0x1000, 55).as_deref(), Some("/bin/a"));
         assert_eq!(file_at(&t, 6, 0x3000, 55).as_deref(), Some("/bin/b"));
         assert_eq!(file_at(&t, 6, 0x1000, 49), None, "not before the fork");
         // Later mmaps in the parent (a new range, and one over /bin/a) are not the child's.
         t.add_mapping(5, 60, 0x8000, 0x1000, 0, file("/bin/c"));
         t.add_mapping(5, 61, 0x1000, 0x1000, 0, file("/bin/d"));
-        assert!(!shares_mappings(&t, 5, 6, 70));
+        assert!(!t.shares_mappings(5, 6, 70));
         assert_eq!(file_at(&t, 5, 0x8000, 70).as_deref(), Some("/bin/c"));
         assert_eq!(file_at(&t, 5, 0x1000, 70).as_deref(), Some("/bin/d"));
         assert_eq!(file_at(&t, 6, 0x8000, 70), None);
@@ -1371,7 +1376,7 @@ mod tests {
         t.add_mapping(5, 2, 0x3000, 0x1000, 0, file("/bin/b"));
         t.fork(6, 5, 6, 5, 50);
         t.fork(7, 5, 7, 5, 51);
-        assert!(shares_mappings(&t, 6, 7, 55));
+        assert!(t.shares_mappings(6, 7, 55));
         // Child 6 maps over /bin/b; child 7 execs (its whole address space goes).
         t.add_mapping(6, 60, 0x3000, 0x1000, 0, file("/bin/x"));
         t.set_comm(7, 7, 61, "other", true);
@@ -1419,7 +1424,7 @@ mod tests {
             t.exit(pid, pid, time + 1);
         }
         assert_eq!(t.stats().forks_shared, 1000);
-        assert!(shares_mappings(&t, 5, 1099, 2008));
+        assert!(t.shares_mappings(5, 1099, 2008));
         assert_eq!(t.prune(5000).processes, 1000);
         assert_eq!(t.sizes().mappings, 60_000);
     }

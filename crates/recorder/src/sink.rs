@@ -416,6 +416,12 @@ impl RecordSink for Collector<'_> {
             } => {
                 self.contexts.changed(tid);
                 self.processes.fork(pid, ppid, tid, ptid, time);
+                if pid != ppid {
+                    // A new process: it shares its parent's unwinder as of the fork (O(1)).
+                    if let Some(unwinders) = self.stacks.unwinders_mut() {
+                        unwinders.on_fork(&self.processes, pid, ppid, time);
+                    }
+                }
             }
             Record::Exit { pid, tid, time, .. } => {
                 if let Some(off_cpu) = self.off_cpu.as_mut() {

@@ -1,32 +1,30 @@
-//! One framehop unwinder per process, kept in step with the process's mappings; the unwind
-//! sections of each binary read once, on the loader thread, and shared.
+//! One framehop unwinder per address space, kept in step with the process's mappings and
+//! shared by processes forked from one another until either maps new code (see
+//! [`crate::space`]); the unwind sections of each binary read once, on the loader thread, and
+//! shared.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::ops::Range;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use framehop::{
-    CacheNative, ExplicitModuleSectionInfo, FrameAddress, MayAllocateDuringUnwind, Module,
-    UnwindRegsNative, Unwinder, UnwinderNative,
-};
+use framehop::{CacheNative, FrameAddress, MayAllocateDuringUnwind, UnwindRegsNative, Unwinder};
 use procmap::{FileId, Mapping, ProcessTable};
 use rustc_hash::FxBuildHasher;
 use sampler::UserRegs;
 use tracing::{debug, trace};
 
-use crate::cfi_scan::in_sorted_ranges;
-use crate::go_frame::{self, GoModule, GoStep};
-use crate::loader::{DebugFileFinder, LoadRequest, Loaded, Loader, NotQueued};
-use crate::section::SectionData;
+use crate::go_frame::{self, GoStep};
+use crate::loader::{DebugFileFinder, LoadRequest, Loader};
+use crate::modules::module_parts;
 use crate::sections::UnwindSections;
 use crate::signal_frame;
+use crate::space::{AddressSpace, NativeUnwinder, PendingModule, Spaces};
 use profile::StackEnd;
+
+mod loads;
 
 /// Frames beyond this depth are cut (and the stack counted truncated): guards against loops.
 pub const MAX_FRAMES: usize = 1024;
-
-type NativeUnwinder = UnwinderNative<SectionData, MayAllocateDuringUnwind>;
 
 /// Bounds on what [`Unwinders`] holds and queues.
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +56,9 @@ impl Default for UnwindLimits {
 pub struct UnwinderSizes {
     /// Processes with an unwinder.
     pub processes: usize,
+    /// Distinct unwinders among them: a forked child uses its parent's until either maps
+    /// new code.
+    pub address_spaces: usize,
     /// Binaries whose unwind sections are held.
     pub sections: usize,
     /// Binaries known to have no unwind information (kept so they are not read again).
@@ -70,100 +71,6 @@ pub struct UnwinderSizes {
     pub evicted: u64,
     /// Loads that panicked (a bug; the binary was treated as having no unwind information).
     pub load_panics: u64,
-}
-
-struct ProcessUnwinder {
-    unwinder: NativeUnwinder,
-    /// Start addresses of the modules added, to avoid adding one twice (a set: a process
-    /// may map tens of thousands of modules).
-    modules: HashSet<u64, FxBuildHasher>,
-    /// The files the modules come from, with the generation of their entry (see
-    /// [`Ready::generation`]): the process is one of their users.
-    files: Vec<(FileId, u64)>,
-    /// Mappings whose file's sections were still being read when they were seen: added when
-    /// the sections arrive.
-    pending: Vec<PendingModule>,
-    /// Start addresses of `pending`.
-    pending_starts: HashSet<u64, FxBuildHasher>,
-    /// Signal trampolines of the process's modules (process addresses).
-    trampolines: Vec<Range<u64>>,
-    /// For modules whose `.debug_frame` is read instead of `.eh_frame`: an unwinder over their
-    /// `.eh_frame`, used for the code ranges in `alternate_ranges` (process addresses, sorted).
-    alternate: NativeUnwinder,
-    alternate_ranges: Vec<Range<u64>>,
-    /// Go binaries among the modules (see [`GoModule`]).
-    go: Vec<GoModule>,
-}
-
-/// A mapping waiting for its file's sections.
-struct PendingModule {
-    file: FileId,
-    avma: Range<u64>,
-    pgoff: u64,
-    name: String,
-}
-
-impl ProcessUnwinder {
-    fn new() -> ProcessUnwinder {
-        ProcessUnwinder {
-            unwinder: NativeUnwinder::new(),
-            modules: HashSet::default(),
-            files: Vec::new(),
-            pending: Vec::new(),
-            pending_starts: HashSet::default(),
-            trampolines: Vec::new(),
-            alternate: NativeUnwinder::new(),
-            alternate_ranges: Vec::new(),
-            go: Vec::new(),
-        }
-    }
-
-    /// Add a module; false if one starting there is present already.
-    fn add(&mut self, start: u64, parts: ModuleParts) -> bool {
-        if !self.modules.insert(start) {
-            return false;
-        }
-        self.unwinder.add_module(parts.module);
-        self.trampolines.extend(parts.trampolines);
-        self.go.extend(parts.go);
-        if let Some((module, ranges)) = parts.alternate {
-            self.alternate.add_module(module);
-            self.alternate_ranges.extend(ranges);
-            self.alternate_ranges.sort_by_key(|r| r.start);
-        }
-        true
-    }
-
-    /// Whether `address` is in a mapping whose binary's sections are being read.
-    fn is_pending(&self, address: u64) -> bool {
-        self.pending.iter().any(|m| m.avma.contains(&address))
-    }
-
-    /// The Go binary mapped at `address`, if any.
-    fn go_module(&self, address: u64) -> Option<&GoModule> {
-        self.go.iter().find(|m| m.avma.contains(&address))
-    }
-
-    fn is_trampoline(&self, address: u64) -> bool {
-        self.trampolines.iter().any(|r| r.contains(&address))
-    }
-
-    /// The unwinder holding the rules for `lookup`.
-    fn unwinder_for(&self, lookup: u64) -> &NativeUnwinder {
-        if !self.alternate_ranges.is_empty() && in_sorted_ranges(&self.alternate_ranges, lookup) {
-            &self.alternate
-        } else {
-            &self.unwinder
-        }
-    }
-}
-
-/// What one mapping adds to a process's unwinders.
-struct ModuleParts {
-    module: Module<SectionData>,
-    trampolines: Vec<Range<u64>>,
-    alternate: Option<(Module<SectionData>, Vec<Range<u64>>)>,
-    go: Option<GoModule>,
 }
 
 /// A binary's entry.
@@ -179,7 +86,7 @@ struct Ready {
     sections: Option<Arc<UnwindSections>>,
     /// [`UnwindSections::mapped_bytes`].
     bytes: u64,
-    /// Process unwinders with a module from these sections.
+    /// Address spaces with a module from these sections.
     users: u32,
     /// When last looked up (a tick of [`Unwinders::clock`]), for eviction.
     last_used: u64,
@@ -214,8 +121,9 @@ pub struct Unwinders {
     in_flight: usize,
     /// Files whose request waits for room in the loader's queue, oldest first.
     deferred: VecDeque<FileId>,
-    processes: HashMap<u32, ProcessUnwinder, FxBuildHasher>,
-    /// Pending modules across all processes.
+    /// The address space of each process with an unwinder.
+    spaces: Spaces,
+    /// Pending modules across all address spaces.
     waiting: usize,
     cache: CacheNative<MayAllocateDuringUnwind>,
     limits: UnwindLimits,
@@ -250,7 +158,7 @@ impl Unwinders {
             loader: Loader::new(limits.max_queued_loads),
             in_flight: 0,
             deferred: VecDeque::new(),
-            processes: HashMap::default(),
+            spaces: Spaces::default(),
             waiting: 0,
             cache: CacheNative::new(),
             limits,
@@ -289,16 +197,37 @@ impl Unwinders {
     pub fn on_mapping(&mut self, table: &ProcessTable, pid: u32, mapping: &Mapping) {
         self.take_loaded();
         let lookup = self.section_for(table, pid, mapping);
-        if let Some(p) = self.processes.get_mut(&pid) {
-            let name = table.files().get(mapping.file).basename();
-            add_lookup(p, &mut self.files, &mut self.waiting, lookup, mapping, name);
+        if let Some(change) = self.spaces.for_change(pid) {
+            if change.copied {
+                self.waiting += change.space.pending.len();
+                count_users(&mut self.files, change.space, 1);
+            }
+            add_lookup(
+                change.space,
+                &mut self.files,
+                &mut self.waiting,
+                lookup,
+                mapping,
+            );
+        }
+    }
+
+    /// A process forked from `parent` at `time` (after [`ProcessTable::fork`]): when the
+    /// table shares the parent's mappings with it as of the fork, it shares the parent's
+    /// unwinder too (no copy; either gets one of its own when it maps new code). Otherwise
+    /// it gets one when it is first sampled. Whatever `pid` had before is forgotten.
+    pub fn on_fork(&mut self, table: &ProcessTable, pid: u32, parent: u32, time: u64) {
+        self.forget(pid);
+        if pid != parent && table.shares_mappings(pid, parent, time) {
+            self.spaces.share(pid, parent);
         }
     }
 
     /// What is held: processes, sections, pending loads (see [`UnwinderSizes`]).
     pub fn sizes(&self) -> UnwinderSizes {
         UnwinderSizes {
-            processes: self.processes.len(),
+            processes: self.spaces.processes(),
+            address_spaces: self.spaces.len(),
             sections: self.with_sections,
             without_sections: self.ready_files - self.with_sections,
             mapped_bytes: self.held_bytes,
@@ -320,20 +249,13 @@ impl Unwinders {
     }
 
     /// A process exec'd or exited: forget its address space (rebuilt on its next sample).
+    /// The space itself goes with the last process that shares it (O(1) before that).
     pub fn forget(&mut self, pid: u32) {
-        let Some(p) = self.processes.remove(&pid) else {
+        let Some(space) = self.spaces.remove(pid) else {
             return;
         };
-        self.waiting -= p.pending.len();
-        let mut unused = false;
-        for (file, generation) in p.files {
-            if let Some(FileEntry::Ready(r)) = self.files.get_mut(&file) {
-                if r.generation == generation {
-                    r.users = r.users.saturating_sub(1);
-                    unused |= r.users == 0;
-                }
-            }
-        }
+        self.waiting -= space.pending.len();
+        let unused = count_users(&mut self.files, &space, -1);
         // Only when something became evictable: over the limits with every file in use, an
         // exit must not cost a scan of all files.
         if unused && self.over_limits() {
@@ -345,12 +267,7 @@ impl Unwinders {
     /// no longer knows): a sample read after its process's EXIT record rebuilds an unwinder
     /// that no later record would forget.
     pub fn retain_processes(&mut self, mut keep: impl FnMut(u32) -> bool) {
-        let gone: Vec<u32> = self
-            .processes
-            .keys()
-            .copied()
-            .filter(|&pid| !keep(pid))
-            .collect();
+        let gone: Vec<u32> = self.spaces.pids().filter(|&pid| !keep(pid)).collect();
         for pid in gone {
             self.forget(pid);
         }
@@ -394,11 +311,12 @@ impl Unwinders {
     ) -> StackEnd {
         out.clear();
         self.take_loaded();
-        if !self.processes.contains_key(&pid) {
-            let unwinder = self.build(table, pid, time);
-            self.processes.insert(pid, unwinder);
+        if !self.spaces.contains(pid) {
+            self.build_or_share(table, pid, time);
         }
-        let process = self.processes.get(&pid).expect("inserted above");
+        let Some(process) = self.spaces.get(pid) else {
+            return StackEnd::Unknown;
+        };
         let sp = regs.sp;
         let copied_end = sp.saturating_add(stack.len() as u64);
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
@@ -424,7 +342,7 @@ impl Unwinders {
             if out.len() >= MAX_FRAMES {
                 return StackEnd::Truncated;
             }
-            if !process.trampolines.is_empty() && process.is_trampoline(address.address()) {
+            if process.is_trampoline(address.address()) {
                 match signal_frame::interrupted_regs(uregs.sp(), &mut read_stack) {
                     Ok(Some((ip, interrupted))) if ip != 0 => {
                         // The trampoline was entered by a return, not a call, and the
@@ -443,12 +361,12 @@ impl Unwinders {
                     Err(addr) => return end_at(addr),
                 }
             }
-            if !process.pending.is_empty() && process.is_pending(address.address_for_lookup()) {
+            if process.is_pending(address.address_for_lookup()) {
                 // The binary's sections are being read: no guess (framehop would try frame
                 // pointers, which code built without them turns into made-up frames).
                 return StackEnd::Unknown;
             }
-            if !process.go.is_empty() {
+            if process.has_go() {
                 if let Some(go) = process.go_module(address.address_for_lookup()) {
                     match go_frame::step(
                         go,
@@ -517,8 +435,26 @@ impl Unwinders {
         }
     }
 
-    fn build(&mut self, table: &ProcessTable, pid: u32, time: u64) -> ProcessUnwinder {
-        let mut p = ProcessUnwinder::new();
+    /// Give `pid` an address space: its parent's when the table shares their mappings (the
+    /// FORK record came before the parent had one), else one built from its mappings, which
+    /// the parent then shares if it has none (its other children then cost nothing).
+    fn build_or_share(&mut self, table: &ProcessTable, pid: u32, time: u64) {
+        let parent = table
+            .parent(pid, time)
+            .filter(|&p| p != pid && table.shares_mappings(pid, p, time));
+        if parent.is_some_and(|p| self.spaces.share(pid, p)) {
+            return;
+        }
+        let space = self.build(table, pid, time);
+        self.spaces.insert(pid, space);
+        if let Some(parent) = parent {
+            self.spaces.share(parent, pid);
+        }
+    }
+
+    /// An address space holding the mappings of `pid` at `time` and now: O(mappings).
+    fn build(&mut self, table: &ProcessTable, pid: u32, time: u64) -> AddressSpace {
+        let mut p = AddressSpace::new();
         // The mappings in effect at the sample's time, and those in effect now: records are
         // read ahead of samples taken a little earlier (side-band rings are drained first), so
         // a mapping seen before this unwinder existed may start after `time`, and would
@@ -536,408 +472,81 @@ impl Unwinders {
             .copied()
             .collect();
         mappings.extend(later);
+        // By start address, so that each module goes at the end of framehop's sorted list.
+        mappings.sort_unstable_by_key(|m| m.start);
         for mapping in &mappings {
             let lookup = self.section_for(table, pid, mapping);
-            let name = table.files().get(mapping.file).basename();
-            add_lookup(
-                &mut p,
-                &mut self.files,
-                &mut self.waiting,
-                lookup,
-                mapping,
-                name,
-            );
+            add_lookup(&mut p, &mut self.files, &mut self.waiting, lookup, mapping);
         }
         debug!(
             pid,
-            modules = p.modules.len(),
+            modules = p.module_count(),
             pending = p.pending.len(),
             "built unwinder"
         );
         p
     }
+}
 
-    /// The unwind sections of a mapped file, as far as they are known; asked of the loader
-    /// when the file is not known yet. Never touches the file.
-    fn section_for(&mut self, table: &ProcessTable, pid: u32, mapping: &Mapping) -> Lookup {
-        let file = table.files().get(mapping.file);
-        if file.path == "[vdso]" {
-            return match &self.vdso {
-                Some(s) => Lookup::Ready(s.clone(), None),
-                None => Lookup::None,
+/// Add what `lookup` found for `mapping` to `p`: a module now, or a pending one.
+fn add_lookup(
+    p: &mut AddressSpace,
+    files: &mut HashMap<FileId, FileEntry, FxBuildHasher>,
+    waiting: &mut usize,
+    lookup: Lookup,
+    mapping: &Mapping,
+) {
+    match lookup {
+        Lookup::Ready(sections, entry) => {
+            let Some(parts) = module_parts(&sections, mapping.start..mapping.end, mapping.pgoff)
+            else {
+                return;
             };
-        }
-        if file.is_pseudo() {
-            return Lookup::None;
-        }
-        self.clock += 1;
-        match self.files.get_mut(&mapping.file) {
-            Some(FileEntry::Ready(r)) => {
-                r.last_used = self.clock;
-                match &r.sections {
-                    Some(s) => Lookup::Ready(s.clone(), Some((mapping.file, r.generation))),
-                    None => Lookup::None,
-                }
-            }
-            Some(FileEntry::Pending { .. }) => Lookup::Pending,
-            None => {
-                let request = LoadRequest {
-                    file: mapping.file,
-                    pid,
-                    mapping: *mapping,
-                    path: file.path.clone(),
-                };
-                self.request(request)
-            }
-        }
-    }
-
-    /// Ask the loader for a file not known yet.
-    fn request(&mut self, request: LoadRequest) -> Lookup {
-        let file = request.file;
-        // Requests wait their turn behind deferred ones.
-        let sent = if self.deferred.is_empty() {
-            self.loader.try_request(request)
-        } else {
-            Err(NotQueued::Full(request))
-        };
-        match sent {
-            Ok(()) => {
-                self.in_flight += 1;
-                self.files
-                    .insert(file, FileEntry::Pending { request: None });
-                Lookup::Pending
-            }
-            Err(NotQueued::Full(request)) => {
-                self.deferred.push_back(file);
-                self.files.insert(
-                    file,
-                    FileEntry::Pending {
-                        request: Some(request),
-                    },
-                );
-                Lookup::Pending
-            }
-            Err(NotQueued::NoThread) => {
-                self.loader_gone();
-                self.insert_ready(file, None);
-                Lookup::None
-            }
-        }
-    }
-
-    /// Take in the loads that have finished and queue deferred requests (never blocks; a
-    /// couple of loads and compares when nothing is pending).
-    fn take_loaded(&mut self) {
-        if self.in_flight == 0 && self.deferred.is_empty() {
-            return;
-        }
-        let mut arrived = false;
-        while let Some(loaded) = self.loader.try_loaded() {
-            self.in_flight -= 1;
-            self.arrived(loaded);
-            arrived = true;
-        }
-        if self.loader.is_gone() {
-            self.loader_gone();
-        }
-        while self.in_flight < self.limits.max_queued_loads {
-            let Some(file) = self.deferred.pop_front() else {
-                break;
-            };
-            let Some(FileEntry::Pending { request }) = self.files.get_mut(&file) else {
-                continue; // forgotten meanwhile
-            };
-            let Some(request) = request.take() else {
-                continue;
-            };
-            match self.loader.try_request(request) {
-                Ok(()) => self.in_flight += 1,
-                Err(NotQueued::Full(request)) => {
-                    if let Some(FileEntry::Pending { request: slot }) = self.files.get_mut(&file) {
-                        *slot = Some(request);
-                    }
-                    self.deferred.push_front(file);
-                    break;
-                }
-                Err(NotQueued::NoThread) => {
-                    self.loader_gone();
-                    break;
-                }
-            }
-        }
-        if arrived && self.over_limits() {
-            self.evict();
-        }
-    }
-
-    /// A file's sections arrived: keep them, and add them to the processes waiting for them.
-    fn arrived(&mut self, loaded: Loaded) {
-        if loaded.panicked {
-            self.load_panics += 1;
-        }
-        let file = loaded.file;
-        let sections = loaded.sections.map(Arc::new);
-        // An answer to a request of a file forgotten since (or of an earlier entry) is not
-        // kept, but processes waiting for the file still get it.
-        let generation = match self.files.get(&file) {
-            Some(FileEntry::Pending { request: None }) => {
-                Some(self.insert_ready(file, sections.clone()))
-            }
-            _ => None,
-        };
-        if self.waiting == 0 {
-            return;
-        }
-        let mut users = 0u32;
-        for p in self.processes.values_mut() {
-            let mut i = 0;
-            while i < p.pending.len() {
-                if p.pending[i].file != file {
-                    i += 1;
-                    continue;
-                }
-                let m = p.pending.swap_remove(i);
-                p.pending_starts.remove(&m.avma.start);
-                self.waiting -= 1;
-                let Some(s) = &sections else { continue };
-                let start = m.avma.start;
-                if let Some(parts) = module_parts(s, m.name, m.avma, m.pgoff) {
-                    if p.add(start, parts) {
-                        if let Some(generation) = generation {
-                            p.files.push((file, generation));
-                            users += 1;
+            if p.add(mapping.start, parts) {
+                if let Some(entry) = entry {
+                    if p.files.insert(entry) {
+                        if let Some(FileEntry::Ready(r)) = files.get_mut(&entry.0) {
+                            r.users += 1;
                         }
                     }
                 }
             }
         }
-        if let Some(FileEntry::Ready(r)) = self.files.get_mut(&file) {
-            r.users += users;
-        }
-    }
-
-    /// Keep `sections` as `file`'s entry; its generation.
-    fn insert_ready(&mut self, file: FileId, sections: Option<Arc<UnwindSections>>) -> u64 {
-        self.clock += 1;
-        let bytes = sections.as_ref().map_or(0, |s| s.mapped_bytes());
-        self.ready_files += 1;
-        self.with_sections += usize::from(sections.is_some());
-        self.held_bytes += bytes;
-        let old = self.files.insert(
-            file,
-            FileEntry::Ready(Ready {
-                sections,
-                bytes,
-                users: 0,
-                last_used: self.clock,
-                generation: self.clock,
-            }),
-        );
-        if let Some(FileEntry::Ready(r)) = old {
-            self.dropped(&r);
-        }
-        self.clock
-    }
-
-    /// Account for a Ready entry removed.
-    fn dropped(&mut self, r: &Ready) {
-        self.ready_files -= 1;
-        self.with_sections -= usize::from(r.sections.is_some());
-        self.held_bytes -= r.bytes;
-    }
-
-    /// The loader is gone: nothing pending will arrive. Files asked for are forgotten (asked
-    /// again, and found to have no sections, when next seen).
-    fn loader_gone(&mut self) {
-        if self.in_flight == 0 && self.deferred.is_empty() {
-            return;
-        }
-        self.in_flight = 0;
-        self.deferred.clear();
-        self.files
-            .retain(|_, e| !matches!(e, FileEntry::Pending { .. }));
-        for p in self.processes.values_mut() {
-            p.pending.clear();
-            p.pending_starts.clear();
-        }
-        self.waiting = 0;
-    }
-
-    fn over_limits(&self) -> bool {
-        self.ready_files > self.limits.max_files || self.held_bytes > self.limits.max_mapped_bytes
-    }
-
-    /// Drop the least recently used files that no process unwinder uses until 7/8 of the
-    /// limits are held (so that eviction does not run at every arrival).
-    fn evict(&mut self) {
-        let files_goal = self.limits.max_files - self.limits.max_files / 8;
-        let bytes_goal = self.limits.max_mapped_bytes - self.limits.max_mapped_bytes / 8;
-        let mut unused: Vec<(u64, FileId)> = self
-            .files
-            .iter()
-            .filter_map(|(&id, e)| match e {
-                FileEntry::Ready(r) if r.users == 0 => Some((r.last_used, id)),
-                _ => None,
-            })
-            .collect();
-        unused.sort_unstable();
-        let before = self.evicted;
-        for (_, id) in unused {
-            if self.ready_files <= files_goal && self.held_bytes <= bytes_goal {
-                break;
-            }
-            if let Some(FileEntry::Ready(r)) = self.files.remove(&id) {
-                self.dropped(&r);
-                self.evicted += 1;
-            }
-        }
-        debug!(
-            evicted = self.evicted - before,
-            files = self.ready_files,
-            bytes = self.held_bytes,
-            "dropped unused unwind sections"
-        );
-    }
-}
-
-/// Add what `lookup` found for `mapping` to `p`: a module now, or a pending one.
-fn add_lookup(
-    p: &mut ProcessUnwinder,
-    files: &mut HashMap<FileId, FileEntry, FxBuildHasher>,
-    waiting: &mut usize,
-    lookup: Lookup,
-    mapping: &Mapping,
-    name: &str,
-) {
-    match lookup {
-        Lookup::Ready(sections, entry) => {
-            let Some(parts) = module_parts(
-                &sections,
-                name.to_string(),
-                mapping.start..mapping.end,
-                mapping.pgoff,
-            ) else {
-                return;
-            };
-            if p.add(mapping.start, parts) {
-                if let Some((file, generation)) = entry {
-                    p.files.push((file, generation));
-                    if let Some(FileEntry::Ready(r)) = files.get_mut(&file) {
-                        r.users += 1;
-                    }
-                }
-            }
-        }
         Lookup::Pending => {
-            if p.modules.contains(&mapping.start) || !p.pending_starts.insert(mapping.start) {
+            if p.has_module(mapping.start) || p.pending.contains_key(&mapping.start) {
                 return;
             }
-            p.pending.push(PendingModule {
-                file: mapping.file,
-                avma: mapping.start..mapping.end,
-                pgoff: mapping.pgoff,
-                name: name.to_string(),
-            });
+            p.pending.insert(
+                mapping.start,
+                PendingModule {
+                    file: mapping.file,
+                    end: mapping.end,
+                    pgoff: mapping.pgoff,
+                },
+            );
             *waiting += 1;
         }
         Lookup::None => {}
     }
 }
 
-/// The framehop module(s) for a mapping at `avma` (file offset `pgoff`) of a binary with
-/// `sections`; None when no segment of the binary fits the mapping.
-fn module_parts(
-    sections: &UnwindSections,
-    name: String,
-    avma: Range<u64>,
-    pgoff: u64,
-) -> Option<ModuleParts> {
-    let bias = sections.bias(avma.start, pgoff)?;
-    let in_process = |r: &Range<u64>| r.start.wrapping_add(bias)..r.end.wrapping_add(bias);
-    let alternate =
-        (sections.prefer_debug_frame && !sections.eh_frame_ranges.is_empty()).then(|| {
-            let module = Module::new(
-                name.clone(),
-                avma.clone(),
-                bias,
-                section_info(sections, CallFrameSection::EhFrame),
-            );
-            (
-                module,
-                sections.eh_frame_ranges.iter().map(in_process).collect(),
-            )
-        });
-    let primary = if sections.prefer_debug_frame {
-        CallFrameSection::DebugFrame
-    } else {
-        CallFrameSection::EhFrame
-    };
-    let go = sections.go.as_ref().map(|table| GoModule {
-        avma: avma.clone(),
-        bias,
-        table: table.clone(),
-        // Go's linker writes no `.eh_frame` for Go code (a cgo binary's describes its C code
-        // only): without `.debug_frame`, Go functions are walked with the table.
-        use_pcsp: sections.debug_frame.is_none(),
-    });
-    Some(ModuleParts {
-        module: Module::new(name, avma, bias, section_info(sections, primary)),
-        trampolines: sections.signal_trampolines.iter().map(in_process).collect(),
-        alternate,
-        go,
-    })
-}
-
-/// Which call-frame section a framehop module reads (framehop reads `.debug_frame` only when
-/// it is given no `.eh_frame`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum CallFrameSection {
-    EhFrame,
-    DebugFrame,
-}
-
-fn section_info(
-    sections: &UnwindSections,
-    which: CallFrameSection,
-) -> ExplicitModuleSectionInfo<SectionData> {
-    let eh = which == CallFrameSection::EhFrame;
-    ExplicitModuleSectionInfo {
-        base_svma: 0,
-        text_svma: sections.text.as_ref().map(|s| s.svma.clone()),
-        text: sections.text.as_ref().map(|s| s.data.clone()),
-        eh_frame_svma: sections
-            .eh_frame
-            .as_ref()
-            .filter(|_| eh)
-            .map(|s| s.svma.clone()),
-        eh_frame: sections
-            .eh_frame
-            .as_ref()
-            .filter(|_| eh)
-            .map(|s| s.data.clone()),
-        eh_frame_hdr_svma: sections
-            .eh_frame_hdr
-            .as_ref()
-            .filter(|_| eh)
-            .map(|s| s.svma.clone()),
-        eh_frame_hdr: sections
-            .eh_frame_hdr
-            .as_ref()
-            .filter(|_| eh)
-            .map(|s| s.data.clone()),
-        debug_frame: sections
-            .debug_frame
-            .as_ref()
-            .filter(|_| !eh)
-            .map(|s| s.data.clone()),
-        stubs_svma: None,
-        stub_helper_svma: None,
-        got_svma: None,
-        unwind_info: None,
-        text_segment_svma: None,
-        text_segment: None,
+/// Count `space` as one more (`delta` 1) or one fewer (-1) user of the file entries its
+/// modules come from; true when one of them is left without users (evictable).
+fn count_users(
+    files: &mut HashMap<FileId, FileEntry, FxBuildHasher>,
+    space: &AddressSpace,
+    delta: i32,
+) -> bool {
+    let mut unused = false;
+    for &(file, generation) in &space.files {
+        if let Some(FileEntry::Ready(r)) = files.get_mut(&file) {
+            if r.generation == generation {
+                r.users = r.users.saturating_add_signed(delta);
+                unused |= r.users == 0;
+            }
+        }
     }
+    unused
 }
 
 /// Whether the rule for `address` is the end of the stack itself (the return address
