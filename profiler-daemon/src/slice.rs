@@ -66,6 +66,10 @@ pub struct SliceStack {
     /// times the slice's `period_ns`. Queries weigh stacks by it, so that slices sampled at
     /// different frequencies add up right.
     pub cpu_ns: u64,
+    /// Time off CPU, ns (the pprof `off_cpu/nanoseconds` value), of an off-CPU stack (its
+    /// innermost frame names the wait kind; `count` is the intervals sampled, `cpu_ns` 0);
+    /// 0 for a CPU stack. Only with `[sampling] off_cpu` (see [`crate::measure`]).
+    pub off_cpu_ns: u64,
 }
 
 impl Slice {
@@ -78,9 +82,18 @@ impl Slice {
         }
     }
 
-    /// Samples in the slice.
+    /// CPU samples in the slice (off-CPU stacks left out).
     pub fn samples(&self) -> u64 {
-        self.stacks.iter().map(|s| s.count).sum()
+        self.stacks
+            .iter()
+            .filter(|s| s.off_cpu_ns == 0)
+            .map(|s| s.count)
+            .sum()
+    }
+
+    /// Whether any stack holds time off CPU.
+    pub fn has_off_cpu(&self) -> bool {
+        self.stacks.iter().any(|s| s.off_cpu_ns > 0)
     }
 
     /// A named window as a slice: frames by name, labels kept, times in UNIX ns. `period_ns`:
@@ -122,8 +135,15 @@ impl Slice {
                 cgroup: None,
                 count: stack.count,
                 cpu_ns: match event {
+                    _ if stack.weight.is_off_cpu() => 0,
                     EventKind::CpuClock => stack.period,
                     EventKind::Cycles => stack.count.saturating_mul(period_ns),
+                },
+                // At least 1 ns: what tells an off-CPU stack apart.
+                off_cpu_ns: if stack.weight.is_off_cpu() {
+                    stack.period.max(1)
+                } else {
+                    0
                 },
             });
         }
@@ -145,6 +165,10 @@ impl Slice {
         let cpu_t = strings.get("cpu");
         let ns_u = strings.get("nanoseconds");
         let kernel_file = strings.get("[kernel.kallsyms]");
+        // Off-CPU time as a third value, only in slices that hold some: a CPU-only slice is
+        // written as before.
+        let off_cpu = self.has_off_cpu();
+        let off_cpu_t = off_cpu.then(|| strings.get(crate::measure::OFF_CPU_TYPE));
         let comment = strings.get(FORMAT_COMMENT);
         let keys = LabelKeys::new(&mut strings);
         let mut function = Vec::with_capacity(self.names.len());
@@ -163,22 +187,37 @@ impl Slice {
             .iter()
             .map(|stack| proto::Sample {
                 location_id: locations.of(stack),
-                value: vec![stack.count as i64, stack.cpu_ns as i64],
+                value: if off_cpu {
+                    vec![
+                        stack.count as i64,
+                        stack.cpu_ns as i64,
+                        stack.off_cpu_ns as i64,
+                    ]
+                } else {
+                    vec![stack.count as i64, stack.cpu_ns as i64]
+                },
                 label: keys.labels(stack, &mut strings, ns_u),
                 slice_counts: Vec::new(),
             })
             .collect();
+        let mut sample_type = vec![
+            proto::ValueType {
+                r#type: samples_t,
+                unit: count_u,
+            },
+            proto::ValueType {
+                r#type: cpu_t,
+                unit: ns_u,
+            },
+        ];
+        if let Some(off_cpu_t) = off_cpu_t {
+            sample_type.push(proto::ValueType {
+                r#type: off_cpu_t,
+                unit: ns_u,
+            });
+        }
         proto::Profile {
-            sample_type: vec![
-                proto::ValueType {
-                    r#type: samples_t,
-                    unit: count_u,
-                },
-                proto::ValueType {
-                    r#type: cpu_t,
-                    unit: ns_u,
-                },
-            ],
+            sample_type,
             sample,
             mapping: vec![proto::Mapping {
                 id: 1,
@@ -279,10 +318,17 @@ impl Slice {
                 Some(_) => return Err(SliceError::Invalid("a sample with negative CPU time")),
                 None => count.saturating_mul(p.period.max(0) as u64),
             };
+            // Slices written without off-CPU time hold none.
+            let off_cpu_ns = match s.value.get(2) {
+                Some(&ns) if ns >= 0 => ns as u64,
+                Some(_) => return Err(SliceError::Invalid("a sample with negative off-CPU time")),
+                None => 0,
+            };
             let mut stack = SliceStack {
                 frames,
                 count,
                 cpu_ns,
+                off_cpu_ns,
                 ..Default::default()
             };
             for label in &s.label {
@@ -530,6 +576,7 @@ pub(crate) mod tests {
                     cgroup: Some("/user.slice/user-1000.slice/session-1.scope".into()),
                     count: 30,
                     cpu_ns: 30 * 10_101_010,
+                    off_cpu_ns: 0,
                 },
                 SliceStack {
                     frames: vec![5, 0, 3, 4],
@@ -543,6 +590,7 @@ pub(crate) mod tests {
                     cgroup: None,
                     count: 7,
                     cpu_ns: 7 * 10_101_010,
+                    off_cpu_ns: 0,
                 },
                 SliceStack {
                     // "main" also as a kernel frame: its own location.
@@ -557,6 +605,7 @@ pub(crate) mod tests {
                     cgroup: None,
                     count: 1,
                     cpu_ns: 10_101_010,
+                    off_cpu_ns: 0,
                 },
             ],
         }
