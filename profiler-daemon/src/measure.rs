@@ -11,10 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::slice::{Slice, SliceStack};
-
-/// The pprof sample type of off-CPU time in slice files (unit nanoseconds).
-pub const OFF_CPU_TYPE: &str = "off_cpu";
+use crate::slice::{Slice, SliceStack, OFF_CPU_TYPE};
 
 /// The wait-kind frame of preempted time (left out of `off_cpu`, kept in `wall`).
 fn preempted_name() -> &'static str {
@@ -146,7 +143,7 @@ mod tests {
     use super::*;
 
     /// A slice with a CPU stack, a blocked one and a preempted one.
-    pub(crate) fn mixed() -> Slice {
+    fn mixed() -> Slice {
         let names = [
             "main",
             "work",
@@ -155,14 +152,15 @@ mod tests {
             "[off-cpu: io]",
             "[off-cpu: preempted]",
         ];
-        let stack = |frames: Vec<u32>, kernel_frames, cpu_ns, off_cpu_ns| SliceStack {
+        let stack = |frames: Vec<u32>, kernel_frames, cpu_ns, off_cpu_ns: u64| SliceStack {
             frames,
             kernel_frames,
             pid: 5,
             tid: 5,
             uid: Some(1000),
             comm: Some("w".into()),
-            count: 2,
+            // CPU samples, or µs off CPU.
+            count: if off_cpu_ns > 0 { off_cpu_ns / 1000 } else { 2 },
             cpu_ns,
             off_cpu_ns,
             ..SliceStack::default()
@@ -204,6 +202,55 @@ mod tests {
         cpu_only.stacks.truncate(1);
         assert!(Measure::OffCpu.project(cpu_only.clone()).stacks.is_empty());
         assert_eq!(Measure::Cpu.project(cpu_only.clone()), cpu_only);
+    }
+
+    #[test]
+    fn off_cpu_time_survives_the_slice_file_and_roll_ups() {
+        use crate::store::rollup::Rollup;
+        use crate::store::rollup_builder::RollupBuilder;
+        let slice = mixed();
+        let bytes = slice.encode();
+        assert_eq!(Slice::decode(&bytes).unwrap(), slice);
+        // A third sample type, for pprof tools.
+        let p = crate::slice::decode_profile_within(&bytes, 1 << 20).unwrap();
+        let types: Vec<&str> = p
+            .sample_type
+            .iter()
+            .map(|t| p.string_table[t.r#type as usize].as_str())
+            .collect();
+        assert_eq!(types, ["samples", "cpu", OFF_CPU_TYPE]);
+        assert_eq!(slice.samples(), 2, "off-CPU intervals are not CPU samples");
+        // A CPU-only slice is written as before: two values.
+        let mut cpu_only = mixed();
+        cpu_only.stacks.truncate(1);
+        let p = cpu_only.to_pprof();
+        assert_eq!(p.sample_type.len(), 2);
+        assert!(p.sample.iter().all(|s| s.value.len() == 2));
+        // An hour of two slices, streamed and whole: the off-CPU time adds up, and a range
+        // of one member gets that member's.
+        let mut second = mixed();
+        (second.start_ns, second.end_ns) = (3, 4);
+        second.stacks[1].off_cpu_ns = 10_000_000;
+        second.stacks[1].count = 10_000;
+        let mut b = RollupBuilder::new(1 << 30);
+        for s in [&slice, &second] {
+            b.fold(s, (s.start_ns, s.end_ns)).unwrap();
+        }
+        let mut bytes = Vec::new();
+        b.write_to(&mut bytes).unwrap();
+        let rollup = Rollup::decode(&bytes).unwrap();
+        assert_eq!(rollup, Rollup::build(&[slice.clone(), second.clone()]));
+        let blocked = |s: &Slice| -> Vec<u64> {
+            Measure::OffCpu
+                .project(s.clone())
+                .stacks
+                .iter()
+                .map(|s| s.cpu_ns)
+                .collect()
+        };
+        assert_eq!(blocked(&rollup.slice), [60_000_000]);
+        assert_eq!(blocked(&rollup.clone().restrict(3, 4)), [10_000_000]);
+        assert_eq!(blocked(&rollup.restrict(1, 2)), [50_000_000]);
     }
 
     #[test]

@@ -15,6 +15,10 @@ use crate::slice_proto as proto;
 /// Format version, in the profile's first comment (`profilerd slice v1`).
 pub const FORMAT_COMMENT: &str = "profilerd slice v1";
 
+/// The pprof sample type of off-CPU time in slice files (unit nanoseconds): a third value,
+/// only in slices that hold some.
+pub const OFF_CPU_TYPE: &str = "off_cpu";
+
 /// Largest slice file read back, compressed and decompressed (a bound on what a corrupt or
 /// planted file can cost).
 pub const MAX_SLICE_BYTES: u64 = 256 << 20;
@@ -67,8 +71,9 @@ pub struct SliceStack {
     /// different frequencies add up right.
     pub cpu_ns: u64,
     /// Time off CPU, ns (the pprof `off_cpu/nanoseconds` value), of an off-CPU stack (its
-    /// innermost frame names the wait kind; `count` is the intervals sampled, `cpu_ns` 0);
-    /// 0 for a CPU stack. Only with `[sampling] off_cpu` (see [`crate::measure`]).
+    /// innermost frame names the wait kind; `count` is this time in µs, rounded up, so that
+    /// a roll-up's per-member counts keep each member's time; `cpu_ns` 0);
+    /// 0 for a CPU stack. Only with `[sampling] off_cpu` (the history's `measure=off_cpu` and `wall`).
     pub off_cpu_ns: u64,
 }
 
@@ -133,7 +138,13 @@ impl Slice {
                 uid: thread.uid,
                 ancestors: thread.ancestors.clone(),
                 cgroup: None,
-                count: stack.count,
+                // An off-CPU stack counts its microseconds, so that a roll-up's per-member
+                // counts keep each member's time.
+                count: if stack.weight.is_off_cpu() {
+                    stack.period.div_ceil(1000).max(1)
+                } else {
+                    stack.count
+                },
                 cpu_ns: match event {
                     _ if stack.weight.is_off_cpu() => 0,
                     EventKind::CpuClock => stack.period,
@@ -168,7 +179,7 @@ impl Slice {
         // Off-CPU time as a third value, only in slices that hold some: a CPU-only slice is
         // written as before.
         let off_cpu = self.has_off_cpu();
-        let off_cpu_t = off_cpu.then(|| strings.get(crate::measure::OFF_CPU_TYPE));
+        let off_cpu_t = off_cpu.then(|| strings.get(OFF_CPU_TYPE));
         let comment = strings.get(FORMAT_COMMENT);
         let keys = LabelKeys::new(&mut strings);
         let mut function = Vec::with_capacity(self.names.len());

@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use prost::encoding::{encode_key, encode_varint, WireType};
 use prost::Message;
 
-use crate::slice::{FORMAT_COMMENT, MAX_SLICE_BYTES};
+use crate::slice::{FORMAT_COMMENT, MAX_SLICE_BYTES, OFF_CPU_TYPE};
 use crate::slice_proto as pprof;
 use crate::store::rollup::ROLLUP_COMMENT;
 use crate::store::rollup_builder::{RollupBuilder, Thread};
@@ -37,7 +37,7 @@ const FIXED: [&str; 18] = [
     "ancestors",
     "cgroup",
     "kernel_frames",
-    crate::measure::OFF_CPU_TYPE,
+    OFF_CPU_TYPE,
 ];
 
 /// Index of a fixed string.
@@ -126,7 +126,7 @@ impl RollupBuilder {
         let types = [
             ("samples", "count"),
             ("cpu", "nanoseconds"),
-            (crate::measure::OFF_CPU_TYPE, "nanoseconds"),
+            (OFF_CPU_TYPE, "nanoseconds"),
         ];
         for (t, u) in &types[..if off_cpu { 3 } else { 2 }] {
             let vt = pprof::ValueType {
