@@ -123,6 +123,9 @@ pub struct TimelineArgs {
     /// `--pid`, `--comm`, `--uid`, `--descendants`, `--cgroup`.
     #[command(flatten)]
     pub filter: FilterArgs,
+    /// `--off-cpu`, `--wall`: that time over time, in threads (seconds per second).
+    #[command(flatten)]
+    pub measure: MeasureArgs,
     /// Group the CPU by this.
     #[arg(long, value_enum, default_value_t = GroupByArg::Comm)]
     pub by: GroupByArg,
@@ -212,12 +215,12 @@ pub struct MeasureArgs {
     /// weighted by the time until its thread ran again, under a frame naming the wait
     /// (`[off-cpu: sleep|lock|io|other]`). Counts are microseconds. Needs profilerd's
     /// `[sampling] off_cpu = true`.
-    #[arg(long, conflicts_with_all = ["wall", "input"])]
+    #[arg(long, conflicts_with = "wall")]
     pub off_cpu: bool,
     /// Wall-clock time: the daemon's CPU samples weighted by their period plus its off-CPU
     /// stacks (preempted time included). Counts are microseconds. Needs profilerd's
     /// `[sampling] off_cpu = true`.
-    #[arg(long, conflicts_with = "input")]
+    #[arg(long)]
     pub wall: bool,
 }
 
@@ -239,7 +242,7 @@ impl MeasureArgs {
 pub struct FlamegraphArgs {
     /// Render this file instead of asking the daemon: a pprof profile (gzipped or not, as
     /// `go tool pprof` and profctl write) or folded stacks.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["since", "until", "pid", "comm", "uid"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["since", "until", "pid", "comm", "uid", "off_cpu", "wall"])]
     pub input: Option<PathBuf>,
     /// `--since`, `--until`.
     #[command(flatten)]
@@ -277,7 +280,7 @@ profctl's stacks, is not counted as a function.";
 #[derive(Debug, Args)]
 pub struct TopArgs {
     /// Read this file (pprof, gzipped or not, or folded stacks) instead of asking the daemon.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["since", "until", "pid", "comm", "uid"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["since", "until", "pid", "comm", "uid", "off_cpu", "wall"])]
     pub input: Option<PathBuf>,
     /// `--since`, `--until`.
     #[command(flatten)]

@@ -19,13 +19,16 @@ use crate::daemon_serve::as_user;
 /// switch's; the on-CPU part of wall-clock time is sampled (999 Hz).
 const POINTS: f64 = 3.0;
 
-/// A daemon configuration under `dir` with `[sampling] off_cpu` set to `on`.
+/// A daemon configuration under `dir` with `[sampling] off_cpu` set to `on`, walking stacks
+/// by frame pointers (the waits workload keeps them; every context switch of the machine is
+/// sampled, and a debug build of the daemon unwinding each by DWARF falls behind when other
+/// work keeps the machine busy: see docs/offcpu.md, "Continuous").
 fn config_with_off_cpu(dir: &Path, on: bool) -> std::path::PathBuf {
     let config = Daemon::write_config(dir, "");
     let text = std::fs::read_to_string(&config).unwrap();
     let text = text.replacen(
         "slice = \"1s\"\n",
-        &format!("slice = \"1s\"\noff_cpu = {on}\n"),
+        &format!("slice = \"1s\"\noff_cpu = {on}\ncall_graph = \"fp\"\n"),
         1,
     );
     std::fs::write(&config, text).unwrap();
@@ -198,6 +201,40 @@ fn continuous_off_cpu_gives_the_wall_split_to_root_and_to_the_user() {
         off.iter().any(|s| s.comm == "sh" || s.comm == "sleep"),
         "root's own waits are missing:\n{}",
         comm_summary(&off)
+    );
+    // The timeline of the time off CPU holds the flamegraph's.
+    let timeline = run_profctl(
+        [
+            "--socket",
+            daemon.socket.to_str().unwrap(),
+            "timeline",
+            "--off-cpu",
+            "--json",
+            "--comm",
+            "waits",
+            "--bucket",
+            "1s",
+            "--since",
+            &format!("@{:.3}", range.0),
+            "--until",
+            &format!("@{:.3}", range.1),
+        ],
+        dir.path(),
+        Duration::from_secs(60),
+    );
+    timeline.assert_success("timeline --off-cpu");
+    let json: serde_json::Value = serde_json::from_str(&timeline.stdout).unwrap();
+    let seconds: f64 = json["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["cpu"]["waits"].as_f64())
+        .sum::<f64>()
+        * json["bucket_seconds"].as_f64().unwrap();
+    let folded_seconds = comm_total(&off, "waits") as f64 / 1e6;
+    assert!(
+        (seconds - folded_seconds).abs() <= 0.15 * folded_seconds,
+        "the timeline holds {seconds:.2} s off CPU, the flamegraph {folded_seconds:.2} s"
     );
     // The CPU history is as it was: no off-CPU stack in it.
     let (cpu, _) = history(&daemon.socket, None, dir.path(), range, &[], "c.folded");
