@@ -213,13 +213,13 @@ pub struct FilterArgs {
 pub struct MeasureArgs {
     /// Where threads waited instead of where they ran: the daemon's off-CPU stacks, each
     /// weighted by the time until its thread ran again, under a frame naming the wait
-    /// (`[off-cpu: sleep|lock|io|other]`). Counts are microseconds. Needs profilerd's
-    /// `[sampling] off_cpu = true`.
+    /// (`[off-cpu: sleep|lock|io|other]`). Counts are microseconds (timeline: threads).
+    /// Needs profilerd's `[sampling] off_cpu = true`.
     #[arg(long, conflicts_with = "wall")]
     pub off_cpu: bool,
     /// Wall-clock time: the daemon's CPU samples weighted by their period plus its off-CPU
-    /// stacks (preempted time included). Counts are microseconds. Needs profilerd's
-    /// `[sampling] off_cpu = true`.
+    /// stacks (preempted time included). Counts are microseconds (timeline: threads). Needs
+    /// profilerd's `[sampling] off_cpu = true`.
     #[arg(long)]
     pub wall: bool,
 }
