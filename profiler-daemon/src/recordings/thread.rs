@@ -91,6 +91,9 @@ pub(super) fn run(
     for closed in &sampled.windows {
         let (profile, stacks, _) = symbolizer.symbolize_stacks(&closed.window);
         let slice = Slice::from_named(&closed.window, &profile, &stacks, period_ns, event, offset);
+        // Each stack's time of the recording's measure as its CPU time (the pprof's second
+        // value): off-CPU stacks hold theirs apart in a slice.
+        let slice = request.measure.project(slice);
         append(&mut out, &mut names, slice, &filter, entry.visibility);
     }
     let elapsed = recording.duration.as_secs_f64();
