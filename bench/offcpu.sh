@@ -17,9 +17,17 @@
 # switch seen / perf per switch); and what each added to the workload's own CPU time (the
 # kernel's work for the events, charged to the switching threads).
 #
+# Then profilerd's continuous off-CPU sampling (`[sampling] off_cpu`): the daemon (release, its
+# default configuration at 99 Hz: auto call graph, kernel frames) on a busy machine - switcher at
+# DAEMON_RATE switches/s plus one split per CPU burning CPU - for DAEMON_SECS with off_cpu =
+# false, then the same with off_cpu = true: its steady CPU (utime+stime from /proc/PID/stat, from
+# 5 s after start to the stop) in ms per minute and % of one core, the ratio on/off, and what
+# its status says of samples lost and slices dropped.
+#
 # Usage: flock /tmp/profctl-sampling.lock bench/offcpu.sh   (root; RATES="10000 50000 100000",
 #        SECS=3, CALL_GRAPH=dwarf|fp|auto, SWITCH_CAP=10000; BENCH_NO_BUILD=1 uses
-#        target/release/profctl as is)
+#        target/release/profctl and profilerd as they are; DAEMON_RATE=20000, DAEMON_SECS=30,
+#        0: no daemon run)
 set -euo pipefail
 BENCH_NAME=offcpu
 BENCH_NEEDS_INFERNO=0
@@ -81,3 +89,50 @@ for rate in $RATES; do
 done
 echo "(ms of CPU; profctl records $SECS s of a ${RUN} s run, perf all of it; +wl_*: the"
 echo " workload's own CPU added by each, ms; ratio: profctl per switch seen / perf per switch)"
+
+# ------------------------------------------------------- profilerd, continuous
+DAEMON_SECS=${DAEMON_SECS:-30}
+DAEMON_RATE=${DAEMON_RATE:-20000}
+[ "$DAEMON_SECS" -gt 0 ] || exit 0
+command -v curl >/dev/null || die "missing tool: curl (for the daemon's status)"
+PROFILERD=$ROOT/target/release/profilerd
+if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
+    (cd "$ROOT" && cargo build --release -p profiler-daemon >&2) || die "cargo build failed"
+fi
+[ -x "$PROFILERD" ] || die "no $PROFILERD"
+cc -O1 -g -fno-omit-frame-pointer -pthread -o "$T/split" "$SPLIT_SRC"
+ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+HZ_TICKS=$(getconf CLK_TCK)
+status() { curl -sf --unix-socket "$1" http://d/v1/status | tr -d '{}"' | tr ',' '\n' |
+    awk -F': *' -v k="$2" '$1 ~ "^ *" k "$" { print $2 }'; }
+# daemon_run OFF_CPU: the daemon's steady CPU (s) on the busy load, then "lost dropped"
+daemon_run() {
+    local d=$T/daemon-$1
+    mkdir -p "$d/state" "$d/cache"
+    printf '[sampling]\nfrequency = 99\noff_cpu = %s\n[storage]\nstate_dir = "%s"\ncache_dir = "%s"\n[api]\nsocket = "%s"\n' \
+        "$1" "$d/state" "$d/cache" "$d/sock" >"$d/profilerd.toml"
+    "$PROFILERD" --config "$d/profilerd.toml" 2>"$d/err" &
+    local pid=$! i
+    for i in $(seq 300); do status "$d/sock" sampling >/dev/null 2>&1 && break; sleep 0.1; done
+    "$T/switcher" "$DAEMON_RATE" "$((DAEMON_SECS + 5))" >/dev/null &
+    local sw=$!
+    local cpus; cpus=$(nproc)
+    local burners=()
+    for i in $(seq "$cpus"); do "$T/split" forever >/dev/null & burners+=($!); done
+    sleep 5
+    local t0; t0=$(ticks "$pid")
+    sleep "$DAEMON_SECS"
+    local t1; t1=$(ticks "$pid")
+    echo "$(calc "($t1 - $t0) / $HZ_TICKS") $(status "$d/sock" lost) $(status "$d/sock" slices_dropped)"
+    kill "$pid" "${burners[@]}"; wait "$pid" || true
+    wait "${burners[@]}" 2>/dev/null || true
+    wait "$sw" || true
+}
+note "profilerd at 99 Hz, $DAEMON_SECS s each, switcher at $DAEMON_RATE/s + $(nproc) split burning CPU"
+read -r off_s off_lost off_dropped <<<"$(daemon_run false)"
+read -r on_s on_lost on_dropped <<<"$(daemon_run true)"
+per_min() { calc "$1 * 60000 / $DAEMON_SECS"; }
+printf '%-10s %10s %8s %8s %8s\n' off_cpu ms/min %core lost dropped
+printf '%-10s %10.1f %8.2f %8s %8s\n' false "$(per_min "$off_s")" "$(calc "$off_s * 100 / $DAEMON_SECS")" "$off_lost" "$off_dropped"
+printf '%-10s %10.1f %8.2f %8s %8s\n' true "$(per_min "$on_s")" "$(calc "$on_s * 100 / $DAEMON_SECS")" "$on_lost" "$on_dropped"
+echo "ratio on/off: $(ratio "$on_s" "$off_s" %.1f) (the daemon's own CPU, steady; lost: samples; dropped: slices)"

@@ -123,6 +123,9 @@ pub struct TimelineArgs {
     /// `--pid`, `--comm`, `--uid`, `--descendants`, `--cgroup`.
     #[command(flatten)]
     pub filter: FilterArgs,
+    /// `--off-cpu`, `--wall`: that time over time, in threads (seconds per second).
+    #[command(flatten)]
+    pub measure: MeasureArgs,
     /// Group the CPU by this.
     #[arg(long, value_enum, default_value_t = GroupByArg::Comm)]
     pub by: GroupByArg,
@@ -204,12 +207,42 @@ pub struct FilterArgs {
     pub cgroup: Option<String>,
 }
 
+/// Which time of profilerd's history: `--off-cpu`, `--wall` (flamegraph, top, timeline; the
+/// daemon must run with `[sampling] off_cpu = true`).
+#[derive(Debug, Args)]
+pub struct MeasureArgs {
+    /// Where threads waited instead of where they ran: the daemon's off-CPU stacks, each
+    /// weighted by the time until its thread ran again, under a frame naming the wait
+    /// (`[off-cpu: sleep|lock|io|other]`). Counts are microseconds (timeline: threads).
+    /// Needs profilerd's `[sampling] off_cpu = true`.
+    #[arg(long, conflicts_with = "wall")]
+    pub off_cpu: bool,
+    /// Wall-clock time: the daemon's CPU samples weighted by their period plus its off-CPU
+    /// stacks (preempted time included). Counts are microseconds (timeline: threads). Needs
+    /// profilerd's `[sampling] off_cpu = true`.
+    #[arg(long)]
+    pub wall: bool,
+}
+
+impl MeasureArgs {
+    /// The `measure` parameter of the history queries (None: CPU).
+    pub fn measure(&self) -> Option<&'static str> {
+        if self.off_cpu {
+            Some("off_cpu")
+        } else if self.wall {
+            Some("wall")
+        } else {
+            None
+        }
+    }
+}
+
 /// Arguments of `profctl flamegraph`.
 #[derive(Debug, Args)]
 pub struct FlamegraphArgs {
     /// Render this file instead of asking the daemon: a pprof profile (gzipped or not, as
     /// `go tool pprof` and profctl write) or folded stacks.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["since", "until", "pid", "comm", "uid"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["since", "until", "pid", "comm", "uid", "off_cpu", "wall"])]
     pub input: Option<PathBuf>,
     /// `--since`, `--until`.
     #[command(flatten)]
@@ -217,6 +250,9 @@ pub struct FlamegraphArgs {
     /// `--pid`, `--comm`, `--uid`, `--descendants`, `--cgroup`.
     #[command(flatten)]
     pub filter: FilterArgs,
+    /// `--off-cpu`, `--wall`.
+    #[command(flatten)]
+    pub measure: MeasureArgs,
     /// Write the SVG flamegraph here; with a range, a pprof profile when FILE ends in .pb.gz,
     /// .pb or .pprof (or with --format pprof), with profilerd's labels (pid, tid, comm, uid,
     /// cgroup), for go tool pprof, speedscope or a fleet store.
@@ -244,7 +280,7 @@ profctl's stacks, is not counted as a function.";
 #[derive(Debug, Args)]
 pub struct TopArgs {
     /// Read this file (pprof, gzipped or not, or folded stacks) instead of asking the daemon.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["since", "until", "pid", "comm", "uid"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["since", "until", "pid", "comm", "uid", "off_cpu", "wall"])]
     pub input: Option<PathBuf>,
     /// `--since`, `--until`.
     #[command(flatten)]
@@ -252,6 +288,9 @@ pub struct TopArgs {
     /// `--pid`, `--comm`, `--uid`.
     #[command(flatten)]
     pub filter: ProcessArgs,
+    /// `--off-cpu`, `--wall`.
+    #[command(flatten)]
+    pub measure: MeasureArgs,
     /// Rows shown.
     #[arg(short = 'n', long, value_name = "N", default_value_t = 20)]
     pub limit: usize,

@@ -23,6 +23,8 @@ pub struct RangeFilter {
     pub descendants: bool,
     /// Only processes in this cgroup or under it.
     pub cgroup: Option<String>,
+    /// Which time: `off_cpu` or `wall` (counts in microseconds); None: CPU samples.
+    pub measure: Option<&'static str>,
 }
 
 impl RangeFilter {
@@ -62,6 +64,9 @@ impl RangeFilter {
         }
         if let Some(cgroup) = &self.cgroup {
             query.push_str(&format!("&cgroup={}", encode(cgroup)));
+        }
+        if let Some(measure) = self.measure {
+            query.push_str(&format!("&measure={measure}"));
         }
         query
     }

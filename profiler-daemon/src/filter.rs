@@ -18,6 +18,9 @@ pub struct Filter {
     pub uid: Option<u32>,
     /// Only processes in this cgroup (v2 path) or under it.
     pub cgroup: Option<String>,
+    /// Which time of the history (CPU samples, off-CPU or wall-clock time): a slice read for
+    /// a query keeps the stacks that hold some ([`crate::measure::Measure::project`]).
+    pub measure: crate::measure::Measure,
 }
 
 impl Filter {

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use crate::access::Visibility;
 use crate::filter::Filter;
+use crate::measure::user_frames;
 use crate::slice::{Slice, SliceStack};
 
 /// A line's totals.
@@ -83,14 +84,14 @@ impl Folding {
             if !filter.admits(s, visibility) {
                 continue;
             }
-            let mut frames = &s.frames[..];
+            let (mut frames, mut marker) = (&s.frames[..], None);
             if visibility != Visibility::All {
-                frames = &frames[..frames.len() - (s.kernel_frames as usize).min(frames.len())];
+                (frames, marker) = user_frames(s, &slice.names);
             }
             let mut key = std::mem::take(&mut self.key);
             key.clear();
             key.push(self.intern(&comm_of(s)));
-            for &f in frames {
+            for &f in frames.iter().chain(&marker) {
                 let id = match remap.get(f as usize) {
                     Some(Some(id)) => *id,
                     Some(None) => {
@@ -102,7 +103,7 @@ impl Folding {
                 };
                 key.push(id);
             }
-            if frames.is_empty() {
+            if frames.is_empty() && marker.is_none() {
                 key.push(unknown);
             }
             let added = self.add(&key, s);

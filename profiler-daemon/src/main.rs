@@ -26,6 +26,7 @@ mod filter;
 mod folding;
 mod http;
 mod logging;
+mod measure;
 mod metric;
 mod options;
 mod pipeline;

@@ -28,6 +28,11 @@ pub fn record_options(config: &Config, event: EventKind) -> RecordOptions {
     };
     options.preload_symbols = Some(daemon_debug_search(config));
     options.frame_cache_dir = Some(cache.join("frames"));
+    // Off CPU too: CPU samples and every interval off CPU (blocked or preempted), so that
+    // a query may ask for either or both (`measure=off_cpu`, `wall`).
+    if s.off_cpu {
+        options.measure = recorder::Measure::Wall;
+    }
     options
 }
 
@@ -47,6 +52,7 @@ pub fn recording_options(
     options.duration = Some(duration);
     options.include_kernel = kernel;
     options.window = None;
+    options.measure = recorder::Measure::Cpu;
     options.drain_interval = Duration::from_millis(250);
     options.frame_cache_dir = None;
     options.ring_pages = match options.call_graph {

@@ -12,6 +12,7 @@ use crate::access::Visibility;
 use crate::config::Api;
 use crate::filter::Filter;
 use crate::folding::Folding;
+use crate::measure::{user_frames, Measure};
 use crate::slice::{Slice, SliceError};
 use crate::store::{SliceMeta, Store};
 
@@ -37,18 +38,19 @@ pub enum QueryError {
     FileTooLarge(u64),
 }
 
-/// Read one slice of a selection for a query within `bounds`: `Ok(None)` when it is gone or
-/// unreadable (counted in `skipped`), an error when it would decode to more than the answer
-/// may hold.
+/// Read one slice of a selection for a query of `measure` within `bounds`, projected on
+/// it (its stacks' `cpu_ns` the measure's time: [`Measure::project`]): `Ok(None)` when it is
+/// gone or unreadable (counted in `skipped`), an error when it would decode to more than the
+/// answer may hold.
 pub fn read_for_query(
     store: &Store,
     meta: &SliceMeta,
-    (since_ns, until_ns): (u64, u64),
+    ((since_ns, until_ns), measure): ((u64, u64), Measure),
     bounds: &Bounds,
     skipped: &mut u64,
 ) -> Result<Option<Slice>, QueryError> {
     match store.read_in_within(meta, since_ns, until_ns, bounds.max_bytes) {
-        Ok(slice) => Ok(slice),
+        Ok(slice) => Ok(slice.map(|s| measure.project(s))),
         Err(SliceError::OverLimit(n)) => Err(QueryError::FileTooLarge(n)),
         Err(_) => {
             *skipped += 1;
@@ -88,8 +90,11 @@ pub struct Folded {
     pub complete_until_ns: u64,
     /// The frequency the counts are in: the highest of the slices read (None: none read).
     /// Slices sampled at a lower one (the budget lowered it, or a reload changed it) count
-    /// each stack for the CPU time it stands for, in samples at this frequency.
+    /// each stack for the CPU time it stands for, in samples at this frequency. Off-CPU and
+    /// wall-clock counts are microseconds instead.
     pub frequency: Option<u64>,
+    /// What the counts measure.
+    pub measure: Measure,
 }
 
 /// Add the stacks of `slice` that `filter` and `visibility` admit to `lines` (their CPU time,
@@ -201,8 +206,13 @@ pub fn folded(
     let mut period_ns = u64::MAX;
     for meta in &selection.slices {
         bounds.check()?;
-        let Some(slice) =
-            read_for_query(store, meta, (since_ns, until_ns), bounds, &mut out.skipped)?
+        let Some(slice) = read_for_query(
+            store,
+            meta,
+            ((since_ns, until_ns), filter.measure),
+            bounds,
+            &mut out.skipped,
+        )?
         else {
             continue;
         };
@@ -220,8 +230,15 @@ pub fn folded(
     if period_ns != u64::MAX {
         out.frequency = Some((1_000_000_000 / period_ns).max(1));
     }
+    // Time measures count microseconds.
+    let unit_ns = if filter.measure.in_microseconds() {
+        1000
+    } else {
+        period_ns
+    };
+    out.measure = filter.measure;
     for (line, totals) in folding.lines() {
-        let count = samples_of(totals.cpu_ns, period_ns);
+        let count = samples_of(totals.cpu_ns, unit_ns);
         if count == 0 {
             continue;
         }
@@ -249,7 +266,10 @@ pub fn merged(
 ) -> Result<(Slice, Folded), QueryError> {
     let _release = ReleaseMemory;
     let mut out = Slice::default();
-    let mut counts = Folded::default();
+    let mut counts = Folded {
+        measure: filter.measure,
+        ..Folded::default()
+    };
     let mut ids: HashMap<String, u32> = HashMap::new();
     let mut bytes: u64 = 0;
     for meta in slices {
@@ -257,7 +277,7 @@ pub fn merged(
         let Some(slice) = read_for_query(
             store,
             meta,
-            (since_ns, until_ns),
+            ((since_ns, until_ns), filter.measure),
             bounds,
             &mut counts.skipped,
         )?
@@ -277,15 +297,15 @@ pub fn merged(
                 continue;
             }
             let mut stack = s.clone();
-            if slice.period_ns != out.period_ns {
+            if slice.period_ns != out.period_ns && filter.measure == Measure::Cpu {
                 // Sampled at another frequency (the budget or a reload changed it): counted
                 // for its CPU time, in samples of the merged slice's period.
                 stack.count = samples_of(stack.cpu_ns, out.period_ns);
             }
             if visibility != Visibility::All {
-                let keep =
-                    stack.frames.len() - (stack.kernel_frames as usize).min(stack.frames.len());
-                stack.frames.truncate(keep);
+                let (user, marker) = user_frames(s, &slice.names);
+                stack.frames.truncate(user.len());
+                stack.frames.extend(marker);
                 stack.kernel_frames = 0;
             }
             for f in stack.frames.iter_mut() {

@@ -6,7 +6,7 @@
 //!
 //! | applied live | needs a restart (logged, the running value kept) |
 //! | --- | --- |
-//! | `sampling.frequency` (up to what the ring buffers opened at start hold), `storage.max_age`, `storage.max_bytes`, `api.socket_group`, `api.max_range`, `api.max_response_bytes`, `api.request_timeout`, `access.admin_group`, `budget.*`, `log.level` | `sampling.slice`, `kernel`, `call_graph`, `stack_bytes`, `naming_queue`, `storage.state_dir`, `storage.cache_dir`, `api.socket`, `api.max_concurrent_queries`, and any other key |
+//! | `sampling.frequency` (up to what the ring buffers opened at start hold), `storage.max_age`, `storage.max_bytes`, `api.socket_group`, `api.max_range`, `api.max_response_bytes`, `api.request_timeout`, `access.admin_group`, `budget.*`, `log.level` | `sampling.slice`, `kernel`, `call_graph`, `stack_bytes`, `naming_queue`, `off_cpu`, `storage.state_dir`, `storage.cache_dir`, `api.socket`, `api.max_concurrent_queries`, and any other key |
 //!
 //! systemd is told `RELOADING=1` with `MONOTONIC_USEC=`, then `READY=1` (with a `STATUS=`
 //! saying how the reload went).
@@ -80,6 +80,7 @@ pub fn changes(old: &Config, new: &Config) -> (Vec<Change>, Vec<Change>) {
     key!(restart, "sampling.call_graph", sampling.call_graph);
     key!(restart, "sampling.stack_bytes", sampling.stack_bytes.0);
     key!(restart, "sampling.naming_queue", sampling.naming_queue.0);
+    key!(restart, "sampling.off_cpu", sampling.off_cpu);
     key!(restart, "storage.state_dir", storage.state_dir);
     key!(restart, "storage.cache_dir", storage.cache_dir);
     key!(restart, "api.socket", api.socket);
@@ -108,6 +109,7 @@ fn with_known_keys(from: &Config, to: &Config) -> Config {
     c.sampling.call_graph = to.sampling.call_graph;
     c.sampling.stack_bytes = to.sampling.stack_bytes;
     c.sampling.naming_queue = to.sampling.naming_queue;
+    c.sampling.off_cpu = to.sampling.off_cpu;
     c.storage = to.storage.clone();
     c.api.socket = to.api.socket.clone();
     c.api.socket_group = to.api.socket_group.clone();

@@ -80,7 +80,13 @@ fn prepare(config: Config, load: LoadConfig, set_log_filter: SetLogFilter) -> Re
         |name: Option<&str>, key: &'static str| name.map(resolve_group).transpose().context(key);
     let admin_gid = group(config.access.admin_group.as_deref(), "access.admin_group")?;
     let socket_gid = group(config.api.socket_group.as_deref(), "api.socket_group")?;
-    let event = sampler::auto_event();
+    // Off-CPU stacks are weighted in ns: the CPU samples beside them are too (the recorder
+    // samples on cpu-clock when it samples switches).
+    let event = if config.sampling.off_cpu {
+        sampler::EventKind::CpuClock
+    } else {
+        sampler::auto_event()
+    };
     let frequency = target_frequency(&config, u64::MAX);
     let cpus = sampler::online_cpus().map(|c| c.len()).unwrap_or(0);
     let storage = &config.storage;

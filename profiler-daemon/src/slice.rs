@@ -15,6 +15,10 @@ use crate::slice_proto as proto;
 /// Format version, in the profile's first comment (`profilerd slice v1`).
 pub const FORMAT_COMMENT: &str = "profilerd slice v1";
 
+/// The pprof sample type of off-CPU time in slice files (unit nanoseconds): a third value,
+/// only in slices that hold some.
+pub const OFF_CPU_TYPE: &str = "off_cpu";
+
 /// Largest slice file read back, compressed and decompressed (a bound on what a corrupt or
 /// planted file can cost).
 pub const MAX_SLICE_BYTES: u64 = 256 << 20;
@@ -66,6 +70,11 @@ pub struct SliceStack {
     /// times the slice's `period_ns`. Queries weigh stacks by it, so that slices sampled at
     /// different frequencies add up right.
     pub cpu_ns: u64,
+    /// Time off CPU, ns (the pprof `off_cpu/nanoseconds` value), of an off-CPU stack (its
+    /// innermost frame names the wait kind; `count` is this time in µs, rounded up, so that
+    /// a roll-up's per-member counts keep each member's time; `cpu_ns` 0);
+    /// 0 for a CPU stack. Only with `[sampling] off_cpu` (the history's `measure=off_cpu` and `wall`).
+    pub off_cpu_ns: u64,
 }
 
 impl Slice {
@@ -78,9 +87,18 @@ impl Slice {
         }
     }
 
-    /// Samples in the slice.
+    /// CPU samples in the slice (off-CPU stacks left out).
     pub fn samples(&self) -> u64 {
-        self.stacks.iter().map(|s| s.count).sum()
+        self.stacks
+            .iter()
+            .filter(|s| s.off_cpu_ns == 0)
+            .map(|s| s.count)
+            .sum()
+    }
+
+    /// Whether any stack holds time off CPU.
+    pub fn has_off_cpu(&self) -> bool {
+        self.stacks.iter().any(|s| s.off_cpu_ns > 0)
     }
 
     /// A named window as a slice: frames by name, labels kept, times in UNIX ns. `period_ns`:
@@ -120,10 +138,23 @@ impl Slice {
                 uid: thread.uid,
                 ancestors: thread.ancestors.clone(),
                 cgroup: None,
-                count: stack.count,
+                // An off-CPU stack counts its microseconds, so that a roll-up's per-member
+                // counts keep each member's time.
+                count: if stack.weight.is_off_cpu() {
+                    stack.period.div_ceil(1000).max(1)
+                } else {
+                    stack.count
+                },
                 cpu_ns: match event {
+                    _ if stack.weight.is_off_cpu() => 0,
                     EventKind::CpuClock => stack.period,
                     EventKind::Cycles => stack.count.saturating_mul(period_ns),
+                },
+                // At least 1 ns: what tells an off-CPU stack apart.
+                off_cpu_ns: if stack.weight.is_off_cpu() {
+                    stack.period.max(1)
+                } else {
+                    0
                 },
             });
         }
@@ -145,6 +176,10 @@ impl Slice {
         let cpu_t = strings.get("cpu");
         let ns_u = strings.get("nanoseconds");
         let kernel_file = strings.get("[kernel.kallsyms]");
+        // Off-CPU time as a third value, only in slices that hold some: a CPU-only slice is
+        // written as before.
+        let off_cpu = self.has_off_cpu();
+        let off_cpu_t = off_cpu.then(|| strings.get(OFF_CPU_TYPE));
         let comment = strings.get(FORMAT_COMMENT);
         let keys = LabelKeys::new(&mut strings);
         let mut function = Vec::with_capacity(self.names.len());
@@ -163,22 +198,37 @@ impl Slice {
             .iter()
             .map(|stack| proto::Sample {
                 location_id: locations.of(stack),
-                value: vec![stack.count as i64, stack.cpu_ns as i64],
+                value: if off_cpu {
+                    vec![
+                        stack.count as i64,
+                        stack.cpu_ns as i64,
+                        stack.off_cpu_ns as i64,
+                    ]
+                } else {
+                    vec![stack.count as i64, stack.cpu_ns as i64]
+                },
                 label: keys.labels(stack, &mut strings, ns_u),
                 slice_counts: Vec::new(),
             })
             .collect();
+        let mut sample_type = vec![
+            proto::ValueType {
+                r#type: samples_t,
+                unit: count_u,
+            },
+            proto::ValueType {
+                r#type: cpu_t,
+                unit: ns_u,
+            },
+        ];
+        if let Some(off_cpu_t) = off_cpu_t {
+            sample_type.push(proto::ValueType {
+                r#type: off_cpu_t,
+                unit: ns_u,
+            });
+        }
         proto::Profile {
-            sample_type: vec![
-                proto::ValueType {
-                    r#type: samples_t,
-                    unit: count_u,
-                },
-                proto::ValueType {
-                    r#type: cpu_t,
-                    unit: ns_u,
-                },
-            ],
+            sample_type,
             sample,
             mapping: vec![proto::Mapping {
                 id: 1,
@@ -279,10 +329,17 @@ impl Slice {
                 Some(_) => return Err(SliceError::Invalid("a sample with negative CPU time")),
                 None => count.saturating_mul(p.period.max(0) as u64),
             };
+            // Slices written without off-CPU time hold none.
+            let off_cpu_ns = match s.value.get(2) {
+                Some(&ns) if ns >= 0 => ns as u64,
+                Some(_) => return Err(SliceError::Invalid("a sample with negative off-CPU time")),
+                None => 0,
+            };
             let mut stack = SliceStack {
                 frames,
                 count,
                 cpu_ns,
+                off_cpu_ns,
                 ..Default::default()
             };
             for label in &s.label {
@@ -499,148 +556,5 @@ impl Strings {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    pub(crate) fn example(start_ns: u64) -> Slice {
-        Slice {
-            start_ns,
-            end_ns: start_ns + 10_000_000_000,
-            period_ns: 10_101_010,
-            names: [
-                "main",
-                "work",
-                "hot_a",
-                "entry_SYSCALL_64",
-                "do_sys",
-                "[truncated]",
-            ]
-            .map(String::from)
-            .to_vec(),
-            stacks: vec![
-                SliceStack {
-                    frames: vec![0, 1, 2],
-                    kernel_frames: 0,
-                    pid: 100,
-                    tid: 101,
-                    process_start: 5,
-                    comm: Some("split".into()),
-                    uid: Some(1000),
-                    ancestors: vec![90, 1],
-                    cgroup: Some("/user.slice/user-1000.slice/session-1.scope".into()),
-                    count: 30,
-                    cpu_ns: 30 * 10_101_010,
-                },
-                SliceStack {
-                    frames: vec![5, 0, 3, 4],
-                    kernel_frames: 2,
-                    pid: 200,
-                    tid: 200,
-                    process_start: 0,
-                    comm: None,
-                    uid: None,
-                    ancestors: Vec::new(),
-                    cgroup: None,
-                    count: 7,
-                    cpu_ns: 7 * 10_101_010,
-                },
-                SliceStack {
-                    // "main" also as a kernel frame: its own location.
-                    frames: vec![0, 0],
-                    kernel_frames: 1,
-                    pid: 1,
-                    tid: 1,
-                    process_start: 0,
-                    comm: Some("init".into()),
-                    uid: Some(0),
-                    ancestors: Vec::new(),
-                    cgroup: None,
-                    count: 1,
-                    cpu_ns: 10_101_010,
-                },
-            ],
-        }
-    }
-
-    #[test]
-    fn without_layout_labels_no_cgroup_ppid_or_ancestors_leave() {
-        let mut slice = example(1_700_000_000_000_000_000);
-        let keys = |slice: &Slice| -> Vec<String> {
-            let p = slice.to_pprof();
-            let mut keys: Vec<String> = p
-                .sample
-                .iter()
-                .flat_map(|s| &s.label)
-                .map(|l| p.string_table[l.key as usize].clone())
-                .collect();
-            keys.sort();
-            keys.dedup();
-            keys
-        };
-        assert!(keys(&slice).contains(&"cgroup".to_string()));
-        assert!(keys(&slice).contains(&"ppid".to_string()));
-        slice.drop_layout_labels();
-        assert_eq!(
-            keys(&slice),
-            [
-                "comm",
-                "kernel_frames",
-                "pid",
-                "process_start",
-                "tid",
-                "uid"
-            ]
-        );
-        assert_eq!(slice.samples(), 38);
-    }
-
-    #[test]
-    fn a_slice_round_trips() {
-        let slice = example(1_700_000_000_000_000_000);
-        let bytes = slice.encode();
-        assert_eq!(Slice::decode(&bytes).unwrap(), slice);
-        assert_eq!(slice.samples(), 38);
-    }
-
-    /// A slice file written by an earlier build (tests/fixtures/slice-v1.pb.gz): it must still
-    /// load, whole, and read as a pprof profile through the `pprof` crate too.
-    #[test]
-    fn slices_written_by_the_old_code_still_load() {
-        let old = include_bytes!("../tests/fixtures/slice-v1.pb.gz");
-        let slice = Slice::decode(old).unwrap();
-        // The old format had no ancestors or cgroup labels.
-        let mut expected = example(1_700_000_000_000_000_000);
-        for s in &mut expected.stacks {
-            s.ancestors.clear();
-            s.cgroup = None;
-        }
-        assert_eq!(slice, expected);
-        assert_eq!(Slice::decode(&slice.encode()).unwrap(), slice);
-        let p = pprof::decode(old).unwrap();
-        let folded = pprof::fold(
-            &p,
-            &pprof::FoldOptions {
-                comm_root: true,
-                lines: false,
-            },
-        )
-        .unwrap();
-        assert_eq!(folded.iter().map(|s| s.count).sum::<u64>(), slice.samples());
-    }
-
-    #[test]
-    fn truncated_and_corrupt_files_are_errors() {
-        let bytes = example(1).encode();
-        for cut in [0, 1, 10, bytes.len() / 2, bytes.len() - 1] {
-            assert!(Slice::decode(&bytes[..cut]).is_err(), "cut at {cut}");
-        }
-        let mut flipped = bytes.clone();
-        let mid = flipped.len() / 2;
-        flipped[mid] ^= 0x55;
-        assert!(Slice::decode(&flipped).is_err());
-        // Valid gzip of something that is not a slice.
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        gz.write_all(b"\x0a\x02\x08\x01garbage").unwrap();
-        assert!(Slice::decode(&gz.finish().unwrap()).is_err());
-    }
-}
+#[path = "slice_tests.rs"]
+pub(crate) mod tests;

@@ -184,6 +184,7 @@ pub fn timeline(
             }
         };
         out.slices += 1;
+        let preempted = crate::measure::preempted_frame(&rollup.slice.names);
         let wanted: Option<Vec<bool>> = request.function.as_deref().map(|f| {
             let f = profile::sanitize_frame(f);
             let names = &rollup.slice.names;
@@ -196,6 +197,10 @@ pub fn timeline(
             if !filter.admits(s, visibility) || s.count == 0 {
                 continue;
             }
+            // The stack's time of the measure asked (CPU, off-CPU or wall-clock).
+            let Some(time_ns) = filter.measure.time_of(s, preempted) else {
+                continue;
+            };
             if let Some(wanted) = &wanted {
                 let frames = visible_frames(s, visibility);
                 if !frames
@@ -213,7 +218,7 @@ pub fn timeline(
                 let Some(&span) = rollup.members.get(m as usize) else {
                     continue;
                 };
-                let cpu = s.cpu_ns as f64 * count as f64 / s.count as f64;
+                let cpu = time_ns as f64 * count as f64 / s.count as f64;
                 sums.add(group, cpu, span, request);
             }
         }

@@ -358,6 +358,10 @@ impl RecordSink for Collector<'_> {
         }
         match decode_with(raw, &self.format) {
             Record::Sample(s) => self.sample(&s),
+            // The idle tasks (tid 0, one per CPU) are never waited on: system-wide, their
+            // switches are left out.
+            Record::SwitchSample(s) if s.tid == 0 => {}
+            Record::Switch { id, .. } if id.tid == 0 => {}
             Record::SwitchSample(s) => self.switch_sample(&s),
             Record::Switch { out, preempted, id } => {
                 if let Some(off_cpu) = self.off_cpu.as_mut() {

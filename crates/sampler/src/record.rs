@@ -319,7 +319,9 @@ fn decode_inner<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Option<Record<
             let _id = c.u64()?;
             Record::SwitchesLost { count: c.u64()? }
         }
-        b::PERF_RECORD_SWITCH => {
+        // CPU-wide (a system-wide event): the next or previous thread's pid and tid come
+        // first; the sample_id trailer names the thread switched, as for PERF_RECORD_SWITCH.
+        b::PERF_RECORD_SWITCH | b::PERF_RECORD_SWITCH_CPU_WIDE => {
             let (_, id) = split_sample_id(raw.body)?;
             Record::Switch {
                 out: misc & b::PERF_RECORD_MISC_SWITCH_OUT != 0,
@@ -500,6 +502,21 @@ mod tests {
             panic!("not a switch record")
         };
         assert!(!out, "no flag: switched in");
+        // CPU-wide (system-wide events): the other thread's pid and tid, then the trailer,
+        // which names the thread switched out.
+        let mut wide = Vec::new();
+        push32(&mut wide, 9);
+        push32(&mut wide, 10);
+        sample_id(&mut wide, 5, 6, 777, 1);
+        let Record::Switch { out, preempted, id } = decode(RawRecord {
+            kind: b::PERF_RECORD_SWITCH_CPU_WIDE,
+            misc: b::PERF_RECORD_MISC_SWITCH_OUT as u16,
+            body: &wide,
+        }) else {
+            panic!("not a switch record")
+        };
+        assert!(out && !preempted);
+        assert_eq!((id.pid, id.tid), (5, 6));
         // A sample from a switch ring keeps its layout under its own kind.
         let mut s = Vec::new();
         // No period in a switch sample's layout.

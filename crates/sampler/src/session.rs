@@ -95,7 +95,9 @@ pub struct StackCapture {
     pub keep_fp_callchain: bool,
 }
 
-/// Sampling context switches (off-CPU and wall-clock profiles), for [`Target::Process`] only.
+/// Sampling context switches (off-CPU and wall-clock profiles): of a process's threads, or
+/// (for [`Target::System`]) on every CPU, where the kernel's switch records are its
+/// CPU-wide ones (decoded alike: the record's thread is the one switched out or in).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SwitchSampling {
     /// Sample one switch-out in this many (1: every one); changed while sampling with
@@ -410,11 +412,6 @@ impl Sampler {
                 }
             },
         };
-        if config.switches.is_some() && config.target == Target::System {
-            return Err(SamplerError::SystemOnly {
-                what: "sampling context switches of one process",
-            });
-        }
         let paranoid = paranoid_level();
         if config.switches.is_some() && paranoid.is_none_or(|p| p >= 2) && !is_privileged() {
             return Err(SamplerError::SwitchesNotPermitted {
@@ -613,9 +610,10 @@ impl Sampler {
         match config.target {
             Target::System => {
                 for (index, &cpu) in cpus.iter().enumerate() {
-                    let [samples, sideband] = setup.open_cpu(cpu)?;
-                    sample_rings[index] = Some(samples);
-                    sideband_rings[index] = Some(sideband);
+                    let [samples, sideband, switches] = setup.open_cpu(cpu)?;
+                    sample_rings[index] = samples;
+                    sideband_rings[index] = sideband;
+                    switch_rings[index] = switches;
                 }
             }
             Target::Process { pid, .. } => {
@@ -826,7 +824,7 @@ impl Sampler {
             change.closed.push(cpu);
         }
         let result = missing.iter().try_for_each(|&cpu| {
-            let rings = self.setup.open_cpu(cpu)?;
+            let rings: Vec<Ring> = self.setup.open_cpu(cpu)?.into_iter().flatten().collect();
             if self.enabled.get() {
                 for ring in &rings {
                     sys::enable(&ring.event.fd).map_err(|source| SamplerError::Io {
@@ -960,7 +958,9 @@ impl Sampler {
 impl Setup {
     /// Open a CPU's sampling and side-band events for the whole system, disabled, each with
     /// its ring.
-    fn open_cpu(&self, cpu: u32) -> Result<[Ring; 2], SamplerError> {
+    /// The sample, side-band and (when switches are sampled) context-switch rings of `cpu`,
+    /// for the whole system.
+    fn open_cpu(&self, cpu: u32) -> Result<[Option<Ring>; 3], SamplerError> {
         let open = |attr, stream, pages| {
             let fd = sys::perf_event_open(attr, -1, cpu as i32).map_err(|source| {
                 if is_permission(&source) {
@@ -981,9 +981,18 @@ impl Setup {
         };
         let mut sample_attr = self.sample_attr;
         sample_attr.__bindgen_anon_1.sample_freq = self.frequency;
+        let switches = match &self.switch_attr {
+            Some(attr) => Some(open(attr, Stream::Switches, self.ring_pages)?),
+            None => None,
+        };
         Ok([
-            open(&sample_attr, Stream::Samples, self.ring_pages)?,
-            open(&self.sideband_attr, Stream::Sideband, self.sideband_pages)?,
+            Some(open(&sample_attr, Stream::Samples, self.ring_pages)?),
+            Some(open(
+                &self.sideband_attr,
+                Stream::Sideband,
+                self.sideband_pages,
+            )?),
+            switches,
         ])
     }
 }

@@ -62,6 +62,25 @@ fn from_file(args: &FlamegraphArgs, input: &Path, quiet: bool) -> Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
+/// The range query's filter and measure (`--off-cpu`, `--wall`).
+fn range_filter(args: &FlamegraphArgs) -> RangeFilter {
+    RangeFilter {
+        measure: args.measure.measure(),
+        ..RangeFilter::of(&args.filter)
+    }
+}
+
+/// What the counts are: samples, or microseconds off CPU or of wall-clock time.
+fn unit(args: &FlamegraphArgs) -> &'static str {
+    if args.measure.off_cpu {
+        "µs off CPU"
+    } else if args.measure.wall {
+        "µs of wall-clock time"
+    } else {
+        "samples"
+    }
+}
+
 /// `profctl flamegraph --since …`: a range of the daemon's history.
 fn from_daemon(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCode> {
     let socket = socket_path(socket);
@@ -78,8 +97,9 @@ fn from_daemon(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Res
         frequency,
         event,
         kernel,
-    } = folded_range(&socket, since, until, &RangeFilter::of(&args.filter))?;
+    } = folded_range(&socket, since, until, &range_filter(args))?;
     let samples = profile.total();
+    let unit = unit(args);
     let process = &args.filter.process;
     let filter = match (&process.pid, &process.comm, &process.uid) {
         (Some(pid), _, _) if args.filter.descendants => {
@@ -93,7 +113,7 @@ fn from_daemon(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Res
     let options = profile::SvgOptions {
         title: format!("profctl: via profilerd{filter}"),
         subtitle: Some(format!(
-            "{event} at {frequency} Hz, {} ({:.0} s), {samples} samples in {slices} slices{}",
+            "{event} at {frequency} Hz, {} ({:.0} s), {samples} {unit} in {slices} slices{}",
             local_range(since, until, &local_zone()),
             until - since,
             if kernel { "" } else { ", user space only" }
@@ -104,7 +124,7 @@ fn from_daemon(args: &FlamegraphArgs, socket: Option<&Path>, quiet: bool) -> Res
     let written = write_outputs(&outputs, &profile, &options, empty)?;
     if !quiet {
         eprintln!(
-            "profctl: via profilerd ({}): {samples} samples in {slices} slices, {} ({event} at {frequency} Hz{})",
+            "profctl: via profilerd ({}): {samples} {unit} in {slices} slices, {} ({event} at {frequency} Hz{})",
             printable(&socket.display().to_string()),
             local_range(since, until, &local_zone()),
             if kernel { ", with kernel frames" } else { ", user space only" }
@@ -147,7 +167,8 @@ fn pprof_from_daemon(
         frequency,
         event,
         kernel,
-    } = pprof_range(&socket, since, until, &RangeFilter::of(&args.filter))?;
+    } = pprof_range(&socket, since, until, &range_filter(args))?;
+    let unit = unit(args);
     let mut written = Vec::new();
     if samples == 0 {
         eprintln!(
@@ -171,7 +192,7 @@ fn pprof_from_daemon(
     }
     if !quiet {
         eprintln!(
-            "profctl: via profilerd ({}): {samples} samples in {slices} slices, {} ({event} at {frequency} Hz{}); pprof",
+            "profctl: via profilerd ({}): {samples} {unit} in {slices} slices, {} ({event} at {frequency} Hz{}); pprof",
             printable(&socket.display().to_string()),
             local_range(since, until, &local_zone()),
             if kernel { ", with kernel frames" } else { ", user space only" }

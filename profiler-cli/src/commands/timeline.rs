@@ -38,7 +38,10 @@ pub fn run(args: &TimelineArgs, socket: Option<&Path>, quiet: bool) -> Result<Ex
     let (json, slice_seconds) = timeline_range(
         &socket,
         (since, until),
-        &RangeFilter::of(&args.filter),
+        &RangeFilter {
+            measure: args.measure.measure(),
+            ..RangeFilter::of(&args.filter)
+        },
         &query,
     )?;
     if args.json {
@@ -50,12 +53,18 @@ pub fn run(args: &TimelineArgs, socket: Option<&Path>, quiet: bool) -> Result<Ex
     let timeline = Timeline::parse(&json).map_err(anyhow::Error::msg)?;
     let tz = local_zone();
     let range = local_range(since, until, &tz);
+    // Off-CPU and wall-clock time are threads' time: a second per second is one thread.
+    let (time, unit) = match args.measure.measure() {
+        Some("off_cpu") => ("time off CPU", "threads"),
+        Some(_) => ("wall-clock time", "threads"),
+        None => ("CPU", "cores"),
+    };
     let what = match &args.function {
-        Some(f) => format!("CPU with {} on the stack, by {by}", printable(f)),
-        None => format!("CPU by {by}"),
+        Some(f) => format!("{time} with {} on the stack, by {by}", printable(f)),
+        None => format!("{time} by {by}"),
     };
     let subtitle = format!(
-        "{range}, {} buckets of {} s, in cores",
+        "{range}, {} buckets of {} s, in {unit}",
         timeline.buckets.len(),
         timeline.bucket_seconds
     );

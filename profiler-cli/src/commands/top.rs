@@ -56,7 +56,10 @@ pub fn run(args: &TopArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCod
                 .since
                 .expect("clap requires --since without --input");
             let (since, until) = resolve_range(since, args.range.until, now_unix())?;
-            let filter = RangeFilter::of_process(&args.filter);
+            let filter = RangeFilter {
+                measure: args.measure.measure(),
+                ..RangeFilter::of_process(&args.filter)
+            };
             let range = folded_range(&socket, since, until, &filter)?;
             let what = format!(
                 "via profilerd, {} ({:.0} s), {} slices",
@@ -72,8 +75,13 @@ pub fn run(args: &TopArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCod
         sort_functions(&mut rows, FunctionOrder::ByTotal);
     }
     rows.truncate(args.limit);
+    // Off-CPU and wall-clock counts are microseconds.
+    let unit = match args.measure.measure() {
+        Some(_) if args.input.is_none() => "µs",
+        _ => "samples",
+    };
     if !quiet {
-        eprintln!("profctl: {what}: {} samples", profile.total());
+        eprintln!("profctl: {what}: {} {unit}", profile.total());
     }
     print!("{}", table(&rows, profile.total()));
     Ok(ExitCode::SUCCESS)

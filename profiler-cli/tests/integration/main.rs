@@ -10,6 +10,7 @@ mod common;
 mod daemon;
 mod daemon_fresh;
 mod daemon_limits;
+mod daemon_offcpu;
 mod daemon_ops;
 mod daemon_reload;
 mod daemon_rollup;

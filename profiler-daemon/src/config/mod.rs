@@ -137,6 +137,7 @@ mod tests {
                     "call_graph",
                     "stack_bytes",
                     "naming_queue",
+                    "off_cpu",
                 ][..],
             ),
             (

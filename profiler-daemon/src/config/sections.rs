@@ -26,6 +26,10 @@ pub struct Sampling {
     /// Closed slices waiting to be named; past this, a closed slice is dropped (and counted)
     /// rather than the drain made to wait.
     pub naming_queue: QueueLen,
+    /// Also sample context switches, so that slices hold off-CPU stacks (each weighted by
+    /// the time until its thread ran again) beside the CPU samples, and history queries take
+    /// `measure=off_cpu` or `wall` (see docs/offcpu.md, "Continuous").
+    pub off_cpu: bool,
 }
 
 impl Default for Sampling {
@@ -37,6 +41,7 @@ impl Default for Sampling {
             call_graph: CallGraphName::Auto,
             stack_bytes: StackBytes(16 * 1024),
             naming_queue: QueueLen(6),
+            off_cpu: false,
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::filter::Filter;
 use crate::http::common::{error, ApiState, Peer};
 use crate::http::limits::Slot;
+use crate::measure::Measure;
 use crate::query::{self, Folded};
 use crate::state::unix_now_ns;
 
@@ -37,6 +38,9 @@ pub struct FoldedParams {
     pub descendants: Option<bool>,
     /// Only processes in this cgroup (v2 path) or under it.
     pub cgroup: Option<String>,
+    /// `cpu` (default), `off_cpu` or `wall` (needs `[sampling] off_cpu`): counts are then
+    /// microseconds.
+    pub measure: Option<Measure>,
 }
 
 /// A time parameter in UNIX ns.
@@ -117,6 +121,12 @@ pub fn accept(
     let config = state.shared.live();
     let range = range(since, until, &config).map_err(bad)?;
     filter.check().map_err(bad)?;
+    if filter.measure != Measure::Cpu && !config.sampling.off_cpu {
+        return Err(bad(format!(
+            "measure={}: this profilerd keeps no off-CPU time in its history; set `off_cpu = true` under [sampling] in its configuration (and restart it), or record a process with `profctl record --off-cpu|--wall`",
+            filter.measure.sample_type()
+        )));
+    }
     let slot = state
         .admit_query(peer, &config.api)
         .map_err(|refused| Box::new(refused.into_response()))?;
@@ -143,6 +153,7 @@ impl FoldedParams {
             comm: self.comm,
             uid: self.uid,
             cgroup: self.cgroup,
+            measure: self.measure.unwrap_or_default(),
         };
         ((self.since, self.until), filter)
     }
@@ -157,7 +168,7 @@ pub async fn folded(
     let Ok(Query(params)) = params else {
         return error(
             StatusCode::BAD_REQUEST,
-            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup",
+            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall)",
         );
     };
     let (range, filter) = params.split();
@@ -232,6 +243,11 @@ pub(super) fn headers(
     ] {
         headers.insert(name, HeaderValue::from(value));
     }
+    // What the counts are: `cpu` (samples), `off_cpu` or `wall` (microseconds).
+    headers.insert(
+        "x-profilerd-measure",
+        HeaderValue::from_static(folded.measure.sample_type()),
+    );
     headers.insert(
         "x-profilerd-event",
         HeaderValue::from_str(&state.shared.event.to_string())

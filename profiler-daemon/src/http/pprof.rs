@@ -23,7 +23,7 @@ pub async fn pprof(
     let Ok(Query(params)) = params else {
         return error(
             StatusCode::BAD_REQUEST,
-            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup",
+            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall)",
         );
     };
     let (range, filter) = params.split();
@@ -41,6 +41,7 @@ pub async fn pprof(
     };
     let max_bytes = bounds.max_bytes;
     let store = Arc::clone(&state.shared.store);
+    let measure = filter.measure;
     let answer = tokio::task::spawn_blocking(move || {
         // The slot is held until the blocking work ends, not until the client goes away.
         let _slot = slot;
@@ -57,7 +58,7 @@ pub async fn pprof(
             // The profile spans the range asked for.
             slice.start_ns = since;
             slice.end_ns = until;
-            let bytes = slice.encode();
+            let bytes = measure.pprof_bytes(&slice);
             (bytes, counts, slice.period_ns)
         })
     })

@@ -278,6 +278,8 @@ fn params(raw: &HashMap<String, String>) -> Result<ProfileParams, String> {
         comm: raw.get("comm").cloned(),
         uid: number("uid")?,
         cgroup: raw.get("cgroup").cloned(),
+        // Scrapes are CPU profiles.
+        measure: crate::measure::Measure::Cpu,
     };
     filter.check()?;
     Ok(ProfileParams {

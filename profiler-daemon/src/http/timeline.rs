@@ -51,6 +51,9 @@ pub struct TimelineParams {
     pub descendants: Option<bool>,
     /// Only processes in this cgroup or under it.
     pub cgroup: Option<String>,
+    /// `cpu` (default), `off_cpu` or `wall` (needs `[sampling] off_cpu`): the buckets then
+    /// hold that time, in threads (seconds per second) instead of cores.
+    pub measure: Option<crate::measure::Measure>,
 }
 
 /// The answer's body.
@@ -123,7 +126,7 @@ pub async fn timeline(
     let Ok(Query(params)) = params else {
         return error(
             StatusCode::BAD_REQUEST,
-            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), bucket (seconds), by (comm, pid, uid or cgroup), top, function, pid, descendants (true or false), comm, uid, cgroup",
+            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), bucket (seconds), by (comm, pid, uid or cgroup), top, function, pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall)",
         );
     };
     let filter = Filter {
@@ -132,6 +135,7 @@ pub async fn timeline(
         comm: params.comm.clone(),
         uid: params.uid,
         cgroup: params.cgroup.clone(),
+        measure: params.measure.unwrap_or_default(),
     };
     let Accepted {
         config,

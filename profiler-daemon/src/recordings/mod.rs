@@ -118,38 +118,7 @@ pub struct Request {
     pub on_exec: bool,
 }
 
-/// What time a recording measures (`profctl record --off-cpu`, `--wall`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Measure {
-    /// CPU samples.
-    #[default]
-    Cpu,
-    /// Time blocked off CPU.
-    OffCpu,
-    /// CPU and off-CPU time.
-    Wall,
-}
-
-impl Measure {
-    /// The recorder's name for it.
-    pub fn recorder(self) -> recorder::Measure {
-        match self {
-            Measure::Cpu => recorder::Measure::Cpu,
-            Measure::OffCpu => recorder::Measure::OffCpu,
-            Measure::Wall => recorder::Measure::Wall,
-        }
-    }
-
-    /// The pprof sample type of the time its stacks hold: `cpu`, `off_cpu`, `wall`.
-    pub fn sample_type(self) -> &'static str {
-        match self {
-            Measure::Cpu => "cpu",
-            Measure::OffCpu => "off_cpu",
-            Measure::Wall => "wall",
-        }
-    }
-}
+pub use crate::measure::Measure;
 
 /// `GET /v1/recordings/ID`.
 #[derive(Debug, Serialize)]
@@ -522,19 +491,9 @@ impl Recordings {
 
     /// The finished recording as a pprof file (gzipped).
     pub fn pprof(&self, id: u64, who: Requester) -> Result<Vec<u8>, Unavailable> {
-        self.result(id, who, |o| match o.measure {
-            Measure::Cpu => o.slice.encode(),
-            // The slice's time per stack is the time off CPU (or wall-clock): say so.
-            measure => {
-                let mut p = o.slice.to_pprof();
-                p.string_table.push(measure.sample_type().to_string());
-                let name = p.string_table.len() as i64 - 1;
-                if let Some(t) = p.sample_type.get_mut(1) {
-                    t.r#type = name;
-                }
-                crate::slice::encode_profile(&p)
-            }
-        })
+        // The slice's time per stack is the time off CPU (or wall-clock): its sample type
+        // says so.
+        self.result(id, who, |o| o.measure.pprof_bytes(&o.slice))
     }
 
     /// Stop recording `id` if it runs; forget it if it ended.

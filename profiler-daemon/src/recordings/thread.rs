@@ -12,6 +12,7 @@ use super::{Entry, Measure, Outcome};
 use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
+use crate::measure::user_frames;
 use crate::options::recording_options;
 use crate::slice::Slice;
 use crate::state::unix_now_ns;
@@ -90,6 +91,9 @@ pub(super) fn run(
     for closed in &sampled.windows {
         let (profile, stacks, _) = symbolizer.symbolize_stacks(&closed.window);
         let slice = Slice::from_named(&closed.window, &profile, &stacks, period_ns, event, offset);
+        // Each stack's time of the recording's measure as its CPU time (the pprof's second
+        // value): off-CPU stacks hold theirs apart in a slice.
+        let slice = request.measure.project(slice);
         append(&mut out, &mut names, slice, &filter, entry.visibility);
     }
     let elapsed = recording.duration.as_secs_f64();
@@ -242,13 +246,8 @@ fn append(
             continue;
         }
         if visibility != Visibility::All {
-            let marker = s.frames.last().copied().filter(|&f| {
-                local
-                    .get(f as usize)
-                    .is_some_and(|n| profile::WaitKind::is_marker(n))
-            });
-            let kernel = s.kernel_frames as usize + usize::from(marker.is_some());
-            let keep = s.frames.len() - kernel.min(s.frames.len());
+            let (user, marker) = user_frames(&s, &local);
+            let keep = user.len();
             s.frames.truncate(keep);
             s.frames.extend(marker);
             s.kernel_frames = 0;

@@ -107,11 +107,13 @@ impl Rollup {
                         cgroup: s.cgroup.clone(),
                         count: 0,
                         cpu_ns: 0,
+                        off_cpu_ns: 0,
                     });
                     counts.push(Vec::new());
                 }
                 stacks[i].count += s.count;
                 stacks[i].cpu_ns += s.cpu_ns;
+                stacks[i].off_cpu_ns += s.off_cpu_ns;
                 match counts[i].last_mut() {
                     Some((last, c)) if *last == m as u32 => *c += s.count,
                     _ => counts[i].push((m as u32, s.count)),
@@ -232,9 +234,16 @@ impl Rollup {
                 .filter(|&&(m, _)| inside[m as usize])
                 .map(|&(_, c)| c)
                 .sum();
-            // CPU time in proportion (exact while the hour's frequency did not change).
-            stack.cpu_ns = (u128::from(stack.cpu_ns) * u128::from(stack.count)
-                / u128::from(all.max(1))) as u64;
+            // CPU time in proportion (exact while the hour's frequency did not change), and
+            // off-CPU time in proportion to the intervals.
+            let share = |ns: u64| {
+                (u128::from(ns) * u128::from(stack.count) / u128::from(all.max(1))) as u64
+            };
+            stack.cpu_ns = share(stack.cpu_ns);
+            stack.off_cpu_ns = match share(stack.off_cpu_ns) {
+                0 if stack.off_cpu_ns > 0 => 1,
+                ns => ns,
+            };
             if stack.count > 0 {
                 stacks.push(stack);
             }

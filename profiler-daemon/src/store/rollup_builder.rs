@@ -215,6 +215,8 @@ pub(crate) struct Stack {
     pub count: u64,
     /// The hour's total CPU time, ns.
     pub cpu_ns: u64,
+    /// The hour's total time off CPU, ns (an off-CPU stack's).
+    pub off_cpu_ns: u64,
     /// The frame sequence's id in `sequences`.
     pub sequence: u32,
     /// How many innermost frames are kernel frames.
@@ -341,7 +343,8 @@ impl RollupBuilder {
                 ancestors: self.chains.intern(&s.ancestors),
             };
             let thread = self.threads.intern(thread);
-            self.add(sequence, s.kernel_frames, thread, s.count, s.cpu_ns);
+            let times = (s.cpu_ns, s.off_cpu_ns);
+            self.add(sequence, s.kernel_frames, thread, s.count, times);
         }
         self.member_ends.push(self.entries.len() as u32);
         let bytes = self.memory();
@@ -354,9 +357,16 @@ impl RollupBuilder {
         Ok(())
     }
 
-    /// Add `count` samples (`cpu_ns`) of the member being folded to the stack (sequence,
-    /// kernel frames, thread), created on first sight.
-    fn add(&mut self, sequence: u32, kernel_frames: u32, thread: u32, count: u64, cpu_ns: u64) {
+    /// Add `count` samples (`(cpu_ns, off_cpu_ns)`) of the member being folded to the stack
+    /// (sequence, kernel frames, thread), created on first sight.
+    fn add(
+        &mut self,
+        sequence: u32,
+        kernel_frames: u32,
+        thread: u32,
+        count: u64,
+        (cpu_ns, off_cpu_ns): (u64, u64),
+    ) {
         let key = (sequence, kernel_frames, thread);
         let RollupBuilder {
             stacks,
@@ -374,6 +384,7 @@ impl RollupBuilder {
                 stacks.push(Stack {
                     count: 0,
                     cpu_ns: 0,
+                    off_cpu_ns: 0,
                     sequence,
                     kernel_frames,
                     thread,
@@ -388,6 +399,7 @@ impl RollupBuilder {
         let stack = &mut stacks[i as usize];
         stack.count += count;
         stack.cpu_ns += cpu_ns;
+        stack.off_cpu_ns += off_cpu_ns;
         // Twice in one slice (never written so, but allowed): one count for the member.
         let mut rest = match self.seen.get(&i) {
             Some(&e) => {

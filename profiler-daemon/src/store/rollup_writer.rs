@@ -13,13 +13,13 @@ use std::io::{self, Write};
 use prost::encoding::{encode_key, encode_varint, WireType};
 use prost::Message;
 
-use crate::slice::{FORMAT_COMMENT, MAX_SLICE_BYTES};
+use crate::slice::{FORMAT_COMMENT, MAX_SLICE_BYTES, OFF_CPU_TYPE};
 use crate::slice_proto as pprof;
 use crate::store::rollup::ROLLUP_COMMENT;
 use crate::store::rollup_builder::{RollupBuilder, Thread};
 
 /// The strings every roll-up starts its table with, in this order.
-const FIXED: [&str; 17] = [
+const FIXED: [&str; 18] = [
     "",
     "samples",
     "count",
@@ -37,6 +37,7 @@ const FIXED: [&str; 17] = [
     "ancestors",
     "cgroup",
     "kernel_frames",
+    OFF_CPU_TYPE,
 ];
 
 /// Index of a fixed string.
@@ -120,7 +121,14 @@ impl RollupBuilder {
             chains: names_at + (names.len() + strings.len()) as i64,
             members: names_at + (names.len() + strings.len() + chains.len()) as i64,
         };
-        for (t, u) in [("samples", "count"), ("cpu", "nanoseconds")] {
+        // Off-CPU time as a third value only in an hour that holds some (as a slice).
+        let off_cpu = self.stacks.iter().any(|s| s.off_cpu_ns > 0);
+        let types = [
+            ("samples", "count"),
+            ("cpu", "nanoseconds"),
+            (OFF_CPU_TYPE, "nanoseconds"),
+        ];
+        for (t, u) in &types[..if off_cpu { 3 } else { 2 }] {
             let vt = pprof::ValueType {
                 r#type: fixed(t),
                 unit: fixed(u),
@@ -214,6 +222,7 @@ impl RollupBuilder {
         let threads = self.threads.items();
         let sequences = self.sequences.ordered();
         let (starts, pairs) = self.member_counts();
+        let off_cpu = self.stacks.iter().any(|s| s.off_cpu_ns > 0);
         // Location id of (name, kernel) at 2 * name + kernel; 0: none yet.
         let mut location_of = vec![0u32; 2 * self.names.len()];
         let mut locations: Vec<(u32, bool)> = Vec::new();
@@ -241,6 +250,9 @@ impl RollupBuilder {
             sample
                 .value
                 .extend([stack.count as i64, stack.cpu_ns as i64]);
+            if off_cpu {
+                sample.value.push(stack.off_cpu_ns as i64);
+            }
             let thread = &threads[stack.thread as usize];
             let ppid = chains[thread.ancestors as usize].first().copied();
             labels(&mut sample.label, thread, stack.kernel_frames, layout, ppid);

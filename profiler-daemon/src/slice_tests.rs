@@ -1,0 +1,150 @@
+//! Tests of the slice and its file format (`slice.rs`).
+
+use super::*;
+
+/// A slice of three stacks starting at `start_ns`: labels of every kind, kernel frames, a
+/// truncated stack.
+pub(crate) fn example(start_ns: u64) -> Slice {
+    Slice {
+        start_ns,
+        end_ns: start_ns + 10_000_000_000,
+        period_ns: 10_101_010,
+        names: [
+            "main",
+            "work",
+            "hot_a",
+            "entry_SYSCALL_64",
+            "do_sys",
+            "[truncated]",
+        ]
+        .map(String::from)
+        .to_vec(),
+        stacks: vec![
+            SliceStack {
+                frames: vec![0, 1, 2],
+                kernel_frames: 0,
+                pid: 100,
+                tid: 101,
+                process_start: 5,
+                comm: Some("split".into()),
+                uid: Some(1000),
+                ancestors: vec![90, 1],
+                cgroup: Some("/user.slice/user-1000.slice/session-1.scope".into()),
+                count: 30,
+                cpu_ns: 30 * 10_101_010,
+                off_cpu_ns: 0,
+            },
+            SliceStack {
+                frames: vec![5, 0, 3, 4],
+                kernel_frames: 2,
+                pid: 200,
+                tid: 200,
+                process_start: 0,
+                comm: None,
+                uid: None,
+                ancestors: Vec::new(),
+                cgroup: None,
+                count: 7,
+                cpu_ns: 7 * 10_101_010,
+                off_cpu_ns: 0,
+            },
+            SliceStack {
+                // "main" also as a kernel frame: its own location.
+                frames: vec![0, 0],
+                kernel_frames: 1,
+                pid: 1,
+                tid: 1,
+                process_start: 0,
+                comm: Some("init".into()),
+                uid: Some(0),
+                ancestors: Vec::new(),
+                cgroup: None,
+                count: 1,
+                cpu_ns: 10_101_010,
+                off_cpu_ns: 0,
+            },
+        ],
+    }
+}
+
+#[test]
+fn without_layout_labels_no_cgroup_ppid_or_ancestors_leave() {
+    let mut slice = example(1_700_000_000_000_000_000);
+    let keys = |slice: &Slice| -> Vec<String> {
+        let p = slice.to_pprof();
+        let mut keys: Vec<String> = p
+            .sample
+            .iter()
+            .flat_map(|s| &s.label)
+            .map(|l| p.string_table[l.key as usize].clone())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    };
+    assert!(keys(&slice).contains(&"cgroup".to_string()));
+    assert!(keys(&slice).contains(&"ppid".to_string()));
+    slice.drop_layout_labels();
+    assert_eq!(
+        keys(&slice),
+        [
+            "comm",
+            "kernel_frames",
+            "pid",
+            "process_start",
+            "tid",
+            "uid"
+        ]
+    );
+    assert_eq!(slice.samples(), 38);
+}
+
+#[test]
+fn a_slice_round_trips() {
+    let slice = example(1_700_000_000_000_000_000);
+    let bytes = slice.encode();
+    assert_eq!(Slice::decode(&bytes).unwrap(), slice);
+    assert_eq!(slice.samples(), 38);
+}
+
+/// A slice file written by an earlier build (tests/fixtures/slice-v1.pb.gz): it must still
+/// load, whole, and read as a pprof profile through the `pprof` crate too.
+#[test]
+fn slices_written_by_the_old_code_still_load() {
+    let old = include_bytes!("../tests/fixtures/slice-v1.pb.gz");
+    let slice = Slice::decode(old).unwrap();
+    // The old format had no ancestors or cgroup labels.
+    let mut expected = example(1_700_000_000_000_000_000);
+    for s in &mut expected.stacks {
+        s.ancestors.clear();
+        s.cgroup = None;
+    }
+    assert_eq!(slice, expected);
+    assert_eq!(Slice::decode(&slice.encode()).unwrap(), slice);
+    let p = pprof::decode(old).unwrap();
+    let folded = pprof::fold(
+        &p,
+        &pprof::FoldOptions {
+            comm_root: true,
+            lines: false,
+        },
+    )
+    .unwrap();
+    assert_eq!(folded.iter().map(|s| s.count).sum::<u64>(), slice.samples());
+}
+
+#[test]
+fn truncated_and_corrupt_files_are_errors() {
+    let bytes = example(1).encode();
+    for cut in [0, 1, 10, bytes.len() / 2, bytes.len() - 1] {
+        assert!(Slice::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x55;
+    assert!(Slice::decode(&flipped).is_err());
+    // Valid gzip of something that is not a slice.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(b"\x0a\x02\x08\x01garbage").unwrap();
+    assert!(Slice::decode(&gz.finish().unwrap()).is_err());
+}
