@@ -202,7 +202,9 @@ fn continuous_off_cpu_gives_the_wall_split_to_root_and_to_the_user() {
         "root's own waits are missing:\n{}",
         comm_summary(&off)
     );
-    // The timeline of the time off CPU holds the flamegraph's.
+    // The timeline of the time off CPU holds the flamegraph's: over whole seconds (a bucket
+    // cut by the range gives its time over the part inside) a second wider on each side, so
+    // that every slice of the workload lies inside.
     let timeline = run_profctl(
         [
             "--socket",
@@ -215,9 +217,9 @@ fn continuous_off_cpu_gives_the_wall_split_to_root_and_to_the_user() {
             "--bucket",
             "1s",
             "--since",
-            &format!("@{:.3}", range.0),
+            &format!("@{}", range.0.floor() - 1.0),
             "--until",
-            &format!("@{:.3}", range.1),
+            &format!("@{}", range.1.ceil() + 1.0),
         ],
         dir.path(),
         Duration::from_secs(60),
