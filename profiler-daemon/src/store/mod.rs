@@ -210,7 +210,7 @@ impl Store {
             max_age_ns,
             slice.end_ns.saturating_sub(slice.start_ns),
         );
-        let drops = share::apply(slice, budget, share_percent, |s| s.encode().len() as u64);
+        let drops = share::apply(slice, budget, share_percent, share::file_bytes);
         self.uid_drops
             .record(&drops, now_ns, now_ns.saturating_sub(max_age_ns));
         drops

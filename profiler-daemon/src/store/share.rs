@@ -36,6 +36,29 @@ pub fn slice_budget(max_bytes: u64, max_age_ns: u64, slice_ns: u64) -> u64 {
     budget.min(u128::from(u64::MAX)) as u64
 }
 
+/// The bytes of `slice`'s file (as [`Slice::encode`] writes it), counted without keeping
+/// them. (A faster gzip level is no cheaper for long names, and measures them half as large
+/// again.)
+pub fn file_bytes(slice: &Slice) -> u64 {
+    use std::io::Write;
+    /// Counts what is written, keeps nothing.
+    struct Count(u64);
+    impl Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let raw = prost::Message::encode_to_vec(&slice.to_pprof());
+    let mut gz = flate2::write::GzEncoder::new(Count(0), flate2::Compression::default());
+    // Writing to a counter cannot fail.
+    let _ = gz.write_all(&raw);
+    gz.finish().map_or(raw.len() as u64, |c| c.0)
+}
+
 /// What one uid lost to the share in one slice.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UidDrop {

@@ -55,8 +55,11 @@ fn contested(hostile: u32, deep: usize) -> Slice {
     }
 }
 
-fn file_bytes(slice: &Slice) -> u64 {
-    slice.encode().len() as u64
+#[test]
+fn the_measure_is_the_file_size() {
+    let slice = contested(1001, 100);
+    let (measured, file) = (file_bytes(&slice), slice.encode().len() as u64);
+    assert_eq!(measured, file);
 }
 
 fn samples_of(slice: &Slice, uid: u32) -> u64 {
