@@ -339,7 +339,8 @@ fn name_slices(
                 continue;
             }
         }
-        let slice = name_closed(&mut symbolizer, &mut cgroups, closed, named, shared);
+        let mut slice = name_closed(&mut symbolizer, &mut cgroups, closed, named, shared);
+        hold_to_share(&mut slice, shared);
         named += 1;
         shared.slices_named.fetch_add(1, Ordering::Relaxed);
         shed_if_asked(&mut symbolizer, shared);
@@ -426,6 +427,21 @@ fn name_closed(
     cgroups.label(&mut slice.stacks);
     cgroups.forget(&closed.ended_processes);
     slice
+}
+
+/// Hold a closed slice to its budget, shared out per uid (`store/share.rs`); what was dropped
+/// is counted per uid by the store, and logged.
+fn hold_to_share(slice: &mut Slice, shared: &Shared) {
+    let share = shared.live().storage.max_share_per_uid.0;
+    for drop in shared.store.apply_share(slice, share, unix_now_ns()) {
+        tracing::debug!(
+            uid = ?drop.uid,
+            stacks = drop.stacks,
+            samples = drop.samples,
+            bytes = drop.bytes,
+            "stacks over the uid's share of the slice dropped"
+        );
+    }
 }
 
 /// Name a snapshot of the open windows taken at `taken` (monotonic ns) and publish it in the

@@ -6,7 +6,7 @@
 //!
 //! | applied live | needs a restart (logged, the running value kept) |
 //! | --- | --- |
-//! | `sampling.frequency` (up to what the ring buffers opened at start hold), `storage.max_age`, `storage.max_bytes`, `api.socket_group`, `api.max_range`, `api.max_response_bytes`, `api.request_timeout`, `access.admin_group`, `budget.*`, `log.level` | `sampling.slice`, `kernel`, `call_graph`, `stack_bytes`, `naming_queue`, `off_cpu`, `storage.state_dir`, `storage.cache_dir`, `api.socket`, `api.max_concurrent_queries`, and any other key |
+//! | `sampling.frequency` (up to what the ring buffers opened at start hold), `storage.max_age`, `storage.max_bytes`, `storage.max_share_per_uid`, `api.socket_group`, `api.max_range`, `api.max_response_bytes`, `api.request_timeout`, `access.admin_group`, `budget.*`, `log.level` | `sampling.slice`, `kernel`, `call_graph`, `stack_bytes`, `naming_queue`, `off_cpu`, `storage.state_dir`, `storage.cache_dir`, `api.socket`, `api.max_concurrent_queries`, and any other key |
 //!
 //! systemd is told `RELOADING=1` with `MONOTONIC_USEC=`, then `READY=1` (with a `STATUS=`
 //! saying how the reload went).
@@ -64,6 +64,11 @@ pub fn changes(old: &Config, new: &Config) -> (Vec<Change>, Vec<Change>) {
     key!(live, "sampling.frequency", sampling.frequency.0);
     key!(live, "storage.max_age", storage.max_age.0);
     key!(live, "storage.max_bytes", storage.max_bytes.0);
+    key!(
+        live,
+        "storage.max_share_per_uid",
+        storage.max_share_per_uid.0
+    );
     key!(live, "api.socket_group", api.socket_group);
     key!(live, "api.max_range", api.max_range.0);
     key!(live, "api.max_response_bytes", api.max_response_bytes.0);
@@ -131,6 +136,7 @@ fn in_effect(new: &Config, running: &Config) -> Config {
     c.sampling.frequency = new.sampling.frequency;
     c.storage.max_age = new.storage.max_age;
     c.storage.max_bytes = new.storage.max_bytes;
+    c.storage.max_share_per_uid = new.storage.max_share_per_uid;
     c.api.socket_group = new.api.socket_group.clone();
     c.api.max_range = new.api.max_range;
     c.api.max_response_bytes = new.api.max_response_bytes;

@@ -20,7 +20,7 @@ use crate::daemon_ops::write_ops_config;
 use crate::daemon_serve::as_user;
 
 /// The second user, for what one user must not take from another.
-const OTHER_USER: &str = "profctl-test2";
+pub(crate) const OTHER_USER: &str = "profctl-test2";
 
 /// The Python the test users run (root's may live under its home).
 const PYTHON: &str = "/usr/bin/python3";
@@ -72,14 +72,14 @@ except socket.timeout:
 "#;
 
 /// A test user with a directory of their own under `dir`.
-struct User {
-    uid: u32,
+pub(crate) struct User {
+    pub(crate) uid: u32,
     gid: u32,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl User {
-    fn new(name: &str, dir: &Path) -> User {
+    pub(crate) fn new(name: &str, dir: &Path) -> User {
         let (uid, gid) = ensure_user(name);
         let home = dir.join(name);
         fs::create_dir(&home).unwrap();
@@ -91,7 +91,7 @@ impl User {
         }
     }
 
-    fn command(&self, program: &Path) -> Command {
+    pub(crate) fn command(&self, program: &Path) -> Command {
         as_user(self.uid, self.gid, program, &self.dir)
     }
 
@@ -102,7 +102,13 @@ impl User {
     }
 
     /// `METHOD PATH [BODY]` on the API socket as this user: (status code, body).
-    fn http(&self, socket: &Path, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    pub(crate) fn http(
+        &self,
+        socket: &Path,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+    ) -> (u16, String) {
         let mut args = vec![socket.to_str().unwrap(), method, path];
         args.extend(body);
         let run = Spawned::spawn(self.python(HTTP, &args), "http (user)")
@@ -119,12 +125,12 @@ impl User {
 }
 
 /// Only root can play other users.
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     id(&["-u"]) == Some(0)
 }
 
 /// A scratch directory other users may enter.
-fn shared_scratch() -> tempfile::TempDir {
+pub(crate) fn shared_scratch() -> tempfile::TempDir {
     let dir = scratch();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
     dir

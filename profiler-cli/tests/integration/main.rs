@@ -15,6 +15,7 @@ mod daemon_ops;
 mod daemon_reload;
 mod daemon_rollup;
 mod daemon_serve;
+mod daemon_share;
 mod daemon_users;
 mod docs;
 mod errors;

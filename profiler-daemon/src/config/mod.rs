@@ -142,7 +142,13 @@ mod tests {
             ),
             (
                 "storage",
-                &["state_dir", "cache_dir", "max_age", "max_bytes"][..],
+                &[
+                    "state_dir",
+                    "cache_dir",
+                    "max_age",
+                    "max_bytes",
+                    "max_share_per_uid",
+                ][..],
             ),
             (
                 "api",
@@ -232,6 +238,9 @@ mod tests {
             ("[storage]\nmax_age = \"3 weeks\"\n", 2, "unknown unit"),
             ("[storage]\nmax_bytes = 0\n", 2, "more than zero"),
             ("[storage]\nmax_bytes = \"1PB\"\n", 2, "unknown unit"),
+            ("[storage]\nmax_share_per_uid = 0\n", 2, "from 1 to 100"),
+            ("[storage]\nmax_share_per_uid = 101\n", 2, "from 1 to 100"),
+            ("[storage]\nmax_share_per_uid = \"half\"\n", 2, "percentage"),
             ("[sampling]\nstack_bytes = 100\n", 2, "multiple of 8"),
             ("[sampling]\nstack_bytes = 65536\n", 2, "61440"),
             ("[sampling]\ncall_graph = \"lbr\"\n", 2, "fp"),

@@ -6,7 +6,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::values::{
-    Bytes, CallGraphName, Frequency, LogFilter, Percent, QueueLen, Seconds, StackBytes,
+    Bytes, CallGraphName, Frequency, LogFilter, Percent, QueueLen, Seconds, SharePercent,
+    StackBytes,
 };
 
 /// `[sampling]`.
@@ -59,6 +60,9 @@ pub struct Storage {
     pub max_age: Seconds,
     /// Past this many bytes of slices, the oldest are deleted.
     pub max_bytes: Bytes,
+    /// The share of a slice's budget (`max_bytes` spread over the slices of `max_age`) each
+    /// uid keeps whatever others do, when a slice is over its budget (see `store/share.rs`).
+    pub max_share_per_uid: SharePercent,
 }
 
 impl Default for Storage {
@@ -68,6 +72,7 @@ impl Default for Storage {
             cache_dir: PathBuf::from("/var/cache/profilerd"),
             max_age: Seconds(Duration::from_secs(3 * 86_400)),
             max_bytes: Bytes(1 << 30),
+            max_share_per_uid: SharePercent(25),
         }
     }
 }

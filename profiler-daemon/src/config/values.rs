@@ -32,6 +32,10 @@ pub struct Bytes(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StackBytes(pub u32);
 
+/// A share of a whole, in percent: 1 to 100.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharePercent(pub u8);
+
 /// A queue length or a count: 1 to 1024.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueLen(pub usize);
@@ -283,6 +287,17 @@ impl<'de> Deserialize<'de> for QueueLen {
             max: 1024,
         })
         .map(|n| QueueLen(n as usize))
+    }
+}
+
+impl<'de> Deserialize<'de> for SharePercent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SharePercent, D::Error> {
+        d.deserialize_i64(IntIn {
+            expecting: "a percentage from 1 to 100",
+            min: 1,
+            max: 100,
+        })
+        .map(|n| SharePercent(n as u8))
     }
 }
 

@@ -225,7 +225,8 @@ async fn metrics(State(state): State<Arc<ScrapeState>>, headers: HeaderMap) -> R
     if let Err(r) = authorize(&state, &headers) {
         return *r;
     }
-    metrics_response(&state.shared)
+    // The token holder sees every process: the per-uid series too.
+    metrics_response(&state.shared, true)
 }
 
 /// The profile's parameters, parsed leniently for `seconds` as Go does.

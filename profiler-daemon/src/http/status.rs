@@ -16,6 +16,7 @@ use crate::budget::{self, BudgetStatus};
 use crate::http::common::{ApiState, Peer};
 use crate::metric::{self, Metric};
 use crate::state::{unix_now_ns, Shared};
+use crate::store::uid_drops::UidDrops;
 
 /// `GET /v1/status`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -105,6 +106,17 @@ pub struct Status {
     /// Queries refused at `api.max_queries_per_user` or `api.max_concurrent_queries`.
     #[serde(default)]
     pub queries_refused: u64,
+    /// Stacks dropped from slices by the per-uid share (`storage.max_share_per_uid`) since
+    /// start, every uid.
+    #[serde(default)]
+    pub uid_share_dropped_stacks: u64,
+    /// Samples those stacks held.
+    #[serde(default)]
+    pub uid_share_dropped_samples: u64,
+    /// The same per uid, for the uids that dropped within the retention window: every uid for
+    /// root and the admin group, the asking user's own otherwise.
+    #[serde(default)]
+    pub uid_share_dropped: Vec<UidDrops>,
     /// The asking user.
     pub peer_uid: u32,
     /// Whether the asking user sees everything.
@@ -120,6 +132,12 @@ fn status_of(state: &ApiState, peer: &Peer) -> Status {
     status.connections_refused = state.connections.refused.load(Ordering::Relaxed);
     status.queries_running = state.queries.open();
     status.queries_refused = state.queries.refused.load(Ordering::Relaxed);
+    let (uid, admin) = (peer.uid, status.peer_is_admin);
+    status.uid_share_dropped = state
+        .shared
+        .store
+        .uid_drops
+        .list(|u| admin || u == Some(uid));
     status
 }
 
@@ -170,6 +188,9 @@ pub fn snapshot(s: &Shared) -> Status {
         connections_refused: 0,
         queries_running: 0,
         queries_refused: 0,
+        uid_share_dropped_stacks: s.store.uid_drops.stacks.load(Ordering::Relaxed),
+        uid_share_dropped_samples: s.store.uid_drops.samples.load(Ordering::Relaxed),
+        uid_share_dropped: Vec::new(),
         peer_uid: 0,
         peer_is_admin: false,
     }
@@ -183,17 +204,24 @@ pub async fn status(
     Json(status_of(&state, &peer))
 }
 
-/// `GET /metrics` on the Unix socket.
-pub async fn metrics(State(state): State<Arc<ApiState>>) -> Response {
-    metrics_response(&state.shared)
+/// `GET /metrics` on the Unix socket (the per-uid series for root and the admin group only).
+pub async fn metrics(
+    State(state): State<Arc<ApiState>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+) -> Response {
+    metrics_response(&state.shared, state.is_admin(&peer))
 }
 
-/// `/metrics` (the Unix socket's and the scrape listener's): the same for every peer.
-pub fn metrics_response(shared: &Shared) -> Response {
+/// `/metrics` (the Unix socket's and the scrape listener's): the same for every peer, but for
+/// the per-uid series, only `with_uids`.
+pub fn metrics_response(shared: &Shared, with_uids: bool) -> Response {
     let s = snapshot(shared);
     let mut out = String::new();
     metric::write(&mut out, METRICS, &s);
     metric::write(&mut out, budget::METRICS, &s.budget);
+    if with_uids {
+        write_uid_drops(&mut out, &shared.store.uid_drops.list(|_| true));
+    }
     (
         [(
             header::CONTENT_TYPE,
@@ -202,6 +230,32 @@ pub fn metrics_response(shared: &Shared) -> Response {
         out,
     )
         .into_response()
+}
+
+/// The per-uid share's drops as labelled series, one per uid counted.
+fn write_uid_drops(out: &mut String, drops: &[UidDrops]) {
+    use std::fmt::Write as _;
+    for (name, help, value) in [
+        (
+            "uid_share_dropped_stacks_total",
+            "Stacks dropped from slices over the uid's share, per uid.",
+            (|d: &UidDrops| d.stacks) as fn(&UidDrops) -> u64,
+        ),
+        (
+            "uid_share_dropped_samples_total",
+            "Samples of the stacks dropped over the uid's share, per uid.",
+            |d: &UidDrops| d.samples,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP profilerd_{name} {help}\n# TYPE profilerd_{name} counter"
+        );
+        for d in drops {
+            let uid = d.uid.map_or("unknown".to_string(), |u| u.to_string());
+            let _ = writeln!(out, "profilerd_{name}{{uid=\"{uid}\"}} {}", value(d));
+        }
+    }
 }
 
 /// The daemon's Prometheus metrics (the budget's follow: [`budget::METRICS`]).
@@ -259,6 +313,18 @@ const METRICS: &[Metric<Status>] = &[
         kind: "counter",
         help: "Snapshots of the open slices asked and not named (naming queue full).",
         value: |s| s.open_snapshots_refused as f64,
+    },
+    Metric {
+        name: "share_dropped_stacks_total",
+        kind: "counter",
+        help: "Stacks dropped from slices over their uid's share (storage.max_share_per_uid).",
+        value: |s| s.uid_share_dropped_stacks as f64,
+    },
+    Metric {
+        name: "share_dropped_samples_total",
+        kind: "counter",
+        help: "Samples of the stacks dropped over their uid's share.",
+        value: |s| s.uid_share_dropped_samples as f64,
     },
     Metric {
         name: "slices_kept",

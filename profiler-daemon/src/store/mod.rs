@@ -17,6 +17,8 @@ pub mod open;
 pub mod rollup;
 pub mod rollup_builder;
 pub mod rollup_writer;
+pub mod share;
+pub mod uid_drops;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
@@ -32,6 +34,8 @@ use tracing::{info, warn};
 use crate::slice::{Slice, SliceError, MAX_SLICE_BYTES};
 use crate::store::open::{Asker, OpenState};
 use crate::store::rollup::{is_member, Rollup};
+use crate::store::share::UidDrop;
+use crate::store::uid_drops::UidDropCounters;
 
 /// File name suffix of a plain slice.
 const SLICE_SUFFIX: &str = ".pb.gz";
@@ -100,6 +104,8 @@ pub struct Store {
     max_bytes: AtomicU64,
     /// Counters, for status and metrics.
     pub counters: StoreCounters,
+    /// What the per-uid share dropped (`share.rs`), per uid.
+    pub uid_drops: UidDropCounters,
     /// Notified when a snapshot of the open slices is published or refused.
     fresh: Condvar,
     /// Asks the pipeline for a snapshot of the open slices (None: no pipeline).
@@ -177,6 +183,7 @@ impl Store {
             max_age_ns: AtomicU64::new(max_age.as_nanos().min(u64::MAX as u128) as u64),
             max_bytes: AtomicU64::new(max_bytes),
             counters: StoreCounters::default(),
+            uid_drops: UidDropCounters::default(),
             fresh: Condvar::new(),
             asker: Mutex::new(None),
         });
@@ -191,6 +198,22 @@ impl Store {
             Ordering::Relaxed,
         );
         self.max_bytes.store(max_bytes, Ordering::Relaxed);
+    }
+
+    /// Hold a closed slice to its budget under the retention in effect, shared out per uid
+    /// (`share.rs`, `share_percent`: `storage.max_share_per_uid`); what each uid lost is
+    /// counted as of `now_ns` and returned.
+    pub fn apply_share(&self, slice: &mut Slice, share_percent: u8, now_ns: u64) -> Vec<UidDrop> {
+        let max_age_ns = self.max_age_ns.load(Ordering::Relaxed);
+        let budget = share::slice_budget(
+            self.max_bytes.load(Ordering::Relaxed),
+            max_age_ns,
+            slice.end_ns.saturating_sub(slice.start_ns),
+        );
+        let drops = share::apply(slice, budget, share_percent, share::file_bytes);
+        self.uid_drops
+            .record(&drops, now_ns, now_ns.saturating_sub(max_age_ns));
+        drops
     }
 
     /// Slices and bytes kept.

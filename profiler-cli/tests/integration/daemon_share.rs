@@ -1,0 +1,231 @@
+//! Per-uid retention, played by a real unprivileged user against a real daemon under the
+//! unit's capability set: one user runs a program whose every sample is a distinct deep stack
+//! through many long, distinct names (huge slices), another user burns CPU in a known
+//! function. With a small `storage.max_bytes`, the other user's history must still reach back
+//! to the start, and the hostile user's drops are counted in their own status, not in the
+//! other's.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::Duration;
+
+use crate::common::*;
+use crate::daemon::{flamegraph, http_get, unix_now, Daemon, BUDGET_OFF};
+use crate::daemon_limits::{is_root, shared_scratch, User, OTHER_USER};
+
+/// Functions of the hostile program.
+const FUNCTIONS: usize = 200;
+
+/// Characters of each function's name (distinct, hard to compress).
+const NAME_CHARS: usize = 1000;
+
+/// Seconds both workloads run.
+const RUN_SECONDS: f64 = 24.0;
+
+/// The first seconds of the run whose history the other user must keep.
+const EARLY_SECONDS: f64 = 5.0;
+
+/// C source of a program calling through [`FUNCTIONS`] functions with distinct
+/// [`NAME_CHARS`]-character names, 30 to 59 deep along a random path, forever: nearly every
+/// sample a distinct stack naming dozens of long names.
+fn manynames_source() -> String {
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut name = |i: usize| -> String {
+        let mut s = format!("h{i}_");
+        while s.len() < NAME_CHARS {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            s.push((b'a' + ((seed >> 33) % 26) as u8) as char);
+        }
+        s
+    };
+    let names: Vec<String> = (0..FUNCTIONS).map(&mut name).collect();
+    let mut c = String::from(
+        "#include <stdlib.h>\nvolatile unsigned long sink;\ntypedef void (*fn)(unsigned *, int);\n",
+    );
+    let _ = writeln!(c, "extern fn table[{FUNCTIONS}];");
+    for n in &names {
+        let _ = writeln!(
+            c,
+            "__attribute__((noinline)) void {n}(unsigned *seed, int depth) {{\n  if (depth > 0) table[rand_r(seed) % {FUNCTIONS}](seed, depth - 1);\n  else for (int i = 0; i < 20000; i++) sink += i;\n  sink++;\n}}"
+        );
+    }
+    let _ = writeln!(c, "fn table[{FUNCTIONS}] = {{ {} }};", names.join(", "));
+    c.push_str(
+        "int main(void) {\n  unsigned seed = 1;\n  for (;;) table[rand_r(&seed) % 200](&seed, 30 + rand_r(&seed) % 30);\n}\n",
+    );
+    c
+}
+
+/// The hostile program, built into `dir`.
+fn build_manynames(dir: &Path) -> PathBuf {
+    let src = dir.join("manynames.c");
+    fs::write(&src, manynames_source()).unwrap();
+    let out = dir.join("manynames");
+    let run = Command::new("cc")
+        .args([
+            "-O1",
+            "-fno-omit-frame-pointer",
+            "-fno-optimize-sibling-calls",
+        ])
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .expect("cc");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    out
+}
+
+/// Samples per second per CPU (what a debug build of the daemon names in time).
+const HZ: f64 = 199.0;
+
+/// The configuration: 1 s slices at [`HZ`], 1 MiB of slices for 60 s of history (a slice's
+/// budget is 1 MiB / 60, about 17 KiB); `share` adds to `[storage]`.
+fn write_config(dir: &Path, share: &str) -> PathBuf {
+    let config = dir.join("profilerd.toml");
+    fs::write(
+        &config,
+        format!(
+            "[sampling]\nfrequency = {HZ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\nmax_age = \"60s\"\nmax_bytes = \"1MiB\"\n{share}\n[api]\nsocket = \"{}\"\n\n{BUDGET_OFF}",
+            dir.join("state").display(),
+            dir.join("cache").display(),
+            dir.join("profilerd.sock").display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// Sleeps until `t` (UNIX seconds).
+fn sleep_until(t: f64) {
+    let left = t - unix_now();
+    if left > 0.0 {
+        thread::sleep(Duration::from_secs_f64(left));
+    }
+}
+
+/// CPU time of `pid` (user + system), seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    (f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()) as f64 / 100.0
+}
+
+/// The `"uid":N,"stacks":M` entries of a status body's `uid_share_dropped`: (uid, stacks).
+fn uid_drops(status: &str) -> Vec<(u32, u64)> {
+    let Some(list) = status
+        .split("\"uid_share_dropped\":[")
+        .nth(1)
+        .and_then(|r| r.split(']').next())
+    else {
+        return Vec::new();
+    };
+    list.split('}')
+        .filter_map(|entry| {
+            let field = |key: &str| -> Option<u64> {
+                entry
+                    .split(&format!("\"{key}\":"))
+                    .nth(1)?
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()?
+                    .parse()
+                    .ok()
+            };
+            Some((field("uid")? as u32, field("stacks")?))
+        })
+        .collect()
+}
+
+#[test]
+fn daemon_per_uid_retention_keeps_the_other_users_history() {
+    assert!(
+        is_root(),
+        "run as root: the test plays two unprivileged users"
+    );
+    let _guard = sampling_lock();
+    let dir = shared_scratch();
+    let hostile = User::new(TEST_USER, dir.path());
+    let other = User::new(OTHER_USER, dir.path());
+    let manynames = build_manynames(dir.path());
+    let config = write_config(dir.path(), "");
+    let daemon = Daemon::start(&config);
+
+    let t0 = unix_now();
+    let mut burner = other.command(&workloads().burner);
+    burner.arg(format!("{}", RUN_SECONDS + 10.0));
+    let mut burner = Spawned::spawn(burner, "burner (other user)");
+    let mut deep = Spawned::spawn(hostile.command(&manynames), "manynames (hostile user)");
+    // The CPU time the other user's burner used over the early seconds.
+    let early = (t0 + 1.0, t0 + 1.0 + EARLY_SECONDS);
+    sleep_until(early.0);
+    let cpu_before = cpu_seconds(burner.pid());
+    sleep_until(early.1);
+    let early_cpu = cpu_seconds(burner.pid()) - cpu_before;
+    sleep_until(t0 + RUN_SECONDS);
+    deep.kill_tree();
+    let t1 = unix_now();
+    daemon.wait_slices_through(t1);
+    burner.kill_tree();
+
+    // The other user's first seconds are still in the history, whole.
+    let out = dir.path().join("early.folded");
+    let uid = other.uid.to_string();
+    let (_, stacks) = flamegraph(&daemon.socket, early, &["--uid", &uid], &out);
+    let hot = frame_count(&stacks, "burner", "child_hot");
+    let expected = early_cpu * HZ;
+    assert!(
+        expected >= 20.0 && hot as f64 >= 0.6 * expected,
+        "the other user's first {EARLY_SECONDS} s hold {hot} samples of child_hot, expected about {expected:.0} (the burner's {early_cpu:.2} CPU seconds): their history was shortened\n{}",
+        comm_summary(&stacks)
+    );
+    // The hostile user's own history is there too, cut to its share.
+    let out = dir.path().join("hostile.folded");
+    let uid = hostile.uid.to_string();
+    let (_, stacks) = flamegraph(&daemon.socket, (t0, t1), &["--uid", &uid], &out);
+    assert!(
+        comm_total(&stacks, "manynames") > 0,
+        "{}",
+        comm_summary(&stacks)
+    );
+
+    // The drops: in the hostile user's own status, not in the other's; all of them for root
+    // (status and metrics).
+    let (code, body) = hostile.http(&daemon.socket, "GET", "/v1/status", None);
+    assert_eq!(code, 200, "{body}");
+    let mine = uid_drops(&body);
+    assert!(
+        mine.len() == 1 && mine[0].0 == hostile.uid && mine[0].1 > 100,
+        "the hostile user's drops are not counted in their status: {mine:?}\n{body}"
+    );
+    let (code, body) = other.http(&daemon.socket, "GET", "/v1/status", None);
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        uid_drops(&body).iter().all(|&(u, _)| u == other.uid),
+        "another user's drops are shown: {body}"
+    );
+    let root = http_get(&daemon.socket, "/v1/status").unwrap();
+    assert!(
+        uid_drops(&root).iter().any(|&(u, _)| u == hostile.uid),
+        "{root}"
+    );
+    assert!(daemon.number("uid_share_dropped_stacks") >= mine[0].1);
+    let metrics = http_get(&daemon.socket, "/metrics").unwrap();
+    let series = format!(
+        "profilerd_uid_share_dropped_stacks_total{{uid=\"{}\"}}",
+        hostile.uid
+    );
+    assert!(metrics.contains(&series), "{metrics}");
+    // Within the retention's bytes.
+    assert!(daemon.number("bytes_kept") <= 1 << 20);
+    daemon.stop();
+}
