@@ -433,7 +433,12 @@ fn name_closed(
 /// is counted per uid by the store, and logged.
 fn hold_to_share(slice: &mut Slice, shared: &Shared) {
     let share = shared.live().storage.max_share_per_uid.0;
-    for drop in shared.store.apply_share(slice, share, unix_now_ns()) {
+    for drop in shared.store.apply_share(
+        slice,
+        share,
+        unix_now_ns(),
+        crate::store::hourly::period_ns(),
+    ) {
         tracing::debug!(
             uid = ?drop.uid,
             stacks = drop.stacks,

@@ -202,12 +202,20 @@ impl Store {
 
     /// Hold a closed slice to its budget under the retention in effect, shared out per uid
     /// (`share.rs`, `share_percent`: `storage.max_share_per_uid`); what each uid lost is
-    /// counted as of `now_ns` and returned.
-    pub fn apply_share(&self, slice: &mut Slice, share_percent: u8, now_ns: u64) -> Vec<UidDrop> {
+    /// counted as of `now_ns` and returned. Slices live as files until their roll-up
+    /// replaces them (`rollup_span_ns`, an hour), so the budget spreads `max_bytes` over the
+    /// shorter of that span and `max_age`.
+    pub fn apply_share(
+        &self,
+        slice: &mut Slice,
+        share_percent: u8,
+        now_ns: u64,
+        rollup_span_ns: u64,
+    ) -> Vec<UidDrop> {
         let max_age_ns = self.max_age_ns.load(Ordering::Relaxed);
         let budget = share::slice_budget(
             self.max_bytes.load(Ordering::Relaxed),
-            max_age_ns,
+            max_age_ns.min(rollup_span_ns),
             slice.end_ns.saturating_sub(slice.start_ns),
         );
         let drops = share::apply(slice, budget, share_percent, share::file_bytes);
@@ -601,6 +609,52 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
     const T0: u64 = 1_700_000_000 * S;
+
+    /// A 10-s slice of two uids, about 100 KB of file (ordinary at 999 Hz on a few CPUs).
+    fn ordinary_big_slice() -> Slice {
+        let names: Vec<String> = (0..3000)
+            .map(|i| format!("ns{}::function_{i}", i % 37))
+            .collect();
+        let stacks = (0..3000u32)
+            .map(|i| crate::slice::SliceStack {
+                frames: vec![i, (i * 7) % 3000, (i * 13) % 3000],
+                pid: 100 + i % 2,
+                tid: 100 + i % 2,
+                uid: Some(i % 2 * 1000),
+                count: 1,
+                cpu_ns: 1_001_001,
+                ..Default::default()
+            })
+            .collect();
+        Slice {
+            start_ns: T0,
+            end_ns: T0 + 10 * S,
+            period_ns: 1_001_001,
+            names,
+            stacks,
+        }
+    }
+
+    #[test]
+    fn the_share_budget_spans_the_hour_a_slice_lives_not_max_age() {
+        let dir = tempfile::tempdir().unwrap();
+        // The defaults: 3 days, 1 GiB.
+        let store = Store::open(dir.path(), Duration::from_secs(259_200), 1 << 30, T0).unwrap();
+        let mut slice = ordinary_big_slice();
+        let bytes = share::file_bytes(&slice);
+        assert!(
+            bytes > 60_000,
+            "the slice is {bytes} bytes: not over 41 KiB"
+        );
+        // Spread over an hour of slices (2.8 MiB a slice): kept whole.
+        let drops = store.apply_share(&mut slice, 25, T0, 3600 * S);
+        assert!(drops.is_empty(), "an ordinary slice was cut: {drops:?}");
+        assert_eq!(slice.stacks.len(), 3000);
+        // Spread over all of max_age (41 KiB a slice), it would have been cut.
+        let drops = store.apply_share(&mut slice, 25, T0, u64::MAX);
+        assert!(!drops.is_empty());
+        assert!(slice.stacks.len() < 3000);
+    }
 
     #[test]
     fn written_slices_are_indexed_reloaded_and_read_back() {

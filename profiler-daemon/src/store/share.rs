@@ -1,9 +1,9 @@
 //! The per-uid share of a slice, so that one user's huge slices (many distinct deep stacks
 //! with long names) cannot shrink every other user's history.
 //!
-//! Retention keeps `storage.max_bytes` of slices: for it to hold `storage.max_age` of history,
-//! a slice may take `max_bytes × slice length / max_age` bytes, its budget
-//! ([`slice_budget`]). When a closed slice's file would be larger than its budget, the budget
+//! Retention keeps `storage.max_bytes` of slices, and a slice lives as a file until its hour's
+//! roll-up replaces it: for an hour of slices (or all of `max_age`, when shorter) to fit, a
+//! slice may take `max_bytes × slice length / that span` bytes, its budget ([`slice_budget`]). When a closed slice's file would be larger than its budget, the budget
 //! is shared out between the uids in the slice, max-min fair: a uid that needs less than an
 //! equal part keeps all of it, the rest is split equally among the others, and no uid is cut
 //! below `storage.max_share_per_uid` percent of the budget. A uid over its part loses its
@@ -30,9 +30,9 @@ const FRAME_BYTES: u64 = 2;
 /// entries.
 const NAME_BYTES: u64 = 24;
 
-/// The bytes a slice of `slice_ns` may take for `max_bytes` to hold `max_age_ns` of history.
-pub fn slice_budget(max_bytes: u64, max_age_ns: u64, slice_ns: u64) -> u64 {
-    let budget = u128::from(max_bytes) * u128::from(slice_ns) / u128::from(max_age_ns.max(1));
+/// The bytes a slice of `slice_ns` may take for `max_bytes` to hold `span_ns` of slices.
+pub fn slice_budget(max_bytes: u64, span_ns: u64, slice_ns: u64) -> u64 {
+    let budget = u128::from(max_bytes) * u128::from(slice_ns) / u128::from(span_ns.max(1));
     budget.min(u128::from(u64::MAX)) as u64
 }
 
