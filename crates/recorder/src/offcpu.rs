@@ -275,6 +275,11 @@ impl OffCpu {
         self.cap.change.take()
     }
 
+    /// Threads whose switch-out stack waits for their switch back in.
+    pub(crate) fn waiting(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Close every interval still open at `time` (the recording's end).
     pub(crate) fn close_all(&mut self, time: u64, add: &mut dyn FnMut(&SampleOrigin, &Stack<'_>)) {
         self.end_round(add);

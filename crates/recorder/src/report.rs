@@ -91,6 +91,12 @@ pub struct Tracked {
     /// Mappings the process model refused since the recording started, because their
     /// process held [`procmap::MAX_MAPPINGS`] already (their samples stay unnamed).
     pub mappings_dropped: u64,
+    /// Context switches since the recording started, when they are sampled (off-CPU and
+    /// wall-clock recordings, profilerd's `off_cpu`): seen, sampled, scaled, lost.
+    pub switches: crate::SwitchStats,
+    /// Threads off CPU whose switch-out stack waits for their switch back in (one each at
+    /// most; released at the switch in or the thread's exit).
+    pub off_cpu_waiting: usize,
 }
 
 /// This process's CPU time (all threads) at the phase boundaries of a recording, for `-vv`.

@@ -298,6 +298,8 @@ impl Collector<'_> {
             open_stacks,
             open_stack_bytes,
             mappings_dropped: self.processes.stats().mappings_dropped,
+            switches: self.off_cpu.as_ref().map(|o| o.stats).unwrap_or_default(),
+            off_cpu_waiting: self.off_cpu.as_ref().map_or(0, OffCpu::waiting),
         }
     }
 

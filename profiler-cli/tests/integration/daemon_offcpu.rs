@@ -161,6 +161,15 @@ fn continuous_off_cpu_gives_the_wall_split_to_root_and_to_the_user() {
     daemon.wait_slices_through(t1);
     let measured = read_measured(&measured);
     let range = (t0 - 0.2, t1 + 0.2);
+    // The switches are counted in the status: every one seen, those sampled under the cap.
+    let (seen, sampled) = (
+        daemon.number("switches_seen"),
+        daemon.number("switches_sampled"),
+    );
+    assert!(
+        seen > 100 && sampled > 0 && sampled <= seen,
+        "switches seen {seen}, sampled {sampled}"
+    );
 
     // Root: the three shares in wall-clock time, the two waits off CPU, named from the
     // kernel's functions; root's own waits are there too.
@@ -302,5 +311,10 @@ fn without_off_cpu_the_history_query_names_the_setting() {
         );
         assert!(!dir.path().join("x.folded").exists());
     }
+    assert_eq!(
+        daemon.number("switches_seen"),
+        0,
+        "switches counted without off_cpu"
+    );
     daemon.stop();
 }

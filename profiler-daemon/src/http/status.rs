@@ -82,6 +82,22 @@ pub struct Status {
     /// naming none, so every peer sees it.
     #[serde(default)]
     pub mappings_dropped: u64,
+    /// Context switches out since sampling started, with `[sampling] off_cpu` (0 without):
+    /// every one is seen (a switch record); a capped share of them sampled with a stack.
+    #[serde(default)]
+    pub switches_seen: u64,
+    /// Switch-out stacks sampled.
+    #[serde(default)]
+    pub switches_sampled: u64,
+    /// Switches the sampled ones stood for beyond themselves (their time scaled).
+    #[serde(default)]
+    pub switches_scaled: u64,
+    /// Switch samples and records the kernel dropped (a full ring).
+    #[serde(default)]
+    pub switches_lost: u64,
+    /// Threads off CPU now whose switch-out stack waits for their switch back in.
+    #[serde(default)]
+    pub off_cpu_waiting: usize,
     /// Open symbolizers.
     pub symbolizers: usize,
     /// Their estimated bytes.
@@ -179,6 +195,11 @@ pub fn snapshot(s: &Shared) -> Status {
         files: tracked.files,
         pinned_files: tracked.pinned,
         mappings_dropped: tracked.mappings_dropped,
+        switches_seen: tracked.switches.seen,
+        switches_sampled: tracked.switches.sampled,
+        switches_scaled: tracked.switches.scaled,
+        switches_lost: tracked.switches.lost,
+        off_cpu_waiting: tracked.off_cpu_waiting,
         symbolizers: symbols.symbolizers,
         symbolizer_bytes: symbols.symbolizer_bytes,
         resident_bytes: recorder::resident_bytes().unwrap_or(0),
@@ -355,6 +376,24 @@ const METRICS: &[Metric<Status>] = &[
         kind: "counter",
         help: "Mappings refused because their process held the process model's cap.",
         value: |s| s.mappings_dropped as f64,
+    },
+    Metric {
+        name: "switches_seen_total",
+        kind: "counter",
+        help: "Context switches out seen (with sampling.off_cpu).",
+        value: |s| s.switches_seen as f64,
+    },
+    Metric {
+        name: "switches_sampled_total",
+        kind: "counter",
+        help: "Context switches out sampled with their stack (with sampling.off_cpu).",
+        value: |s| s.switches_sampled as f64,
+    },
+    Metric {
+        name: "switches_lost_total",
+        kind: "counter",
+        help: "Context switch samples and records the kernel dropped.",
+        value: |s| s.switches_lost as f64,
     },
     Metric {
         name: "frequency_hertz",
