@@ -43,6 +43,14 @@ fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// The URL of a port nothing listens on: on 127.0.0.2, where no other test of this file
+/// binds, so that a port freed here cannot be taken by a fake server running beside it
+/// (they bind 127.0.0.1, and the kernel may hand out the same port number).
+fn closed_url() -> String {
+    let l = TcpListener::bind("127.0.0.2:0").unwrap();
+    format!("http://127.0.0.2:{}", l.local_addr().unwrap().port())
+}
+
 fn build_id_of(path: &Path) -> Vec<u8> {
     let data = fs::read(path).unwrap();
     let file = object::File::parse(&*data).unwrap();
@@ -204,7 +212,7 @@ fn fetch_from_real_server_then_from_cache() {
     let server = Server::start(&fx);
     let cache = tempfile::tempdir().unwrap();
     // A dead server first: the client must move on to the next URL.
-    let dead = format!("http://127.0.0.1:{}", free_port());
+    let dead = closed_url();
     let client = Client::new(config(
         vec![dead, format!("{}/", server.url)],
         cache.path(),
@@ -291,7 +299,7 @@ fn unknown_build_id_is_not_found_and_negatively_cached() {
 #[test]
 fn server_down_is_a_quick_connect_error() {
     let cache = tempfile::tempdir().unwrap();
-    let url = format!("http://127.0.0.1:{}", free_port());
+    let url = closed_url();
     let client = Client::new(config(
         vec![url.clone()],
         cache.path(),
