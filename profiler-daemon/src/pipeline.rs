@@ -432,12 +432,18 @@ fn name_closed(
 /// Hold a closed slice to its budget, shared out per uid (`store/share.rs`); what was dropped
 /// is counted per uid by the store, and logged.
 fn hold_to_share(slice: &mut Slice, shared: &Shared) {
-    let share = shared.live().storage.max_share_per_uid.0;
+    let live = shared.live();
+    let share = live.storage.max_share_per_uid.0;
+    // The configured slice length, not this slice's own span: the last slice, closed at
+    // SIGTERM, may be far shorter, and would get a budget too small for any of it.
+    let slice_ns = live.sampling.slice.0.as_nanos().min(u128::from(u64::MAX)) as u64;
+    drop(live);
     for drop in shared.store.apply_share(
         slice,
         share,
         unix_now_ns(),
         crate::store::hourly::period_ns(),
+        slice_ns,
     ) {
         tracing::debug!(
             uid = ?drop.uid,

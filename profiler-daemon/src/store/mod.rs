@@ -211,12 +211,13 @@ impl Store {
         share_percent: u8,
         now_ns: u64,
         rollup_span_ns: u64,
+        slice_ns: u64,
     ) -> Vec<UidDrop> {
         let max_age_ns = self.max_age_ns.load(Ordering::Relaxed);
         let budget = share::slice_budget(
             self.max_bytes.load(Ordering::Relaxed),
             max_age_ns.min(rollup_span_ns),
-            slice.end_ns.saturating_sub(slice.start_ns),
+            slice_ns,
         );
         let drops = share::apply(slice, budget, share_percent, share::file_bytes);
         self.uid_drops
@@ -647,11 +648,11 @@ mod tests {
             "the slice is {bytes} bytes: not over 41 KiB"
         );
         // Spread over an hour of slices (2.8 MiB a slice): kept whole.
-        let drops = store.apply_share(&mut slice, 25, T0, 3600 * S);
+        let drops = store.apply_share(&mut slice, 25, T0, 3600 * S, 10 * S);
         assert!(drops.is_empty(), "an ordinary slice was cut: {drops:?}");
         assert_eq!(slice.stacks.len(), 3000);
         // Spread over all of max_age (41 KiB a slice), it would have been cut.
-        let drops = store.apply_share(&mut slice, 25, T0, u64::MAX);
+        let drops = store.apply_share(&mut slice, 25, T0, u64::MAX, 10 * S);
         assert!(!drops.is_empty());
         assert!(slice.stacks.len() < 3000);
     }
