@@ -88,8 +88,9 @@ fn cpu_ticks(pid: u32) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
-/// The scrape: `go tool pprof` asks for 5 s while a workload runs; the answer comes after 5
-/// to 7 s and holds those 5 s (the workload's CPU time over them), not whole slices.
+/// The scrape: `go tool pprof` asks for 5 s while a workload runs; the answer comes after the
+/// 5 s and two snapshots' naming, and holds those 5 s (the workload's CPU time over them), not
+/// whole slices.
 fn scrape_five_seconds(port: u16, dir: &Path) {
     let w = workloads();
     let mut cmd = Command::new(&w.split);
@@ -126,10 +127,13 @@ fn scrape_five_seconds(port: u16, dir: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "go tool pprof failed:\n{text}");
+    // It waited out the 5 s. Past them, two snapshots of the open slices are named (a
+    // debug-build daemon sampling 2 CPUs at 999 Hz: 0.75 s a snapshot here, 8.9 s for the
+    // two in a full CI run), never longer than the daemon waits for one (FRESH_WAIT, 10 s).
+    // How long a release build takes past the 5 s is bench/daemon.sh's "scrape" figure; the
+    // window itself (5 s, not whole slices) is judged by the samples below.
     assert!(
-        // go tool pprof's own start and processing take up to 2 s more on a busy 2-CPU
-        // machine (7.3 s seen in a full CI run).
-        took >= Duration::from_secs(5) && took <= Duration::from_secs(8),
+        took >= Duration::from_secs(5) && took <= Duration::from_secs(5 + 2 * 10 + 2),
         "go tool pprof with seconds=5 took {took:?}\n{text}"
     );
     let total: u64 = text
