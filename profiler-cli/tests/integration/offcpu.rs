@@ -378,7 +378,7 @@ fn an_unprivileged_user_records_off_cpu_and_wall_through_profilerd() {
 }
 
 /// Switch samples a second allowed by the cap test.
-const CAP: u64 = 3000;
+const CAP: u64 = 5000;
 
 /// One number of the summary's switches line: the one before `word` (`seen`, `sampled`).
 fn summary_count(stderr: &str, word: &str) -> u64 {
@@ -408,7 +408,7 @@ fn switch_samples_stay_under_the_cap_and_the_split_holds() {
     let dir = scratch();
     let w = workloads();
     let (folded, measured) = (dir.path().join("busy.folded"), dir.path().join("busy.m"));
-    let seconds = 4.0;
+    let seconds = 8.0;
     let mut cmd = Command::new(&w.waits);
     cmd.args(["busy", &seconds.to_string()])
         .arg(&measured)
@@ -461,7 +461,9 @@ fn switch_samples_stay_under_the_cap_and_the_split_holds() {
     );
     let stacks = read_folded(&folded);
     // Under the cap a wait's time is its sampled intervals' scaled: an estimate, judged
-    // within 5 points (4.2 off seen once in a full CI run); the uncapped tests keep 2.
+    // within 5 points (the uncapped tests keep 2). Its error shrinks with the samples of the
+    // thread: 4 s under a cap of 3000 missed 5 points in a CI run; 8 s under 5000 (some 1,300
+    // samples of its waits) was off by 0.1-4.2 points, 1.7 on average, in 13 runs.
     assert_split_within(
         5.0,
         &stacks,
