@@ -67,6 +67,9 @@ slice = "$SLICE"
 [storage]
 state_dir = "$d/state"
 cache_dir = "$d/cache"
+# As many roll-ups as the defaults keep (3 days of hours), so that the per-uid share of a
+# roll-up has the budget an hour's has.
+max_age = "$((PERIOD * 72))s"
 [api]
 socket = "$d/sock"
 EOF

@@ -14,7 +14,8 @@
 //! pipeline.rs             drain thread -> bounded queue -> naming thread -> store
 //! state.rs                Shared: live configuration, store, counters, clock
 //! timeline.rs, query.rs, budget.rs, options.rs, pipeline_cpu.rs,
-//!                         store/ (hourly -> mod -> rollup_writer -> rollup_builder, rollup)
+//!                         store/ (hourly -> mod -> rollup_share -> share, rollup_writer ->
+//!                         rollup_builder, rollup)
 //! slice.rs, filter.rs, cgroup.rs, access.rs, config/, metric.rs, logging.rs, sys.rs
 //! ```
 

@@ -223,6 +223,9 @@ fn apply(reloader: &Reloader, shared: &Shared) -> Result<(), ConfigError> {
             .set_retention(new.storage.max_age.0, new.storage.max_bytes.0);
         shared.store.apply_retention(unix_now_ns());
     }
+    shared
+        .store
+        .set_share_per_uid(new.storage.max_share_per_uid.0);
     reloader.admin_gid.set(admin_gid);
     if old.log.level != new.log.level {
         match std::env::var("PROFILERD_LOG") {

@@ -105,6 +105,7 @@ fn prepare(config: Config, load: LoadConfig, set_log_filter: SetLogFilter) -> Re
         unix_now_ns(),
     )
     .with_context(|| format!("opening the history under {}", storage.state_dir.display()))?;
+    store.set_share_per_uid(storage.max_share_per_uid.0);
     let scrape_token = config
         .scrape
         .token_file

@@ -24,6 +24,11 @@ const PERIOD: u64 = 60;
 /// The sampling frequency of this test.
 const HZ: u64 = 299;
 
+/// `storage.max_age` in periods: as many roll-ups as the defaults keep (3 days of hours), so
+/// that a roll-up's per-uid share has the budget an hour's has (half of `max_bytes` over
+/// them), and none of these is cut.
+const ROLLUPS_KEPT: u64 = 72;
+
 /// A GET over the daemon's socket: (headers, body) of a 200 answer.
 fn get(socket: &Path, path: &str) -> (String, String) {
     let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
@@ -60,9 +65,10 @@ fn rollups(dir: &Path) -> Vec<(f64, f64)> {
 fn write_config(dir: &Path, cap: f64) -> std::path::PathBuf {
     let config = dir.join("profilerd.toml");
     let text = format!(
-        "[sampling]\nfrequency = {HZ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"2s\"\nmax_resident = \"8GiB\"\n",
+        "[sampling]\nfrequency = {HZ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\nmax_age = \"{}s\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"2s\"\nmax_resident = \"8GiB\"\n",
         dir.join("state").display(),
         dir.join("cache").display(),
+        ROLLUPS_KEPT * PERIOD,
         dir.join("profilerd.sock").display()
     );
     let tmp = config.with_extension("tmp");

@@ -3,12 +3,13 @@
 //! through many long, distinct names (huge slices), another user burns CPU in a known
 //! function. With a small `storage.max_bytes`, the other user's history must still reach back
 //! to the start, and the hostile user's drops are counted in their own status, not in the
-//! other's.
+//! other's: in slices, and in hours' roll-ups (the roll-up span shortened to seconds).
 
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::MutexGuard;
 use std::thread;
 use std::time::Duration;
 
@@ -21,9 +22,6 @@ const FUNCTIONS: usize = 200;
 
 /// Characters of each function's name (distinct, hard to compress).
 const NAME_CHARS: usize = 1000;
-
-/// Seconds both workloads run.
-const RUN_SECONDS: f64 = 24.0;
 
 /// The first seconds of the run whose history the other user must keep.
 const EARLY_SECONDS: f64 = 5.0;
@@ -88,16 +86,26 @@ fn build_manynames(dir: &Path) -> PathBuf {
 /// Samples per second per CPU (what a debug build of the daemon names in time).
 const HZ: f64 = 199.0;
 
-/// The configuration: 1 s slices at [`HZ`], 1 MiB of slices for 60 s of history (a slice's
-/// budget is 1 MiB / 60, about 17 KiB); `share` adds to `[storage]`.
-fn write_config(dir: &Path, share: &str) -> PathBuf {
+/// The storage of a contest: `max_age`, `max_bytes`, the roll-up span in seconds (None: an
+/// hour, never reached), and the seconds both workloads run.
+struct Storage {
+    max_age: &'static str,
+    max_bytes: u64,
+    rollup_seconds: Option<u64>,
+    run_seconds: f64,
+}
+
+/// The configuration: 1 s slices at [`HZ`], `storage`'s retention.
+fn write_config(dir: &Path, storage: &Storage) -> PathBuf {
     let config = dir.join("profilerd.toml");
     fs::write(
         &config,
         format!(
-            "[sampling]\nfrequency = {HZ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\nmax_age = \"60s\"\nmax_bytes = \"1MiB\"\n{share}\n[api]\nsocket = \"{}\"\n\n{BUDGET_OFF}",
+            "[sampling]\nfrequency = {HZ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\nmax_age = \"{}\"\nmax_bytes = {}\n\n[api]\nsocket = \"{}\"\n\n{BUDGET_OFF}",
             dir.join("state").display(),
             dir.join("cache").display(),
+            storage.max_age,
+            storage.max_bytes,
             dir.join("profilerd.sock").display()
         ),
     )
@@ -146,23 +154,79 @@ fn uid_drops(status: &str) -> Vec<(u32, u64)> {
         .collect()
 }
 
+/// 1 MiB of slices for 60 s of history: a slice's budget is a quarter of 1 MiB over 60 s
+/// (4.4 KB).
 #[test]
 fn daemon_per_uid_retention_keeps_the_other_users_history() {
+    let (daemon, _dir, _guard) = contest(&Storage {
+        max_age: "60s",
+        max_bytes: 1 << 20,
+        rollup_seconds: None,
+        run_seconds: 24.0,
+    });
+    daemon.stop();
+}
+
+/// Roll-ups every 3 s, 192 KiB for 90 s of history, 36 s of contest: a roll-up's budget is
+/// half of 192 KiB over 90 s (3.3 KB for 3 s), a slice's a quarter over 3 s (16 KB).
+/// Unshared, the hostile user's roll-ups (its 200 names once, its distinct stacks: about a
+/// third of their members) outgrow the 192 KiB within the contest and take the other user's
+/// first roll-ups with them.
+#[test]
+fn daemon_per_uid_retention_holds_in_the_hours_roll_ups() {
+    let (daemon, dir, _guard) = contest(&Storage {
+        max_age: "90s",
+        max_bytes: 192 << 10,
+        rollup_seconds: Some(3),
+        run_seconds: 36.0,
+    });
+    // The early seconds were read from roll-ups: every roll-up within its budget.
+    let rollups: Vec<(String, u64)> = fs::read_dir(dir.path().join("state/slices"))
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let name = e.file_name().into_string().ok()?;
+            name.ends_with(".hour.pb.gz")
+                .then(|| (name, e.metadata().map_or(0, |m| m.len())))
+        })
+        .collect();
+    assert!(rollups.len() >= 3, "roll-ups: {rollups:?}");
+    let budget = (96u64 << 10) * 3 / 90;
+    assert!(
+        rollups.iter().all(|r| r.1 <= budget + budget / 10),
+        "a roll-up over its budget of {budget} bytes: {rollups:?}"
+    );
+    let log = daemon.stop();
+    assert!(
+        log.contains("stacks over the uid's share of the hour's roll-up dropped"),
+        "{log}"
+    );
+}
+
+/// The contest under `storage` (the daemon, its directory and the sampling lock, held until
+/// the caller is done): asserts that the other user's first seconds are whole, the
+/// hostile user's own history is there, and its drops are counted where they should be.
+fn contest(storage: &Storage) -> (Daemon, tempfile::TempDir, MutexGuard<'static, ()>) {
     assert!(
         is_root(),
         "run as root: the test plays two unprivileged users"
     );
-    let _guard = sampling_lock();
+    let guard = sampling_lock();
     let dir = shared_scratch();
     let hostile = User::new(TEST_USER, dir.path());
     let other = User::new(OTHER_USER, dir.path());
     let manynames = build_manynames(dir.path());
-    let config = write_config(dir.path(), "");
-    let daemon = Daemon::start(&config);
+    let config = write_config(dir.path(), storage);
+    let period = storage.rollup_seconds.map(|s| s.to_string());
+    let env: Vec<(&str, &Path)> = period
+        .iter()
+        .map(|p| ("PROFILERD_TEST_ROLLUP_SECONDS", Path::new(p.as_str())))
+        .collect();
+    let daemon = Daemon::start_with(&config, &env);
 
     let t0 = unix_now();
     let mut burner = other.command(&workloads().burner);
-    burner.arg(format!("{}", RUN_SECONDS + 10.0));
+    burner.arg(format!("{}", storage.run_seconds + 10.0));
     let mut burner = Spawned::spawn(burner, "burner (other user)");
     let mut deep = Spawned::spawn(hostile.command(&manynames), "manynames (hostile user)");
     // The CPU time the other user's burner used over the early seconds.
@@ -171,7 +235,7 @@ fn daemon_per_uid_retention_keeps_the_other_users_history() {
     let cpu_before = cpu_seconds(burner.pid());
     sleep_until(early.1);
     let early_cpu = cpu_seconds(burner.pid()) - cpu_before;
-    sleep_until(t0 + RUN_SECONDS);
+    sleep_until(t0 + storage.run_seconds);
     deep.kill_tree();
     let t1 = unix_now();
     daemon.wait_slices_through(t1);
@@ -226,6 +290,6 @@ fn daemon_per_uid_retention_keeps_the_other_users_history() {
     );
     assert!(metrics.contains(&series), "{metrics}");
     // Within the retention's bytes.
-    assert!(daemon.number("bytes_kept") <= 1 << 20);
-    daemon.stop();
+    assert!(daemon.number("bytes_kept") <= storage.max_bytes);
+    (daemon, dir, guard)
 }

@@ -60,8 +60,9 @@ pub struct Storage {
     pub max_age: Seconds,
     /// Past this many bytes of slices, the oldest are deleted.
     pub max_bytes: Bytes,
-    /// The share of a slice's budget (`max_bytes` spread over the slices of `max_age`) each
-    /// uid keeps whatever others do, when a slice is over its budget (see `store/share.rs`).
+    /// The share of a slice's or an hour's roll-up's budget (its part of `max_bytes`) each
+    /// uid keeps whatever others do, when it is over its budget (see `store/share.rs` and
+    /// `store/rollup_share.rs`).
     pub max_share_per_uid: SharePercent,
 }
 

@@ -122,7 +122,7 @@ pub struct Status {
     /// Queries refused at `api.max_queries_per_user` or `api.max_concurrent_queries`.
     #[serde(default)]
     pub queries_refused: u64,
-    /// Stacks dropped from slices by the per-uid share (`storage.max_share_per_uid`) since
+    /// Stacks dropped from slices and roll-ups by the per-uid share (`storage.max_share_per_uid`) since
     /// start, every uid.
     #[serde(default)]
     pub uid_share_dropped_stacks: u64,
@@ -259,7 +259,7 @@ fn write_uid_drops(out: &mut String, drops: &[UidDrops]) {
     for (name, help, value) in [
         (
             "uid_share_dropped_stacks_total",
-            "Stacks dropped from slices over the uid's share, per uid.",
+            "Stacks dropped from slices and roll-ups over the uid's share, per uid.",
             (|d: &UidDrops| d.stacks) as fn(&UidDrops) -> u64,
         ),
         (
@@ -338,7 +338,7 @@ const METRICS: &[Metric<Status>] = &[
     Metric {
         name: "share_dropped_stacks_total",
         kind: "counter",
-        help: "Stacks dropped from slices over their uid's share (storage.max_share_per_uid).",
+        help: "Stacks dropped from slices and roll-ups over their uid's share (storage.max_share_per_uid).",
         value: |s| s.uid_share_dropped_stacks as f64,
     },
     Metric {

@@ -237,6 +237,20 @@ impl Hourly {
     /// builder's memory (returned to the system). `folded`: the CPU its folds took (for the
     /// log).
     fn write(&self, hour: u64, builder: RollupBuilder, folded: Duration) {
+        // Held to its budget, shared out per uid (`rollup_share.rs`).
+        let (builder, drops) =
+            self.store
+                .apply_rollup_share(builder, period_ns(), crate::store::unix_now_ns());
+        for drop in drops {
+            info!(
+                hour_start_ns = hour,
+                uid = ?drop.uid,
+                stacks = drop.stacks,
+                samples = drop.samples,
+                bytes = drop.bytes,
+                "stacks over the uid's share of the hour's roll-up dropped"
+            );
+        }
         self.write_rollup(hour, &builder, folded);
         drop(builder);
         recorder::release_free_memory();

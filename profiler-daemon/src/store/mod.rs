@@ -16,6 +16,7 @@ pub mod hourly;
 pub mod open;
 pub mod rollup;
 pub mod rollup_builder;
+pub mod rollup_share;
 pub mod rollup_writer;
 pub mod share;
 pub mod uid_drops;
@@ -25,7 +26,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,6 +35,7 @@ use tracing::{info, warn};
 use crate::slice::{Slice, SliceError, MAX_SLICE_BYTES};
 use crate::store::open::{Asker, OpenState};
 use crate::store::rollup::{is_member, Rollup};
+use crate::store::rollup_builder::RollupBuilder;
 use crate::store::share::UidDrop;
 use crate::store::uid_drops::UidDropCounters;
 
@@ -102,6 +104,8 @@ pub struct Store {
     /// Retention: ns of age, bytes (changed on reload).
     max_age_ns: AtomicU64,
     max_bytes: AtomicU64,
+    /// `storage.max_share_per_uid`, for roll-ups (changed on reload).
+    share_per_uid: AtomicU8,
     /// Counters, for status and metrics.
     pub counters: StoreCounters,
     /// What the per-uid share dropped (`share.rs`), per uid.
@@ -182,6 +186,7 @@ impl Store {
             index: Mutex::new(index),
             max_age_ns: AtomicU64::new(max_age.as_nanos().min(u64::MAX as u128) as u64),
             max_bytes: AtomicU64::new(max_bytes),
+            share_per_uid: AtomicU8::new(crate::config::Storage::default().max_share_per_uid.0),
             counters: StoreCounters::default(),
             uid_drops: UidDropCounters::default(),
             fresh: Condvar::new(),
@@ -200,11 +205,18 @@ impl Store {
         self.max_bytes.store(max_bytes, Ordering::Relaxed);
     }
 
+    /// Change `storage.max_share_per_uid` for the roll-ups written from now on (a slice's is
+    /// passed to [`Store::apply_share`]).
+    pub fn set_share_per_uid(&self, percent: u8) {
+        self.share_per_uid.store(percent, Ordering::Relaxed);
+    }
+
     /// Hold a closed slice to its budget under the retention in effect, shared out per uid
     /// (`share.rs`, `share_percent`: `storage.max_share_per_uid`); what each uid lost is
-    /// counted as of `now_ns` and returned. Slices live as files until their roll-up
-    /// replaces them (`rollup_span_ns`, an hour), so the budget spreads `max_bytes` over the
-    /// shorter of that span and `max_age`.
+    /// counted as of `now_ns` and returned. The slices take at most a quarter of `max_bytes`
+    /// a `rollup_span_ns` (an hour; `max_age` when shorter): two such spans of slices (the
+    /// one being filled, the one waiting for its roll-up) and the roll-ups of `max_age`
+    /// (`rollup_share.rs`) fit `max_bytes`.
     pub fn apply_share(
         &self,
         slice: &mut Slice,
@@ -215,7 +227,7 @@ impl Store {
     ) -> Vec<UidDrop> {
         let max_age_ns = self.max_age_ns.load(Ordering::Relaxed);
         let budget = share::slice_budget(
-            self.max_bytes.load(Ordering::Relaxed),
+            self.max_bytes.load(Ordering::Relaxed) / 4,
             max_age_ns.min(rollup_span_ns),
             slice_ns,
         );
@@ -223,6 +235,38 @@ impl Store {
         self.uid_drops
             .record(&drops, now_ns, now_ns.saturating_sub(max_age_ns));
         drops
+    }
+
+    /// Hold an hour's roll-up (of `span_ns`) to its budget, shared out per uid
+    /// (`rollup_share.rs`): half of `max_bytes` over `max_age`. Returns the roll-up to write;
+    /// what each uid lost is counted as of `now_ns`.
+    pub(crate) fn apply_rollup_share(
+        &self,
+        builder: RollupBuilder,
+        span_ns: u64,
+        now_ns: u64,
+    ) -> (RollupBuilder, Vec<UidDrop>) {
+        let max_age_ns = self.max_age_ns.load(Ordering::Relaxed);
+        let max_bytes = self.max_bytes.load(Ordering::Relaxed) / 2;
+        let budget = share::slice_budget(max_bytes, max_age_ns.max(span_ns), span_ns);
+        let members_bytes = {
+            let index = self.index();
+            builder
+                .members()
+                .iter()
+                .filter_map(|m| index.slices.get(m))
+                .sum()
+        };
+        let (builder, drops) = rollup_share::apply(
+            builder,
+            budget,
+            members_bytes,
+            self.share_per_uid.load(Ordering::Relaxed),
+            rollup_share::file_bytes,
+        );
+        self.uid_drops
+            .record(&drops, now_ns, now_ns.saturating_sub(max_age_ns));
+        (builder, drops)
     }
 
     /// Slices and bytes kept.
@@ -645,13 +689,13 @@ mod tests {
         let bytes = share::file_bytes(&slice);
         assert!(
             bytes > 60_000,
-            "the slice is {bytes} bytes: not over 41 KiB"
+            "the slice is {bytes} bytes: not over 10 KiB"
         );
-        // Spread over an hour of slices (2.8 MiB a slice): kept whole.
+        // A quarter of max_bytes spread over an hour of slices (728 KiB a slice): kept whole.
         let drops = store.apply_share(&mut slice, 25, T0, 3600 * S, 10 * S);
         assert!(drops.is_empty(), "an ordinary slice was cut: {drops:?}");
         assert_eq!(slice.stacks.len(), 3000);
-        // Spread over all of max_age (41 KiB a slice), it would have been cut.
+        // Spread over all of max_age (10 KiB a slice), it would have been cut.
         let drops = store.apply_share(&mut slice, 25, T0, u64::MAX, 10 * S);
         assert!(!drops.is_empty());
         assert!(slice.stacks.len() < 3000);

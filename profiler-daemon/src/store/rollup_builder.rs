@@ -177,6 +177,11 @@ impl Strings {
         self.0.len()
     }
 
+    /// The string `id`.
+    pub(crate) fn get(&self, id: u32) -> &str {
+        std::str::from_utf8(self.0.get(id)).unwrap_or("")
+    }
+
     /// Every string, by id.
     pub(crate) fn ordered(&self) -> Vec<&str> {
         (0..self.0.len() as u32)
@@ -358,7 +363,7 @@ impl RollupBuilder {
     }
 
     /// Add `count` samples (`(cpu_ns, off_cpu_ns)`) of the member being folded to the stack
-    /// (sequence, kernel frames, thread), created on first sight.
+    /// (sequence, kernel frames, thread), created on first sight; returns its id.
     fn add(
         &mut self,
         sequence: u32,
@@ -366,7 +371,7 @@ impl RollupBuilder {
         thread: u32,
         count: u64,
         (cpu_ns, off_cpu_ns): (u64, u64),
-    ) {
+    ) -> u32 {
         let key = (sequence, kernel_frames, thread);
         let RollupBuilder {
             stacks,
@@ -420,6 +425,76 @@ impl RollupBuilder {
             });
             rest -= part;
         }
+        i
+    }
+
+    /// The roll-up of the stacks `keep` says (by id), every member kept: built anew, so that
+    /// names, sequences, labels and threads only the others used are gone.
+    pub(crate) fn retain(&self, keep: &[bool]) -> RollupBuilder {
+        let mut out = RollupBuilder::new(self.limit);
+        out.members = self.members.clone();
+        out.period_ns = self.period_ns;
+        let mut names: HashMap<u32, u32> = HashMap::new();
+        let mut sequences: HashMap<u32, u32> = HashMap::new();
+        let mut threads: HashMap<u32, u32> = HashMap::new();
+        let mut stacks: Vec<Option<u32>> = vec![None; self.stacks.len()];
+        let mut start = 0;
+        for &end in &self.member_ends {
+            out.seen.clear();
+            for e in &self.entries[start..end as usize] {
+                if !keep.get(e.stack as usize).copied().unwrap_or(true) {
+                    continue;
+                }
+                let old = self.stacks[e.stack as usize];
+                let sequence = *sequences.entry(old.sequence).or_insert_with(|| {
+                    out.frames.clear();
+                    for &f in self.sequences.get(old.sequence) {
+                        let id = *names
+                            .entry(f)
+                            .or_insert_with(|| out.names.intern(self.names.get(f)));
+                        out.frames.push(id);
+                    }
+                    out.sequences.intern(&out.frames)
+                });
+                let thread = *threads.entry(old.thread).or_insert_with(|| {
+                    let t = self.threads.items()[old.thread as usize];
+                    let mut text = |id: u32| {
+                        if id == 0 {
+                            0
+                        } else {
+                            out.strings.intern(self.strings.get(id - 1)) + 1
+                        }
+                    };
+                    let (comm, cgroup) = (text(t.comm), text(t.cgroup));
+                    let ancestors = out.chains.intern(self.chains.get(t.ancestors));
+                    out.threads.intern(Thread {
+                        comm,
+                        cgroup,
+                        ancestors,
+                        ..t
+                    })
+                });
+                let id = out.add(
+                    sequence,
+                    old.kernel_frames,
+                    thread,
+                    u64::from(e.count),
+                    (0, 0),
+                );
+                stacks[e.stack as usize] = Some(id);
+            }
+            out.member_ends.push(out.entries.len() as u32);
+            start = end as usize;
+        }
+        // The times are the hour's totals, not the members'.
+        for (old, new) in self.stacks.iter().zip(&stacks) {
+            if let Some(new) = new {
+                let stack = &mut out.stacks[*new as usize];
+                stack.cpu_ns = old.cpu_ns;
+                stack.off_cpu_ns = old.off_cpu_ns;
+            }
+        }
+        out
     }
 
     /// Bytes of memory the compact form takes (tables and buffers at their capacity): what

@@ -1,9 +1,12 @@
 //! The per-uid share of a slice, so that one user's huge slices (many distinct deep stacks
 //! with long names) cannot shrink every other user's history.
 //!
-//! Retention keeps `storage.max_bytes` of slices, and a slice lives as a file until its hour's
-//! roll-up replaces it: for an hour of slices (or all of `max_age`, when shorter) to fit, a
-//! slice may take `max_bytes × slice length / that span` bytes, its budget ([`slice_budget`]). When a closed slice's file would be larger than its budget, the budget
+//! Retention keeps `storage.max_bytes` of files. A slice lives as a file until its hour's
+//! roll-up replaces it, and two hours of slices may be on disk (the hour being filled, the one
+//! waiting for its roll-up); the roll-ups of `max_age` take the other half of the bytes
+//! (`rollup_share.rs`). So a slice may take a quarter of `max_bytes` × slice length / an hour
+//! (or `max_age`, when shorter), its budget ([`slice_budget`], `Store::apply_share`). When a
+//! closed slice's file would be larger than its budget, the budget
 //! is shared out between the uids in the slice, max-min fair: a uid that needs less than an
 //! equal part keeps all of it, the rest is split equally among the others, and no uid is cut
 //! below `storage.max_share_per_uid` percent of the budget. A uid over its part loses its
@@ -21,14 +24,14 @@ use crate::slice::{Slice, SliceStack};
 
 /// Estimated bytes one stack adds to a slice file besides its frames and strings: its sample
 /// entry, two values and its numeric labels.
-const STACK_BYTES: u64 = 48;
+pub(crate) const STACK_BYTES: u64 = 48;
 
 /// Estimated bytes one frame of a stack adds (a location id).
-const FRAME_BYTES: u64 = 2;
+pub(crate) const FRAME_BYTES: u64 = 2;
 
 /// Estimated bytes one name adds besides its text: its function, location and string-table
 /// entries.
-const NAME_BYTES: u64 = 24;
+pub(crate) const NAME_BYTES: u64 = 24;
 
 /// The bytes a slice of `slice_ns` may take for `max_bytes` to hold `span_ns` of slices.
 pub fn slice_budget(max_bytes: u64, span_ns: u64, slice_ns: u64) -> u64 {
@@ -36,30 +39,33 @@ pub fn slice_budget(max_bytes: u64, span_ns: u64, slice_ns: u64) -> u64 {
     budget.min(u128::from(u64::MAX)) as u64
 }
 
+/// Counts the bytes written to it, keeps none: a file's size without the file.
+#[derive(Debug, Default)]
+pub(crate) struct ByteCount(pub u64);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The bytes of `slice`'s file (as [`Slice::encode`] writes it), counted without keeping
 /// them. (A faster gzip level is no cheaper for long names, and measures them half as large
 /// again.)
 pub fn file_bytes(slice: &Slice) -> u64 {
     use std::io::Write;
-    /// Counts what is written, keeps nothing.
-    struct Count(u64);
-    impl Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len() as u64;
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     let raw = prost::Message::encode_to_vec(&slice.to_pprof());
-    let mut gz = flate2::write::GzEncoder::new(Count(0), flate2::Compression::default());
+    let mut gz = flate2::write::GzEncoder::new(ByteCount(0), flate2::Compression::default());
     // Writing to a counter cannot fail.
     let _ = gz.write_all(&raw);
     gz.finish().map_or(raw.len() as u64, |c| c.0)
 }
 
-/// What one uid lost to the share in one slice.
+/// What one uid lost to the share in one slice or roll-up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UidDrop {
     /// The uid (None: stacks whose uid was not known).
@@ -68,14 +74,28 @@ pub struct UidDrop {
     pub stacks: u64,
     /// Samples those stacks held.
     pub samples: u64,
-    /// Estimated bytes of the slice file they would have taken.
+    /// Estimated bytes of the file they would have taken.
     pub bytes: u64,
 }
 
-/// One uid's stacks in a slice and their estimated bytes.
+/// One stack as the share weighs it: whose it is, what it adds to a file besides its names'
+/// text, the names it uses, its samples.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Weighed<'a> {
+    /// The uid (None: not known).
+    pub uid: Option<u32>,
+    /// Estimated bytes (uncompressed) without its names' text.
+    pub bytes: u64,
+    /// Its frames' name ids.
+    pub names: &'a [u32],
+    /// Samples.
+    pub count: u64,
+}
+
+/// One uid's stacks and their estimated bytes.
 #[derive(Default)]
 struct UidPart {
-    /// Indices into the slice's stacks.
+    /// Indices into the stacks weighed.
     stacks: Vec<usize>,
     /// Uses of each name by these stacks.
     names: HashMap<u32, u32>,
@@ -84,29 +104,107 @@ struct UidPart {
 }
 
 impl UidPart {
-    fn add(&mut self, index: usize, stack: &SliceStack, names: &[String]) {
+    fn add(&mut self, index: usize, stack: &Weighed<'_>, name_bytes: &dyn Fn(u32) -> u64) {
         self.stacks.push(index);
-        self.bytes += stack_bytes(stack);
-        for &f in &stack.frames {
+        self.bytes += stack.bytes;
+        for &f in stack.names {
             let uses = self.names.entry(f).or_insert(0);
             if *uses == 0 {
-                self.bytes += name_bytes(names, f);
+                self.bytes += name_bytes(f);
             }
             *uses += 1;
         }
     }
 
-    fn remove(&mut self, stack: &SliceStack, names: &[String]) {
-        self.bytes = self.bytes.saturating_sub(stack_bytes(stack));
-        for f in &stack.frames {
+    fn remove(&mut self, stack: &Weighed<'_>, name_bytes: &dyn Fn(u32) -> u64) {
+        self.bytes = self.bytes.saturating_sub(stack.bytes);
+        for f in stack.names {
             if let Some(uses) = self.names.get_mut(f) {
                 *uses -= 1;
                 if *uses == 0 {
                     self.names.remove(f);
-                    self.bytes = self.bytes.saturating_sub(name_bytes(names, *f));
+                    self.bytes = self.bytes.saturating_sub(name_bytes(*f));
                 }
             }
         }
+    }
+}
+
+/// The stacks of a slice or roll-up, by uid, with their estimated bytes: each name's text
+/// charged to every uid that uses it (alone, it would need it).
+pub(crate) struct UidParts<'a, 'n> {
+    stacks: &'a [Weighed<'a>],
+    name_bytes: &'n dyn Fn(u32) -> u64,
+    parts: HashMap<Option<u32>, UidPart>,
+}
+
+impl<'a, 'n> UidParts<'a, 'n> {
+    /// `stacks` by uid; `name_bytes`: the estimated bytes of a name id.
+    pub fn new(stacks: &'a [Weighed<'a>], name_bytes: &'n dyn Fn(u32) -> u64) -> Self {
+        let mut parts: HashMap<Option<u32>, UidPart> = HashMap::new();
+        for (i, stack) in stacks.iter().enumerate() {
+            parts
+                .entry(stack.uid)
+                .or_default()
+                .add(i, stack, name_bytes);
+        }
+        UidParts {
+            stacks,
+            name_bytes,
+            parts,
+        }
+    }
+
+    /// Estimated bytes of every uid's part.
+    pub fn estimated(&self) -> u64 {
+        self.parts.values().map(|p| p.bytes).sum()
+    }
+
+    /// Cut the parts to `budget` estimated bytes, max-min fair, no uid below `share_percent`
+    /// of it: which stacks are kept (by index), and what each uid lost (bytes estimated, in
+    /// the units of `budget`), by uid.
+    pub fn cut(mut self, budget: u64, share_percent: u8) -> (Vec<bool>, Vec<UidDrop>) {
+        let floor = budget / 100 * u64::from(share_percent);
+        let level = water_level(self.parts.values().map(|p| p.bytes).collect(), budget).max(floor);
+        let mut drops = Vec::new();
+        let mut keep = vec![true; self.stacks.len()];
+        let (stacks, name_bytes) = (self.stacks, self.name_bytes);
+        for (&uid, part) in self.parts.iter_mut().filter(|(_, p)| p.bytes > level) {
+            let mut order = std::mem::take(&mut part.stacks);
+            // The fewest samples first; of those, the costliest.
+            order.sort_by_key(|&i| (stacks[i].count, std::cmp::Reverse(stacks[i].bytes)));
+            let before = part.bytes;
+            let mut drop = UidDrop {
+                uid,
+                ..UidDrop::default()
+            };
+            for i in order {
+                if part.bytes <= level {
+                    break;
+                }
+                part.remove(&stacks[i], name_bytes);
+                keep[i] = false;
+                drop.stacks += 1;
+                drop.samples += stacks[i].count;
+            }
+            drop.bytes = before - part.bytes;
+            drops.push(drop);
+        }
+        drops.sort_by_key(|d| d.uid);
+        (keep, drops)
+    }
+}
+
+/// `budget` file bytes in estimated bytes, for a file of `file` bytes estimated at
+/// `estimated`: as that file compresses.
+pub(crate) fn in_estimated(budget: u64, estimated: u64, file: u64) -> u64 {
+    (u128::from(budget) * u128::from(estimated) / u128::from(file.max(1))) as u64
+}
+
+/// `drops`' estimated bytes in file bytes (the inverse of [`in_estimated`]).
+pub(crate) fn to_file_bytes(drops: &mut [UidDrop], estimated: u64, file: u64) {
+    for d in drops {
+        d.bytes = (u128::from(d.bytes) * u128::from(file) / u128::from(estimated.max(1))) as u64;
     }
 }
 
@@ -116,11 +214,6 @@ fn stack_bytes(stack: &SliceStack) -> u64 {
         + stack.cgroup.as_ref().map_or(0, String::len)
         + stack.ancestors.len() * 6;
     STACK_BYTES + FRAME_BYTES * stack.frames.len() as u64 + text as u64
-}
-
-/// Estimated bytes of name `f`.
-fn name_bytes(names: &[String], f: u32) -> u64 {
-    names.get(f as usize).map_or(0, String::len) as u64 + NAME_BYTES
 }
 
 /// Keep `slice` within `budget` bytes of file by the share (see the module's comment):
@@ -133,14 +226,20 @@ pub fn apply(
     share_percent: u8,
     file_bytes: impl FnOnce(&Slice) -> u64,
 ) -> Vec<UidDrop> {
-    let mut parts: HashMap<Option<u32>, UidPart> = HashMap::new();
-    for (i, stack) in slice.stacks.iter().enumerate() {
-        parts
-            .entry(stack.uid)
-            .or_default()
-            .add(i, stack, &slice.names);
-    }
-    let estimated: u64 = parts.values().map(|p| p.bytes).sum();
+    let weighed: Vec<Weighed<'_>> = slice
+        .stacks
+        .iter()
+        .map(|s| Weighed {
+            uid: s.uid,
+            bytes: stack_bytes(s),
+            names: &s.frames,
+            count: s.count,
+        })
+        .collect();
+    let names = &slice.names;
+    let name_bytes = |f: u32| names.get(f as usize).map_or(0, String::len) as u64 + NAME_BYTES;
+    let parts = UidParts::new(&weighed, &name_bytes);
+    let estimated = parts.estimated();
     if estimated <= budget {
         return Vec::new();
     }
@@ -148,41 +247,12 @@ pub fn apply(
     if file <= budget {
         return Vec::new();
     }
-    // The budget in estimated bytes, as this slice compresses.
-    let scaled = (u128::from(budget) * u128::from(estimated) / u128::from(file)) as u64;
-    let floor = scaled / 100 * u64::from(share_percent);
-    let level = water_level(parts.values().map(|p| p.bytes).collect(), scaled).max(floor);
-    let mut drops = Vec::new();
-    let mut keep = vec![true; slice.stacks.len()];
-    for (&uid, part) in parts.iter_mut().filter(|(_, p)| p.bytes > level) {
-        let mut order = std::mem::take(&mut part.stacks);
-        // The fewest samples first; of those, the costliest.
-        order.sort_by_key(|&i| {
-            let s = &slice.stacks[i];
-            (s.count, std::cmp::Reverse(stack_bytes(s)))
-        });
-        let before = part.bytes;
-        let mut drop = UidDrop {
-            uid,
-            ..UidDrop::default()
-        };
-        for i in order {
-            if part.bytes <= level {
-                break;
-            }
-            part.remove(&slice.stacks[i], &slice.names);
-            keep[i] = false;
-            drop.stacks += 1;
-            drop.samples += slice.stacks[i].count;
-        }
-        drop.bytes = ((before - part.bytes) as u128 * u128::from(file)
-            / u128::from(estimated.max(1))) as u64;
-        drops.push(drop);
-    }
+    let (keep, mut drops) = parts.cut(in_estimated(budget, estimated, file), share_percent);
+    drop(weighed);
     let mut keep = keep.into_iter();
     slice.stacks.retain(|_| keep.next().unwrap_or(true));
     forget_unused_names(slice);
-    drops.sort_by_key(|d| d.uid);
+    to_file_bytes(&mut drops, estimated, file);
     drops
 }
 

@@ -20,11 +20,11 @@ pub const UIDS_KEPT: usize = 256;
 pub struct UidDrops {
     /// The uid (None: processes whose uid was not known).
     pub uid: Option<u32>,
-    /// Stacks dropped from slices.
+    /// Stacks dropped from slices and roll-ups.
     pub stacks: u64,
     /// Samples they held.
     pub samples: u64,
-    /// Estimated bytes of slice files they would have taken.
+    /// Estimated bytes of slice and roll-up files they would have taken.
     pub bytes: u64,
     /// When the last was dropped, UNIX ns.
     pub last_ns: u64,
