@@ -2,8 +2,8 @@
 # bench/hostile.sh: what one unprivileged user's deep stacks with long names cost everyone else
 # (issue 23, docs/security.md "profilerd").
 #
-# One profilerd --freq 999 (release build, default 10-s slices, default budget, started at the
-# unit's Nice=, so that its drain thread runs at -5 as under the unit) runs three
+# One profilerd --freq 999 (release build, default 10-s slices, default budget, the unit's
+# LimitNICE= as RLIMIT_NICE, so that its drain thread takes nice -5 as under the unit) runs three
 # phases of BENCH_PHASE_SECONDS (60) each, with another user's workload (split, as root)
 # throughout:
 #   1. quiet:   split alone;
@@ -21,8 +21,8 @@
 # Env:     BENCH_PHASE_SECONDS=60   length of each phase
 #          BENCH_NO_BUILD=1         do not rebuild profctl / profilerd
 #          BENCH_KEEP=1             keep the temp dir (daemon log, lag readings)
-#          BENCH_DRAIN_NICE=0       run the daemon at nice 0, not the unit's Nice= (its drain
-#                                   thread then runs at the users' priority): the comparison
+#          BENCH_DRAIN_NICE=0       run the daemon without the unit's LimitNICE= (its drain
+#                                   thread then stays at nice 0): the comparison
 set -euo pipefail
 BENCH_NAME=hostile.sh
 BENCH_NEEDS_INFERNO=0
@@ -54,13 +54,15 @@ cache_dir = "$T/d/cache"
 [api]
 socket = "$T/d/sock"
 EOF
-UNIT_NICE=$(sed -n 's/^Nice=//p' "$ROOT/systemd/profilerd.service")
-[ -n "$UNIT_NICE" ] || die "no Nice= in systemd/profilerd.service"
+UNIT_NICE=$(sed -n 's/^LimitNICE=//p' "$ROOT/systemd/profilerd.service")
+[ -n "$UNIT_NICE" ] || die "no LimitNICE= in systemd/profilerd.service"
 if [ "${BENCH_DRAIN_NICE:-}" = 0 ]; then
-    UNIT_NICE=0
-    note "without the unit's Nice=: the drain thread stays at nice 0"
+    LIMIT=()
+    note "without LimitNICE=: the drain thread stays at nice 0"
+else
+    LIMIT=(prlimit "--nice=$((20 - UNIT_NICE))")
 fi
-nice -n "$UNIT_NICE" "$PROFILERD" --config "$T/d/profilerd.toml" 2>"$T/d.log" &
+"${LIMIT[@]}" "$PROFILERD" --config "$T/d/profilerd.toml" 2>"$T/d.log" &
 DAEMON=$!
 LOADS=()
 trap 'kill ${LOADS[*]} $DAEMON 2>/dev/null; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
