@@ -2,27 +2,20 @@
 # bench/hostile.sh: what one unprivileged user's deep stacks with long names cost everyone else
 # (issue 23, docs/security.md "profilerd").
 #
-# One profilerd --freq 999 (release build, default 10-s slices, default budget, the unit's
-# LimitNICE= as RLIMIT_NICE, so that its drain thread takes nice -5 as under the unit) runs three
-# phases of BENCH_PHASE_SECONDS (60) each, with another user's workload (split, as root)
-# throughout:
+# One profilerd --freq 999 (release build, default 10-s slices, default budget) runs two phases
+# of BENCH_PHASE_SECONDS (60) each, with another user's workload (split, as root) throughout:
 #   1. quiet:   split alone;
 #   2. hostile: split, plus user nobody (setpriv) running deepname: two threads recursing up to
-#               1000 deep through a function with a 4000-character name, renaming themselves;
-#   3. hog:     split, deepname, and nobody keeping every CPU busy (four spinning processes a
-#               CPU, nice 0).
+#               1000 deep through a function with a 4000-character name, renaming themselves.
 # Every second the slice lag is read from /v1/status: now minus the end of the newest slice on
 # disk (what a query of closed history waits for; it saws between the slice grace and a slice
 # plus its grace when naming keeps up). Printed per phase: median and largest lag, slices
-# dropped, samples lost (rings that overflowed before the drain read them) against samples
-# taken, and at the end the daemon's peak RSS (VmHWM) and its CPU.
+# dropped, and at the end the daemon's peak RSS (VmHWM) and its CPU.
 #
 # Usage:   flock /tmp/profctl-sampling.lock bench/hostile.sh     (root)
 # Env:     BENCH_PHASE_SECONDS=60   length of each phase
 #          BENCH_NO_BUILD=1         do not rebuild profctl / profilerd
 #          BENCH_KEEP=1             keep the temp dir (daemon log, lag readings)
-#          BENCH_DRAIN_NICE=0       run the daemon without the unit's LimitNICE= (its drain
-#                                   thread then stays at nice 0): the comparison
 set -euo pipefail
 BENCH_NAME=hostile.sh
 BENCH_NEEDS_INFERNO=0
@@ -54,15 +47,7 @@ cache_dir = "$T/d/cache"
 [api]
 socket = "$T/d/sock"
 EOF
-UNIT_NICE=$(sed -n 's/^LimitNICE=//p' "$ROOT/systemd/profilerd.service")
-[ -n "$UNIT_NICE" ] || die "no LimitNICE= in systemd/profilerd.service"
-if [ "${BENCH_DRAIN_NICE:-}" = 0 ]; then
-    LIMIT=()
-    note "without LimitNICE=: the drain thread stays at nice 0"
-else
-    LIMIT=(prlimit "--nice=$((20 - UNIT_NICE))")
-fi
-"${LIMIT[@]}" "$PROFILERD" --config "$T/d/profilerd.toml" 2>"$T/d.log" &
+"$PROFILERD" --config "$T/d/profilerd.toml" 2>"$T/d.log" &
 DAEMON=$!
 LOADS=()
 trap 'kill ${LOADS[*]} $DAEMON 2>/dev/null; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
@@ -73,13 +58,10 @@ status() { curl -s --unix-socket "$T/d/sock" http://x/v1/status; }
 field() { sed -n -E "s/.*\"$1\":([0-9]+).*/\1/p"; }
 
 # phase NAME: read the slice lag every second for PHASE seconds into $T/NAME.lag; prints
-# "MEDIAN_S MAX_S DROPPED LOST SAMPLES"
+# "MEDIAN_S MAX_S DROPPED"
 phase() {
-    local i s newest dropped0 dropped1 lost0 samples0
-    s=$(status)
-    dropped0=$(echo "$s" | field slices_dropped)
-    lost0=$(echo "$s" | field lost)
-    samples0=$(echo "$s" | field samples)
+    local i s newest dropped0 dropped1
+    dropped0=$(status | field slices_dropped)
     for i in $(seq "$PHASE"); do
         sleep 1
         s=$(status)
@@ -88,9 +70,8 @@ phase() {
         calc "($(date +%s%N) - $newest) / 1e9"
         echo
     done >"$T/$1.lag"
-    s=$(status)
-    dropped1=$(echo "$s" | field slices_dropped)
-    echo "$(sort -n "$T/$1.lag" | awk '{ v[NR] = $1 } END { printf "%.1f %.1f", v[int((NR + 1) / 2)], v[NR] }') $((dropped1 - dropped0)) $(($(echo "$s" | field lost) - lost0)) $(($(echo "$s" | field samples) - samples0))"
+    dropped1=$(status | field slices_dropped)
+    echo "$(sort -n "$T/$1.lag" | awk '{ v[NR] = $1 } END { printf "%.1f %.1f", v[int((NR + 1) / 2)], v[NR] }') $((dropped1 - dropped0))"
 }
 
 "$T/split" forever >/dev/null 2>&1 &
@@ -98,19 +79,11 @@ LOADS+=($!)
 note "warming up 25 s (the first slices name every process already running)"
 sleep 25
 note "phase 1 (quiet): ${PHASE} s"
-read -r Q_MED Q_MAX Q_DROP Q_LOST Q_SAMPLES < <(phase quiet)
+read -r Q_MED Q_MAX Q_DROP < <(phase quiet)
 setpriv --reuid=65534 --regid=65534 --clear-groups -- "$T/pub/deepname" >/dev/null 2>&1 &
 LOADS+=($!)
 note "phase 2 (deep stacks of user nobody): ${PHASE} s"
-read -r H_MED H_MAX H_DROP H_LOST H_SAMPLES < <(phase hostile)
-for _ in $(seq $((4 * $(nproc)))); do
-    setpriv --reuid=65534 --regid=65534 --clear-groups -- sh -c 'while :; do :; done' &
-    LOADS+=($!)
-done
-note "phase 3 (+ nobody keeping every CPU busy): ${PHASE} s"
-read -r C_MED C_MAX C_DROP C_LOST C_SAMPLES < <(phase hog)
-DRAIN=$(grep -l '^drain$' /proc/"$DAEMON"/task/*/comm | head -1)
-DRAIN_NICE=$(awk '{ sub(/.*\) /, ""); print $17 }' "${DRAIN%/comm}/stat")
+read -r H_MED H_MAX H_DROP < <(phase hostile)
 HWM=$(awk '$1 == "VmHWM:" { print $2 }' "/proc/$DAEMON/status")
 CPU=$(awk '{ sub(/.*\) /, ""); print ($12 + $13) / 100 }' "/proc/$DAEMON/stat")
 FREQ=$(status | field frequency)
@@ -119,10 +92,8 @@ STOP=$(now_s() { date +%s.%N; }; a=$(now_s); while kill -0 "$DAEMON" 2>/dev/null
 
 echo
 echo "profilerd --freq 999, 10-s slices, split as root throughout; $PHASE s per phase"
-printf '%-44s %10s %10s %8s %16s\n' "phase" "lag med s" "lag max s" "dropped" "lost / samples"
-printf '%-44s %10s %10s %8s %16s\n' "quiet (split only)" "$Q_MED" "$Q_MAX" "$Q_DROP" "$Q_LOST / $Q_SAMPLES"
-printf '%-44s %10s %10s %8s %16s\n' "hostile (+ nobody's deep stacks)" "$H_MED" "$H_MAX" "$H_DROP" "$H_LOST / $H_SAMPLES"
-printf '%-44s %10s %10s %8s %16s\n' "hog (+ nobody's CPU hog, every CPU)" "$C_MED" "$C_MAX" "$C_DROP" "$C_LOST / $C_SAMPLES"
-echo "drain thread at nice $DRAIN_NICE"
+printf '%-44s %10s %10s %8s\n' "phase" "lag med s" "lag max s" "dropped"
+printf '%-44s %10s %10s %8s\n' "quiet (split only)" "$Q_MED" "$Q_MAX" "$Q_DROP"
+printf '%-44s %10s %10s %8s\n' "hostile (+ nobody's deep stacks)" "$H_MED" "$H_MAX" "$H_DROP"
 echo "hostile / quiet median lag: $(ratio "$H_MED" "$Q_MED" %.2f)"
 echo "daemon: peak RSS $((HWM / 1024)) MB, CPU $CPU s over the run, frequency at the end $FREQ Hz, SIGTERM took $(printf %.1f "$STOP") s"

@@ -16,8 +16,7 @@
 //! timeline.rs, query.rs, budget.rs, options.rs, pipeline_cpu.rs,
 //!                         store/ (hourly -> mod -> rollup_share -> share, rollup_writer ->
 //!                         rollup_builder, rollup)
-//! slice.rs, filter.rs, cgroup.rs, access.rs, config/, metric.rs, logging.rs, priority.rs,
-//! sys.rs
+//! slice.rs, filter.rs, cgroup.rs, access.rs, config/, metric.rs, logging.rs, sys.rs
 //! ```
 
 mod access;
@@ -33,7 +32,6 @@ mod metric;
 mod options;
 mod pipeline;
 mod pipeline_cpu;
-mod priority;
 mod query;
 mod recordings;
 mod reload;
@@ -95,14 +93,7 @@ fn main() -> ExitCode {
         eprintln!("profilerd: configuration is valid");
         return ExitCode::SUCCESS;
     }
-    // Before any other thread (see priority.rs).
-    let kept_ahead = priority::init();
     let set_log_filter = logging::init_logging(&config.log.level.0);
-    match kept_ahead {
-        Ok(Some(nice)) => tracing::info!(nice, "threads spawned ahead run at this nice value"),
-        Ok(None) => {}
-        Err(err) => tracing::warn!(%err, "the threads' priorities were not set"),
-    }
     let load = Box::new(move || load_config(&args));
     match service::run(config, load, set_log_filter) {
         Ok(()) => ExitCode::SUCCESS,

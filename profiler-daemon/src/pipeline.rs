@@ -125,21 +125,10 @@ impl Pipeline {
             .context("starting the naming thread")?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let sampling_shared = Arc::clone(&shared);
-        // Ahead of the machine's other work (users' threads at nice 0): when a user keeps
-        // every CPU busy, a woken drain still reads the rings before they overflow
-        // (`priority.rs`: the unit's Nice=-5).
-        let sampling = crate::priority::spawn_ahead("drain", move || {
-            match crate::sys::nice_of_this_thread() {
-                Ok(nice) if nice < 0 => info!(nice, "the drain thread runs ahead of users' threads"),
-                Ok(nice) => warn!(
-                    nice,
-                    "the drain thread runs at the users' priority (the unit starts the daemon at Nice=-5)"
-                ),
-                Err(err) => warn!(%err, "the drain thread's priority is not known"),
-            }
-            sample(options, feed, stop_rx, tx, &sampling_shared)
-        })
-        .context("starting the sampling thread")?;
+        let sampling = std::thread::Builder::new()
+            .name("drain".into())
+            .spawn(move || sample(options, feed, stop_rx, tx, &sampling_shared))
+            .context("starting the sampling thread")?;
         Ok(Pipeline {
             stop: Some(stop_tx),
             stopping,

@@ -69,31 +69,8 @@ pub fn gettid() -> u32 {
 /// Give the calling thread the lowest CPU priority (nice 19; on Linux a thread's nice value is
 /// its own): it runs on what other work leaves.
 pub fn lowest_priority_for_this_thread() -> io::Result<()> {
-    set_nice_for_this_thread(19)
-}
-
-/// The calling thread's nice value (on Linux a thread's own).
-pub fn nice_of_this_thread() -> io::Result<i32> {
-    // SAFETY: errno is this thread's own; getpriority takes integers only (-1 is a valid
-    // value, so errno, cleared before, tells an error).
-    let nice = unsafe {
-        *libc::__errno_location() = 0;
-        libc::getpriority(libc::PRIO_PROCESS, 0)
-    };
-    if nice == -1 {
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(0) {
-            return Err(err);
-        }
-    }
-    Ok(nice)
-}
-
-/// Set the calling thread's nice value (on Linux a thread's own). Raising it is always
-/// allowed; lowering it needs CAP_SYS_NICE (see `priority.rs`).
-pub fn set_nice_for_this_thread(nice: i32) -> io::Result<()> {
     // SAFETY: setpriority takes integers only; who = 0 is the calling thread on Linux.
-    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }

@@ -143,10 +143,8 @@ impl Loader {
         // at hand (a slow debug-file search must not hold up the end of a recording).
         match std::thread::Builder::new()
             .name("unwind-load".into())
-            .spawn(move || {
-                crate::sys::not_ahead_of_default_priority();
-                run(jobs, done, finder)
-            }) {
+            .spawn(move || run(jobs, done, finder))
+        {
             Ok(_) => self.state = State::Running { requests, results },
             Err(err) => {
                 warn!(%err, "cannot start the unwind-section loader thread; user stacks will end at the first frame in a binary");

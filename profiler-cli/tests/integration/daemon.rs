@@ -57,30 +57,16 @@ pub(crate) fn unit_capabilities() -> Vec<String> {
         .collect()
 }
 
-/// The unit's `Nice=` (systemd/profilerd.service): the nice value the daemon starts at.
-pub(crate) fn unit_nice() -> i32 {
-    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../systemd/profilerd.service");
-    let text = fs::read_to_string(&unit).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("Nice="))
-        .unwrap_or_else(|| panic!("no Nice= in {}", unit.display()))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 /// `program` run as the unit runs the daemon: root holding only the unit's bounding set (no
-/// inheritable or ambient capabilities) under no_new_privs, started at the unit's `Nice=`,
-/// so that the tests see what the shipped unit allows, and the two cannot drift.
+/// inheritable or ambient capabilities) under no_new_privs, so that the tests see what the
+/// shipped unit allows, and the two cannot drift.
 pub(crate) fn under_the_unit(program: &Path) -> Command {
     let bounding: Vec<String> = unit_capabilities()
         .iter()
         .map(|c| format!("+{c}"))
         .collect();
-    let mut cmd = Command::new("nice");
-    cmd.arg(format!("--adjustment={}", unit_nice()))
-        .arg("setpriv")
-        .arg(format!("--bounding-set=-all,{}", bounding.join(",")))
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--bounding-set=-all,{}", bounding.join(",")))
         .args([
             "--inh-caps=-all",
             "--ambient-caps=-all",

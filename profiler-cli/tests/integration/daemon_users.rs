@@ -3,8 +3,7 @@
 //! run stay out of their view; a root process in its own mount and pid namespaces, chrooted
 //! into a directory only root may read, is named; a process with tens of thousands of
 //! executable mappings that keeps forking does not stall draining; deep stacks with long
-//! names neither stall slices nor hold SIGTERM; a file name with a line break logs one line;
-//! the drain thread runs ahead of users' threads.
+//! names neither stall slices nor hold SIGTERM; a file name with a line break logs one line.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -330,55 +329,4 @@ fn daemon_a_forking_process_with_60k_mappings_does_not_stall_draining() {
         lags.join(" ")
     );
     daemon.stop();
-}
-
-/// Each thread of process `pid` by name, with its nice value (field 19 of its stat).
-fn thread_nice(pid: u32) -> Vec<(String, i32)> {
-    fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|e| {
-            let task = e.ok()?.path();
-            let comm = fs::read_to_string(task.join("comm")).ok()?;
-            let stat = fs::read_to_string(task.join("stat")).ok()?;
-            let rest = &stat[stat.rfind(')')? + 2..];
-            let nice = rest.split_whitespace().nth(16)?.parse().ok()?;
-            Some((comm.trim().to_string(), nice))
-        })
-        .collect()
-}
-
-/// The drain thread runs ahead of users' threads, at the unit's `Nice=` (the daemon starts
-/// at it, as the unit starts it, without CAP_SYS_NICE); every other thread is back at the
-/// default (the naming thread works on users' binaries, queries on users' requests) or
-/// below (housekeeping at the lowest) but the idle one kept to spawn the drain. (What it is
-/// for, a user keeping every CPU busy, is bench/hostile.sh's "hog" phase: samples lost with
-/// and without it.)
-#[test]
-fn daemon_drain_runs_ahead_of_users_threads_under_the_unit() {
-    let _guard = sampling_lock();
-    let dir = scratch();
-    let config = Daemon::write_config(dir.path(), "");
-    let daemon = Daemon::start(&config);
-    // A query meanwhile: the API's threads too.
-    crate::daemon::http_get(&daemon.socket, "/v1/status").unwrap();
-    let nice = thread_nice(daemon.process.pid());
-    let of = |name: &str| nice.iter().find(|t| t.0 == name).map(|t| t.1);
-    let unit = crate::daemon::unit_nice();
-    assert!(unit < 0, "the unit's Nice= is {unit}");
-    assert_eq!(of("drain"), Some(unit), "{nice:?}");
-    assert_eq!(of("symbolize"), Some(0), "{nice:?}");
-    assert_eq!(of("housekeeping"), Some(19), "{nice:?}");
-    let ahead: Vec<_> = nice
-        .iter()
-        .filter(|(name, n)| *n < 0 && !["drain", "ahead"].contains(&name.as_str()))
-        .collect();
-    assert!(
-        ahead.is_empty(),
-        "threads ahead of users' besides the drain: {nice:?}"
-    );
-    let log = daemon.stop();
-    assert!(
-        log.contains("the drain thread runs ahead of users' threads"),
-        "{log}"
-    );
 }

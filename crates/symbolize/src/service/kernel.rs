@@ -39,13 +39,9 @@ impl KernelLoader {
         let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
         if matches!(*slot, Slot::NotStarted) {
             let dir = self.cache_dir.clone();
-            if let Ok(handle) =
-                std::thread::Builder::new()
-                    .name("kallsyms".into())
-                    .spawn(move || {
-                        crate::sys::not_ahead_of_default_priority();
-                        load(dir)
-                    })
+            if let Ok(handle) = std::thread::Builder::new()
+                .name("kallsyms".into())
+                .spawn(move || load(dir))
             {
                 *slot = Slot::Loading(handle);
             }

@@ -130,10 +130,8 @@ impl PreloadQueue {
             let shared = self.shared.clone();
             match std::thread::Builder::new()
                 .name("symbol-preload".into())
-                .spawn(move || {
-                    crate::sys::not_ahead_of_default_priority();
-                    work(&shared)
-                }) {
+                .spawn(move || work(&shared))
+            {
                 Ok(handle) => *worker = Some(handle),
                 Err(err) => debug!(%err, "cannot start the preloading thread"),
             }
