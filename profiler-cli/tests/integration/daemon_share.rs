@@ -158,7 +158,7 @@ fn uid_drops(status: &str) -> Vec<(u32, u64)> {
 /// (4.4 KB).
 #[test]
 fn daemon_per_uid_retention_keeps_the_other_users_history() {
-    let (daemon, _dir, _guard) = contest(&Storage {
+    let (daemon, _dir, _guard, _) = contest(&Storage {
         max_age: "60s",
         max_bytes: 1 << 20,
         rollup_seconds: None,
@@ -174,7 +174,7 @@ fn daemon_per_uid_retention_keeps_the_other_users_history() {
 /// first roll-ups with them.
 #[test]
 fn daemon_per_uid_retention_holds_in_the_hours_roll_ups() {
-    let (daemon, dir, _guard) = contest(&Storage {
+    let (daemon, dir, _guard, early) = contest(&Storage {
         max_age: "90s",
         max_bytes: 192 << 10,
         rollup_seconds: Some(3),
@@ -191,6 +191,23 @@ fn daemon_per_uid_retention_holds_in_the_hours_roll_ups() {
         })
         .collect();
     assert!(rollups.len() >= 3, "roll-ups: {rollups:?}");
+    let span = |name: &str| -> (f64, f64) {
+        let (a, b) = name
+            .strip_suffix(".hour.pb.gz")
+            .and_then(|n| n.split_once('-'))
+            .unwrap();
+        (
+            a.parse::<f64>().unwrap() / 1e9,
+            b.parse::<f64>().unwrap() / 1e9,
+        )
+    };
+    assert!(
+        rollups.iter().any(|r| {
+            let (a, b) = span(&r.0);
+            a < early.1 && b > early.0
+        }),
+        "no roll-up covers the early seconds {early:?}: {rollups:?}"
+    );
     let budget = (96u64 << 10) * 3 / 90;
     assert!(
         rollups.iter().all(|r| r.1 <= budget + budget / 10),
@@ -203,10 +220,17 @@ fn daemon_per_uid_retention_holds_in_the_hours_roll_ups() {
     );
 }
 
-/// The contest under `storage` (the daemon, its directory and the sampling lock, held until
-/// the caller is done): asserts that the other user's first seconds are whole, the
+/// The contest under `storage` (the daemon, its directory, the sampling lock, held until the
+/// caller is done, and the early seconds judged, UNIX s): asserts that the other user's first seconds are whole, the
 /// hostile user's own history is there, and its drops are counted where they should be.
-fn contest(storage: &Storage) -> (Daemon, tempfile::TempDir, MutexGuard<'static, ()>) {
+fn contest(
+    storage: &Storage,
+) -> (
+    Daemon,
+    tempfile::TempDir,
+    MutexGuard<'static, ()>,
+    (f64, f64),
+) {
     assert!(
         is_root(),
         "run as root: the test plays two unprivileged users"
@@ -291,5 +315,5 @@ fn contest(storage: &Storage) -> (Daemon, tempfile::TempDir, MutexGuard<'static,
     assert!(metrics.contains(&series), "{metrics}");
     // Within the retention's bytes.
     assert!(daemon.number("bytes_kept") <= storage.max_bytes);
-    (daemon, dir, guard)
+    (daemon, dir, guard, early)
 }

@@ -3,7 +3,7 @@
 //!
 //! A roll-up lives until `storage.max_age`; for the roll-ups of all of it to fit half of
 //! `storage.max_bytes` (the other half is the slices', `share.rs`), an hour's roll-up may take
-//! `max_bytes / 2 × hour / max_age` bytes, its budget (`Store::rollup_budget`). When the
+//! `max_bytes / 2 × hour / max_age` bytes, its budget (`Store::apply_rollup_share`). When the
 //! roll-up would be larger, the budget is shared out between its uids exactly as a slice's
 //! is (max-min fair, no uid cut below `storage.max_share_per_uid` percent), the stacks
 //! weighed with their counts in every member; a uid over its part loses its stacks with the
