@@ -288,8 +288,10 @@ fn an_unprivileged_user_without_a_daemon_gets_the_reason_not_an_empty_profile() 
 
 /// A user at paranoid 2 records their own process through profilerd: `--wall` gives the
 /// three shares within [`POINTS`], with user frames only and the wait kind still named (from
-/// the kernel part the daemon saw); `--off-cpu` the two blocked ones; and `--wall --
-/// COMMAND`, the command held before its exec until the daemon samples, the three shares.
+/// the kernel part the daemon saw); `--off-cpu` the two blocked ones; and `-- COMMAND` in
+/// both modes, the command held before its exec until the daemon samples, waiting in the C
+/// library's read() and nanosleep() (no frame pointers: the daemon's DWARF unwinding must
+/// reach `nap` and `wait_pipe` through them).
 #[test]
 fn an_unprivileged_user_records_off_cpu_and_wall_through_profilerd() {
     if id(&["-u"]) != Some(0) {
@@ -317,6 +319,7 @@ fn an_unprivileged_user_records_off_cpu_and_wall_through_profilerd() {
         ("--wall", &["spin", "nap", "wait_pipe"][..], false),
         ("--off-cpu", &["nap", "wait_pipe"][..], false),
         ("--wall", &["spin", "nap", "wait_pipe"][..], true),
+        ("--off-cpu", &["nap", "wait_pipe"][..], true),
     ] {
         let tag = format!(
             "{}{}",
@@ -333,7 +336,8 @@ fn an_unprivileged_user_records_off_cpu_and_wall_through_profilerd() {
             cmd.arg("--")
                 .arg(&workloads().waits)
                 .args(["split", "2.5"])
-                .arg(&measured);
+                .arg(&measured)
+                .arg("--libc");
         } else {
             let mut w = crate::daemon_serve::as_user(uid, gid, &workloads().waits, &user_dir);
             w.args(["split", "3"]).arg(&measured);
@@ -354,6 +358,14 @@ fn an_unprivileged_user_records_off_cpu_and_wall_through_profilerd() {
         }
         let stacks = read_folded(&user_dir.join(&folded));
         assert_split(&stacks, &read_measured(&measured), names);
+        if mode == "--off-cpu" {
+            let spin = share(&stacks, "waits", "spin");
+            assert!(
+                spin < 1.0,
+                "{tag}: spin runs on CPU, off-CPU share {spin:.1}%\n{}",
+                top_lines(&stacks, 10)
+            );
+        }
         let kernel: Vec<&Stack> = stacks
             .iter()
             .filter(|s| {
