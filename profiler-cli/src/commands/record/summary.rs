@@ -145,7 +145,7 @@ pub fn print_summary(
         say!("profctl: user stacks ({} unwinding): {q}", r.call_graph);
         for (binary, counts) in resolved.unwind.worst_binaries(3) {
             say!(
-                "profctl:   stopped early in {}: {}",
+                "profctl:   stacks ending in {}: {}",
                 crate::output::printable(binary),
                 counts.describe()
             );
