@@ -77,9 +77,6 @@ status_kb() {
     v=$(awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status" 2>/dev/null | head -1) || true
     echo "${v:-0}"
 }
-# ticks PID: utime+stime of the process (all its threads, live and ended), in clock ticks
-ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
-HZ_TICKS=$(getconf CLK_TCK)
 now_ms() { date +%s%3N; }
 
 # config NAME FREQ: a daemon configuration under $T/NAME
@@ -121,7 +118,7 @@ wait_socket() {
 }
 
 # run NAME SECS COMMAND...: run a profiler for SECS on the loads; writes $T/NAME.{cpu,err,final}
-# (.final: "STEADY_TICKS STEADY_SECONDS VMRSS_KB VMHWM_KB")
+# (.final: "STEADY_CPU_MS STEADY_SECONDS VMRSS_KB VMHWM_KB")
 run() {
     local name=$1 secs=$2; shift 2
     start "$name" "$@"
@@ -130,11 +127,11 @@ run() {
     fi
     sleep 20
     kill -0 "$PID" 2>/dev/null || { cat "$T/$name.err" >&2; die "$name exited"; }
-    local t0 m0 t1 m1
-    t0=$(ticks "$PID"); m0=$(now_ms)
+    local m0 m1
+    cpu_snapshot "$PID" "$T/$name.cpu0"; m0=$(now_ms)
     sleep "$((secs - 20))"
-    t1=$(ticks "$PID"); m1=$(now_ms)
-    echo "$((t1 - t0)) $(calc "($m1 - $m0) / 1000") $(status_kb "$PID" VmRSS) $(status_kb "$PID" VmHWM)" >"$T/$name.final"
+    cpu_snapshot "$PID" "$T/$name.cpu1"; m1=$(now_ms)
+    echo "$(cpu_ms_between "$T/$name.cpu0" "$T/$name.cpu1") $(calc "($m1 - $m0) / 1000") $(status_kb "$PID" VmRSS) $(status_kb "$PID" VmHWM)" >"$T/$name.final"
     cp "/proc/$PID/smaps_rollup" "$T/$name.smaps" 2>/dev/null || true
     [ -n "${SOCK:-}" ] && curl -sf --unix-socket "$SOCK" http://d/v1/status >"$T/$name.status" || true
     kill -INT "$PID"
@@ -144,8 +141,8 @@ run() {
 }
 
 # pct NAME: steady % of one core; cpm NAME: whole-run ms per minute; spm: steady ms per minute
-pct() { awk -v hz="$HZ_TICKS" '{ printf "%.3f", 100 * $1 / hz / $2 }' "$T/$1.final"; }
-spm() { awk -v hz="$HZ_TICKS" '{ printf "%.1f", 60000 * $1 / hz / $2 }' "$T/$1.final"; }
+pct() { awk '{ printf "%.3f", 100 * $1 / 1000 / $2 }' "$T/$1.final"; }
+spm() { awk '{ printf "%.1f", 60 * $1 / $2 }' "$T/$1.final"; }
 cpm() { calc "60000 * $(cpu "$T/$1.cpu") / $(wall "$T/$1.cpu")"; }
 
 echo "profilerd cost: 2 x split on $(nproc) CPUs; daemon $MINUTES min at 99 Hz, $HIGH_MINUTES min at 999 Hz; perf $PERF_MINUTES min at each"
@@ -159,7 +156,7 @@ for i in 1 2; do
     LOADS+=($!)
 done
 PID=''
-trap 'kill ${LOADS[*]} $PID 2>/dev/null; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
+trap 'kill ${LOADS[*]} $PID 2>/dev/null || true; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
 sleep 1
 
 if [ -n "${BENCH_REUSE:-}" ]; then

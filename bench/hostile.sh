@@ -50,7 +50,7 @@ EOF
 "$PROFILERD" --config "$T/d/profilerd.toml" 2>"$T/d.log" &
 DAEMON=$!
 LOADS=()
-trap 'kill ${LOADS[*]} $DAEMON 2>/dev/null; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
+trap 'kill ${LOADS[*]} $DAEMON 2>/dev/null || true; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
 for _ in $(seq 100); do [ -S "$T/d/sock" ] && break; sleep 0.1; done
 [ -S "$T/d/sock" ] || { cat "$T/d.log" >&2; die "profilerd did not start"; }
 

@@ -11,6 +11,28 @@ note() { echo "$BENCH_NAME: $*" >&2; }
 # cpu FILE: user+sys seconds; wall FILE: wall seconds (from a cpuwrap file)
 cpu() { awk '{printf "%.6f", $2 + $3}' "$1"; }
 wall() { awk '{printf "%.6f", $1}' "$1"; }
+# cpu_snapshot PID FILE: each live thread of PID with its CPU time so far, "TID NS" per line
+# (/proc/PID/task/TID/schedstat: nanoseconds, where /proc/PID/stat counts 10-ms ticks), then
+# "ticks N", the whole process's utime+stime in clock ticks (threads ended included).
+cpu_snapshot() {
+    local f tid
+    for f in /proc/"$1"/task/*/schedstat; do
+        tid=${f#/proc/"$1"/task/}
+        tid=${tid%/schedstat}
+        awk -v t="$tid" '{ print t, $1 }' "$f" 2>/dev/null || true
+    done >"$2"
+    awk '{ sub(/.*\) /, ""); print "ticks", $12 + $13 }' "/proc/$1/stat" >>"$2"
+}
+# cpu_ms_between BEFORE AFTER: CPU milliseconds of a process between two cpu_snapshot files:
+# per thread in nanoseconds (a thread new in AFTER counts whole), or the ticks' difference when
+# that is more (threads that ended between the two are only in the ticks).
+cpu_ms_between() {
+    awk -v hz="$(getconf CLK_TCK)" '
+        NR == FNR { if ($1 == "ticks") t0 = $2; else ns0[$1] = $2; next }
+        $1 == "ticks" { t1 = $2; next }
+        { ns += $2 - ns0[$1] }
+        END { a = ns / 1e6; b = (t1 - t0) * 1000 / hz; printf "%.1f\n", (a > b ? a : b) }' "$1" "$2"
+}
 # calc EXPR: floating point arithmetic
 calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
 # ratio A B [FMT]: A/B, or "-" when B is 0

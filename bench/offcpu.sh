@@ -101,8 +101,6 @@ if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
 fi
 [ -x "$PROFILERD" ] || die "no $PROFILERD"
 cc -O1 -g -fno-omit-frame-pointer -pthread -o "$T/split" "$SPLIT_SRC"
-ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
-HZ_TICKS=$(getconf CLK_TCK)
 status() { curl -sf --unix-socket "$1" http://d/v1/status | tr -d '{}"' | tr ',' '\n' |
     awk -F': *' -v k="$2" '$1 ~ "^ *" k "$" { print $2 }'; }
 # daemon_run OFF_CPU: the daemon's steady CPU (s) on the busy load, then "lost dropped"
@@ -120,10 +118,10 @@ daemon_run() {
     local burners=()
     for i in $(seq "$cpus"); do "$T/split" forever >/dev/null & burners+=($!); done
     sleep 5
-    local t0; t0=$(ticks "$pid")
+    cpu_snapshot "$pid" "$d/cpu0"
     sleep "$DAEMON_SECS"
-    local t1; t1=$(ticks "$pid")
-    echo "$(calc "($t1 - $t0) / $HZ_TICKS") $(status "$d/sock" lost) $(status "$d/sock" slices_dropped)"
+    cpu_snapshot "$pid" "$d/cpu1"
+    echo "$(calc "$(cpu_ms_between "$d/cpu0" "$d/cpu1") / 1000") $(status "$d/sock" lost) $(status "$d/sock" slices_dropped)"
     kill "$pid" "${burners[@]}"; wait "$pid" || true
     wait "${burners[@]}" 2>/dev/null || true
     wait "$sw" || true

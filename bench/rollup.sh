@@ -151,7 +151,7 @@ EOF
 }
 
 PIDS=''
-trap 'kill $PIDS 2>/dev/null; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
+trap 'kill $PIDS 2>/dev/null || true; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
 echo "profilerd across a roll-up boundary: 2 x split + churn on $(nproc) CPUs; $(uname -r); profilerd $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "load at start:$(uptime | sed 's/.*load average://')"
 for f in $FREQS; do
