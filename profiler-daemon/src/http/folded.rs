@@ -159,6 +159,9 @@ impl FoldedParams {
     }
 }
 
+/// The answer to a query string `FoldedParams` cannot hold (`/v1/folded`, `/v1/pprof`).
+pub const BAD_FOLDED_QUERY: &str = "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall)";
+
 /// `GET /v1/folded`.
 pub async fn folded(
     State(state): State<Arc<ApiState>>,
@@ -166,10 +169,7 @@ pub async fn folded(
     params: Result<Query<FoldedParams>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let Ok(Query(params)) = params else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall)",
-        );
+        return error(StatusCode::BAD_REQUEST, BAD_FOLDED_QUERY);
     };
     let (range, filter) = params.split();
     let Accepted {

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::access::Visibility;
 use crate::http::common::{error, ApiState, Peer};
-use crate::http::folded::{accept, headers, Accepted, FoldedParams};
+use crate::http::folded::{accept, headers, Accepted, FoldedParams, BAD_FOLDED_QUERY};
 use crate::query::{self, QueryError};
 
 /// `GET /v1/pprof`.
@@ -21,10 +21,7 @@ pub async fn pprof(
     params: Result<Query<FoldedParams>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let Ok(Query(params)) = params else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall)",
-        );
+        return error(StatusCode::BAD_REQUEST, BAD_FOLDED_QUERY);
     };
     let (range, filter) = params.split();
     let Accepted {
