@@ -170,11 +170,22 @@ pub async fn record(
         0 => u64::MAX,
         cap => cap,
     };
-    let stacks = match options.call_graph {
+    let mut stacks = match options.call_graph {
         CallGraph::Fp => StackBuilder::frame_pointers(),
         CallGraph::Dwarf => StackBuilder::dwarf(unwinders(options), false),
         CallGraph::Auto => StackBuilder::dwarf(unwinders(options), true),
     };
+    // A running process's binaries are read while the first samples come in, not after.
+    if let (
+        Target::Process {
+            pid,
+            enable_on_exec: false,
+        },
+        Some(unwinders),
+    ) = (&target, stacks.unwinders_mut())
+    {
+        unwinders.prepare(&processes, *pid);
+    }
     let window_ns = options
         .window
         .map(|w| w.as_nanos().min(u64::MAX as u128) as u64);

@@ -212,6 +212,18 @@ impl Unwinders {
         }
     }
 
+    /// Give `pid` its unwinder now, from the mappings the table holds (a process read from
+    /// /proc before recording), so that its binaries are asked for before its first sample
+    /// rather than at it: a process that is rarely on CPU is drained seconds apart, and every
+    /// sample until its binaries arrive would end as [`StackEnd::Unknown`]. Nothing is done
+    /// when it has one.
+    pub fn prepare(&mut self, table: &ProcessTable, pid: u32) {
+        self.take_loaded();
+        if !self.spaces.contains(pid) {
+            self.build_or_share(table, pid, u64::MAX - 1);
+        }
+    }
+
     /// A process forked from `parent` at `time` (after [`ProcessTable::fork`]): when the
     /// table shares the parent's mappings with it as of the fork, it shares the parent's
     /// unwinder too (no copy; either gets one of its own when it maps new code). Otherwise

@@ -91,6 +91,31 @@ fn a_binary_being_read_ends_the_stack_then_unwinds_once_it_arrives() {
 }
 
 #[test]
+fn a_prepared_process_has_its_binaries_asked_for_before_its_first_sample() {
+    let dir = scratch("prepare");
+    let (input, expected) = needs_cfi(TEMPLATE_FUNCS);
+    let mut table = ProcessTable::new();
+    map_input(&mut table, FAKE_PID, &input, &dir.join("a.elf"));
+    let mut u = Unwinders::new();
+    u.prepare(&table, FAKE_PID);
+    let sizes = u.sizes();
+    assert_eq!(
+        (sizes.processes, sizes.pending_loads),
+        (1, 1),
+        "the unwinder is built and the binary asked for"
+    );
+    assert!(u.wait_loaded(WAIT), "the binary was not read");
+    // The first sample finds the sections there.
+    let (frames, end) = unwind(&mut u, &table, FAKE_PID, &input);
+    assert_eq!(end, StackEnd::Complete, "{frames:x?}");
+    assert_eq!(frames, expected);
+    // Preparing again changes nothing.
+    u.prepare(&table, FAKE_PID);
+    assert_eq!(u.sizes().pending_loads, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn arrivals_are_taken_in_by_unwind_without_waiting() {
     let dir = scratch("poll");
     let (input, expected) = needs_cfi(5);
