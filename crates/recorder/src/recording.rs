@@ -41,6 +41,9 @@ pub struct Recording {
     pub command_status: Option<std::process::ExitStatus>,
     /// How user stacks were walked.
     pub call_graph: CallGraph,
+    /// Bytes of user stack copied with each sample (for DWARF unwinding; unused with
+    /// [`CallGraph::Fp`]).
+    pub stack_bytes: u32,
     /// This process's CPU time when the events were enabled and when sampling ended.
     pub cpu_marks: CpuMarks,
     /// What time was measured.
@@ -300,6 +303,7 @@ pub async fn record(
         notes: info.notes,
         command_status,
         call_graph: options.call_graph,
+        stack_bytes: options.stack_bytes,
         cpu_marks,
         measure,
     })

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use profile::EndCounts;
 use recorder::{Measure, Recording, ResolveStats};
 
 use crate::cli::RecordArgs;
@@ -88,6 +89,22 @@ pub fn stack_quality(stats: &ResolveStats) -> Option<String> {
     (overall.total() > 0).then(|| overall.describe())
 }
 
+/// Share of truncated stacks from which the summary suggests a larger `--stack-size`.
+const TRUNCATED_HINT: f64 = 0.05;
+
+/// When many stacks ran out of the copied stack, the `--stack-size` that copies twice as much
+/// (within the kernel's limit), as a line of the summary.
+fn stack_size_hint(counts: &EndCounts, stack_bytes: u32) -> Option<String> {
+    let truncated = counts.truncated as f64 / counts.total().max(1) as f64;
+    let larger = stack_bytes.saturating_mul(2).min(sampler::MAX_STACK_BYTES);
+    (truncated >= TRUNCATED_HINT && larger > stack_bytes).then(|| {
+        format!(
+            "{:.1}% of the stacks were deeper than the {stack_bytes} bytes copied with each sample: --stack-size {larger} copies more (at more cost per sample)",
+            truncated * 100.0
+        )
+    })
+}
+
 /// The summary printed when the recording's outputs are written: samples, lost, stacks'
 /// quality, unnamed frames, debuginfod, and (`verbose`) profctl's own costs.
 pub fn print_summary(
@@ -150,6 +167,9 @@ pub fn print_summary(
                 counts.describe()
             );
         }
+        if let Some(hint) = stack_size_hint(&resolved.unwind.overall, r.stack_bytes) {
+            say!("profctl:   {hint}");
+        }
     }
     let user = &resolved.user;
     say!(
@@ -211,4 +231,37 @@ fn own_costs(out: &mut String, r: &Recording, user: &symbolize::service::UserSym
         "profctl: address cache: {} hits, {} misses, {} evicted; {} from the frame cache of earlier runs; {} JIT frames",
         user.cache_hits, user.cache_misses, user.cache_evictions, user.frame_cache_hits, user.jit_frames
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(complete: u64, truncated: u64) -> EndCounts {
+        EndCounts {
+            complete,
+            truncated,
+            ..EndCounts::default()
+        }
+    }
+
+    #[test]
+    fn many_truncated_stacks_suggest_twice_the_stack_size_within_the_limit() {
+        assert_eq!(stack_size_hint(&counts(96, 4), 16384), None);
+        let hint = stack_size_hint(&counts(50, 50), 16384).unwrap();
+        assert!(
+            hint.starts_with("50.0% of the stacks") && hint.contains("--stack-size 32768"),
+            "{hint}"
+        );
+        let near = stack_size_hint(&counts(50, 50), 40960).unwrap();
+        assert!(
+            near.contains(&format!("--stack-size {}", sampler::MAX_STACK_BYTES)),
+            "{near}"
+        );
+        assert_eq!(
+            stack_size_hint(&counts(50, 50), sampler::MAX_STACK_BYTES),
+            None
+        );
+        assert_eq!(stack_size_hint(&EndCounts::default(), 16384), None);
+    }
 }
