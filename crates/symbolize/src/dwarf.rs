@@ -90,6 +90,13 @@ struct DwarfState<'a> {
     units: OnceLock<Option<UnitIndex<'a>>>,
     /// Bytes of `.debug_info` the whole-file context covers, once built (a size estimate).
     whole_bytes: AtomicU64,
+    /// Whether some unit nests deeper than [`crate::unit_index::MAX_DIE_DEPTH`]: every entry
+    /// of the file is read to know, once, when the whole-file context is first built; kept
+    /// when that context is dropped while idle (the mapped file does not change), so that
+    /// building it again costs only addr2line's own parse.
+    too_deep: OnceLock<bool>,
+    /// How many times that scan ran (once at most; for tests and statistics).
+    depth_scans: AtomicU64,
 }
 
 impl<'a> DwarfState<'a> {
@@ -128,6 +135,8 @@ impl Dwarf {
             whole: Mutex::new(WholeContext::Unbuilt),
             units: OnceLock::new(),
             whole_bytes: Default::default(),
+            too_deep: OnceLock::new(),
+            depth_scans: AtomicU64::new(0),
         });
         Dwarf { cell }
     }
@@ -155,6 +164,13 @@ impl Dwarf {
             let units = d.units().map_or(0, |u| u.units_parsed());
             (units, d.whole_built())
         })
+    }
+
+    /// How many times every entry of the file was read for the nesting-depth check of the
+    /// whole-file index (at most once).
+    pub(crate) fn depth_scans(&self) -> u64 {
+        self.cell
+            .with_dependent(|_, d| d.depth_scans.load(Ordering::Relaxed))
     }
 
     /// The mapped files, decompressed sections and the `.debug_info` bytes indexed, in bytes.
@@ -250,7 +266,7 @@ impl Dwarf {
             }
             let mut whole = state.whole.lock().unwrap_or_else(|e| e.into_inner());
             if let WholeContext::Unbuilt = *whole {
-                *whole = match build_context(owner) {
+                *whole = match build_context(owner, state) {
                     Some((ctx, bytes)) => {
                         state.whole_bytes.store(bytes, Ordering::Relaxed);
                         WholeContext::Built {
@@ -375,18 +391,27 @@ fn owner_dwarf(owner: &DwarfOwner) -> Option<gimli::Dwarf<Reader<'_>>> {
     load_dwarf(&owner.main)
 }
 
-/// The whole-file context, and the bytes of `.debug_info` it covers.
-fn build_context(owner: &DwarfOwner) -> Option<(addr2line::Context<Reader<'_>>, u64)> {
+/// The whole-file context, and the bytes of `.debug_info` it covers; `state` keeps the file's
+/// depth check once made.
+fn build_context<'a>(
+    owner: &'a DwarfOwner,
+    state: &DwarfState<'_>,
+) -> Option<(addr2line::Context<Reader<'a>>, u64)> {
     tracing::debug!(file = %owner.main.name, "indexing DWARF");
     let mut dwarf = load_dwarf(&owner.main)?;
     let info_bytes = gimli::Section::reader(&dwarf.debug_info).len() as u64;
     // addr2line recurses once per level of a function's inline tree: a file with a unit
     // nested deeper than `MAX_DIE_DEPTH` gets no whole-file context (its addresses are named
-    // by the symbol tables), checked once here when the context is built. This reads every
+    // by the symbol tables), checked the first time the context is built. This reads every
     // entry of the file (addr2line alone reads only unit headers here): about 1.1 s more for
     // profilerd's own 48 MB of debug `.debug_info` in a debug build of this crate, paid only by
-    // files that need the whole-file context (units referring outside themselves).
-    if crate::unit_index::any_unit_too_deep(&dwarf) {
+    // files that need the whole-file context (units referring outside themselves), and once
+    // per file: a rebuild after an idle release does not scan again.
+    let too_deep = state.too_deep.get_or_init(|| {
+        state.depth_scans.fetch_add(1, Ordering::Relaxed);
+        crate::unit_index::any_unit_too_deep(&dwarf)
+    });
+    if *too_deep {
         tracing::warn!(
             file = %owner.main.name,
             max = crate::unit_index::MAX_DIE_DEPTH,

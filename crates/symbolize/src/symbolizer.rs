@@ -290,6 +290,13 @@ impl FileSymbolizer {
         self.dwarf.as_ref().map_or((0, false), Dwarf::units_parsed)
     }
 
+    /// How many times every DWARF entry of the file was read to check the nesting depth for
+    /// the whole-file index: once at most, however often that index is dropped and built
+    /// again (for tests and statistics).
+    pub fn dwarf_depth_scans(&self) -> u64 {
+        self.dwarf.as_ref().map_or(0, Dwarf::depth_scans)
+    }
+
     /// Always use the whole-file DWARF index, never the per-unit one (to compare the two).
     pub fn set_whole_file_dwarf(&mut self, whole: bool) {
         self.whole_file_dwarf = whole;

@@ -754,7 +754,8 @@ fn dwarf_is_parsed_lazily() {
 }
 
 /// A whole-file index no lookup used since the last `release_idle` is dropped, and built
-/// again, with the same answers, when a lookup needs it.
+/// again, with the same answers, when a lookup needs it; the depth check that reads every
+/// entry of the file is not made again.
 #[test]
 fn an_idle_whole_file_index_is_dropped_and_built_again() {
     let exe = std::env::current_exe().unwrap();
@@ -781,6 +782,7 @@ fn an_idle_whole_file_index_is_dropped_and_built_again() {
         .collect();
     assert!(sym.dwarf_units_parsed().1, "built again");
     assert_eq!(before, after);
+    assert_eq!(sym.dwarf_depth_scans(), 1, "the file's depth was checked once");
 }
 
 /// Per-unit indexes are bounded: over thousands of spread addresses of this binary (Rust,
