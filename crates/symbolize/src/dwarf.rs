@@ -166,11 +166,12 @@ impl Dwarf {
         })
     }
 
-    /// How many times every entry of the file was read for the nesting-depth check of the
-    /// whole-file index (at most once).
+    /// How many times entries were all read for the nesting-depth check: of the whole file
+    /// for its index (once at most), and of a unit for its own (once per unit found shallow).
     pub(crate) fn depth_scans(&self) -> u64 {
-        self.cell
-            .with_dependent(|_, d| d.depth_scans.load(Ordering::Relaxed))
+        self.cell.with_dependent(|_, d| {
+            d.depth_scans.load(Ordering::Relaxed) + d.units().map_or(0, |u| u.depth_scans())
+        })
     }
 
     /// The mapped files, decompressed sections and the `.debug_info` bytes indexed, in bytes.

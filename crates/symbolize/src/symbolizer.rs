@@ -290,9 +290,9 @@ impl FileSymbolizer {
         self.dwarf.as_ref().map_or((0, false), Dwarf::units_parsed)
     }
 
-    /// How many times every DWARF entry of the file was read to check the nesting depth for
-    /// the whole-file index: once at most, however often that index is dropped and built
-    /// again (for tests and statistics).
+    /// How many times DWARF entries were all read to check their nesting depth: the whole
+    /// file's for its index, once at most, and each unit's for its own, once per unit
+    /// however often the indexes are dropped and built again (for tests and statistics).
     pub fn dwarf_depth_scans(&self) -> u64 {
         self.dwarf.as_ref().map_or(0, Dwarf::depth_scans)
     }

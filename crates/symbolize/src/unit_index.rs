@@ -11,7 +11,7 @@
 //! units that refer outside themselves, and when some unit's ranges cannot be read, the caller
 //! falls back to the whole-file context, so answers never differ from it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -64,6 +64,9 @@ struct UnitContexts<'a> {
     parsed: usize,
     /// `clock` at the last [`UnitIndex::release_idle`].
     released_at: u64,
+    /// Units found no deeper than [`MAX_DIE_DEPTH`] once (by offset): parsed again after a
+    /// release without reading every entry again. At most one per unit of the file.
+    shallow: HashSet<usize>,
 }
 
 /// Units found by address through `.debug_aranges`, each parsed on first use, the least
@@ -86,6 +89,8 @@ pub(crate) struct UnitIndex<'a> {
     contexts: Mutex<UnitContexts<'a>>,
     /// Bytes of `.debug_info` of the units held parsed (a size estimate of the index).
     parsed_bytes: AtomicU64,
+    /// Units whose every entry was read to check their depth (for tests and statistics).
+    depth_scans: AtomicU64,
 }
 
 impl<'a> UnitIndex<'a> {
@@ -120,6 +125,7 @@ impl<'a> UnitIndex<'a> {
             rest: std::sync::OnceLock::new(),
             contexts: Mutex::new(UnitContexts::default()),
             parsed_bytes: AtomicU64::new(0),
+            depth_scans: AtomicU64::new(0),
         })
     }
 
@@ -136,6 +142,11 @@ impl<'a> UnitIndex<'a> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .parsed
+    }
+
+    /// How many times a unit's entries were all read to check its depth.
+    pub(crate) fn depth_scans(&self) -> u64 {
+        self.depth_scans.load(Ordering::Relaxed)
     }
 
     /// Bytes of `.debug_info` in the units held parsed now.
@@ -167,7 +178,11 @@ impl<'a> UnitIndex<'a> {
         contexts.clock += 1;
         let now = contexts.clock;
         if !contexts.units.contains_key(&unit) {
-            let (context, bytes, too_deep) = self.unit_context(unit);
+            let checked = contexts.shallow.contains(&unit);
+            let (context, bytes, too_deep) = self.unit_context(unit, checked);
+            if !too_deep {
+                contexts.shallow.insert(unit);
+            }
             if context.is_some() {
                 if contexts.parsed >= MAX_PARSED_UNITS {
                     self.evict_least_used(&mut contexts);
@@ -237,8 +252,12 @@ impl<'a> UnitIndex<'a> {
     /// The one-unit context of the unit at `offset` (`None` when it refers outside itself or
     /// cannot be read), its bytes of `.debug_info`, and whether it nests deeper than
     /// [`MAX_DIE_DEPTH`] (then no context, and no whole-file lookup either). The depth is
-    /// checked here, once per unit parsed, never per lookup.
-    fn unit_context(&self, offset: usize) -> (Option<addr2line::Context<Reader<'a>>>, u64, bool) {
+    /// checked here, unless `depth_checked` (found shallow before), never per lookup.
+    fn unit_context(
+        &self,
+        offset: usize,
+        depth_checked: bool,
+    ) -> (Option<addr2line::Context<Reader<'a>>>, u64, bool) {
         let base = &self.dwarf;
         let header = base
             .debug_info
@@ -246,7 +265,10 @@ impl<'a> UnitIndex<'a> {
         let Ok(header) = header else {
             return (None, 0, false);
         };
-        if nested_too_deep(base, &header) {
+        if !depth_checked && {
+            self.depth_scans.fetch_add(1, Ordering::Relaxed);
+            nested_too_deep(base, &header)
+        } {
             tracing::warn!(
                 offset,
                 max = MAX_DIE_DEPTH,

@@ -782,12 +782,17 @@ fn an_idle_whole_file_index_is_dropped_and_built_again() {
         .collect();
     assert!(sym.dwarf_units_parsed().1, "built again");
     assert_eq!(before, after);
-    assert_eq!(sym.dwarf_depth_scans(), 1, "the file's depth was checked once");
+    assert_eq!(
+        sym.dwarf_depth_scans(),
+        1,
+        "the file's depth was checked once"
+    );
 }
 
 /// Per-unit indexes are bounded: over thousands of spread addresses of this binary (Rust,
 /// whose units have no `.debug_aranges`: their ranges come from the units' root entries),
-/// at most 32 units stay parsed, and the answers equal the whole-file index's.
+/// at most 32 units stay parsed, and the answers equal the whole-file index's; a unit
+/// parsed again after a release is not scanned for its depth again.
 #[test]
 fn per_unit_indexes_are_bounded_and_agree_with_the_whole_file_index() {
     let exe = std::env::current_exe().unwrap();
@@ -811,7 +816,14 @@ fn per_unit_indexes_are_bounded_and_agree_with_the_whole_file_index() {
     assert!(lazy.dwarf_units_parsed().0 >= 1);
     lazy.release_idle();
     assert_eq!(lazy.dwarf_units_parsed().0, 0, "idle units are dropped");
+    let scans = lazy.dwarf_depth_scans();
+    assert!(scans > 0, "the units' depth was checked");
     assert_eq!(lazy.frames(SymbolAddr(addrs[0]), true), last);
+    assert_eq!(
+        lazy.dwarf_depth_scans(),
+        scans,
+        "a unit parsed again is not scanned for its depth again"
+    );
 }
 
 /// (offset, size) of a section from `readelf -SW`.
