@@ -8,18 +8,20 @@
 mod access;
 mod build_id;
 mod files;
+mod owner;
 mod pinned;
 mod proc_fs;
+mod process;
 mod sys;
 mod table;
 
 pub use access::Access;
 pub use files::{FileId, FileParts, FileTable, MappedFile};
+pub use owner::{owner_of, UNKNOWN_UID};
 pub use pinned::{live_path, PinStats, PinnedFiles};
 pub use proc_fs::{parse_maps_line, MapsLine};
-pub use table::{
-    owner_of, Mapping, ProcessKey, ProcessTable, Pruned, TableSizes, TableStats, UNKNOWN_UID,
-};
+pub use process::{Mapping, ProcessKey, MAX_MAPPINGS};
+pub use table::{ProcessTable, Pruned, TableSizes, TableStats};
 
 /// Errors reading a process from /proc.
 #[non_exhaustive]
