@@ -4,6 +4,7 @@
 //! with a memory-mapped ring buffer; [`drain_until`] reads them as records arrive; [`decode`]
 //! turns raw records into [`Record`]s. The unsafe syscall and mmap code is confined to `sys`.
 
+mod config;
 mod drain;
 mod error;
 mod event;
@@ -12,7 +13,12 @@ mod regs;
 mod ring;
 mod session;
 mod sys;
+mod system;
 
+pub use config::{
+    defaults, EventChoice, SamplerConfig, SessionInfo, SidebandWakeup, StackCapture,
+    SwitchSampling, Target, MAX_STACK_BYTES,
+};
 pub use drain::{drain_until, drain_until_woken, DrainEnd, RecordSink};
 pub use error::SamplerError;
 pub use event::EventKind;
@@ -22,11 +28,8 @@ pub use record::{
 };
 pub use regs::{UserRegs, UNWIND_REGS_MASK};
 pub use ring::{read_records, RawRecord, RingBuffer, RingStats, HEADER_SIZE};
-pub use session::{
-    auto_event, defaults, is_privileged, max_sample_rate, online_cpus, paranoid_level, CpuChange,
-    EventChoice, Sampler, SamplerConfig, SessionInfo, SidebandWakeup, StackCapture, SwitchSampling,
-    Target, MAX_STACK_BYTES,
-};
+pub use session::{CpuChange, Sampler};
+pub use system::{auto_event, is_privileged, max_sample_rate, online_cpus, paranoid_level};
 
 /// The current time on the clock of the records' timestamps (CLOCK_MONOTONIC, in ns): compare
 /// with [`Sample::time`] or [`SampleId::time`] to tell how late a record is read.

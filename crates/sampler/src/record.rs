@@ -27,7 +27,7 @@ pub(crate) const SWITCH_SAMPLE_TYPE_OMITS: u64 = b::PERF_SAMPLE_PERIOD as u64;
 
 /// The record kind a sample from a context-switch event is handed on with (beyond the
 /// kernel's PERF_RECORD_* numbers, which stay below 0x10000): decoded as
-/// [`Record::SwitchSample`], whose layout has no period (see [`SWITCH_SAMPLE_TYPE_OMITS`]).
+/// [`Record::SwitchSample`], whose layout has no period (see `SWITCH_SAMPLE_TYPE_OMITS`).
 pub const SWITCH_SAMPLE: u32 = 0x1_0000 | b::PERF_RECORD_SAMPLE;
 
 /// The record kind a LOST record of a context-switch event's ring is handed on with:
@@ -217,7 +217,7 @@ pub enum Record<'a> {
         time: u64,
     },
     /// A sample of the context-switch event: the thread's stack as it was switched out. Its
-    /// `period` is 0: the event's samples carry none (see [`SWITCH_SAMPLE_TYPE_OMITS`]); the
+    /// `period` is 0: the event's samples carry none (see `SWITCH_SAMPLE_TYPE_OMITS`); the
     /// switches a sample stands for are counted from the switch records.
     SwitchSample(Sample<'a>),
     /// A thread was switched out or back in (PERF_RECORD_SWITCH).
