@@ -265,16 +265,16 @@ impl<'a> UnitIndex<'a> {
         let Ok(header) = header else {
             return (None, 0, false);
         };
-        if !depth_checked && {
+        if !depth_checked {
             self.depth_scans.fetch_add(1, Ordering::Relaxed);
-            nested_too_deep(base, &header)
-        } {
-            tracing::warn!(
-                offset,
-                max = MAX_DIE_DEPTH,
-                "DWARF unit nested too deep; not named through DWARF"
-            );
-            return (None, 0, true);
+            if nested_too_deep(base, &header) {
+                tracing::warn!(
+                    offset,
+                    max = MAX_DIE_DEPTH,
+                    "DWARF unit nested too deep; not named through DWARF"
+                );
+                return (None, 0, true);
+            }
         }
         if !self_contained(base, &header) {
             tracing::trace!(offset, "unit refers outside itself; whole-file index");
