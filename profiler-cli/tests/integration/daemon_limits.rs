@@ -460,7 +460,10 @@ fn daemon_query_slots_are_held_by_the_work_and_one_is_kept_for_root() {
         &config,
         dir.path(),
         "frequency = 999\nslice = \"1s\"\n",
-        &format!("max_concurrent_queries = 3\nmax_queries_per_user = 2\n\n{BUDGET_OFF}"),
+        // The second query reads throttled for as long as the steps before take on a busy
+        // machine: the longest request timeout (100 s) keeps its answer a 200 (the timeout
+        // is not what is tested here; a CI run saw the default 30 s run out).
+        &format!("max_concurrent_queries = 3\nmax_queries_per_user = 2\nrequest_timeout = \"100s\"\n\n{BUDGET_OFF}"),
     );
     let cgroup = CpuCgroup::new();
     let daemon = Daemon::start(&config);
