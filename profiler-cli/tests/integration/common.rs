@@ -13,8 +13,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::thread;
 use std::time::{Duration, Instant};
+
+pub use crate::poll::{hold, hold_until, poll_until, scaled, time_scale, wait_for};
 
 /// Sampling frequency used by every test.
 pub const FREQ: &str = "999";
@@ -250,27 +251,21 @@ impl Spawned {
         self.child.id()
     }
 
-    /// Waits up to `limit`; `None` if still running then.
+    /// Waits up to `limit` (not scaled); `None` if still running then.
     pub fn wait_timeout(&mut self, limit: Duration) -> Option<Run> {
-        let deadline = Instant::now() + limit;
-        loop {
-            match self.child.try_wait().expect("try_wait") {
-                Some(status) => {
-                    return Some(Run {
-                        status,
-                        stdout: read_all(&mut self.stdout),
-                        stderr: read_all(&mut self.stderr),
-                        elapsed: self.started.elapsed(),
-                    })
-                }
-                None if Instant::now() >= deadline => return None,
-                None => thread::sleep(Duration::from_millis(20)),
-            }
-        }
+        let status = poll_until(limit, || self.child.try_wait().expect("try_wait"))?;
+        Some(Run {
+            status,
+            stdout: read_all(&mut self.stdout),
+            stderr: read_all(&mut self.stderr),
+            elapsed: self.started.elapsed(),
+        })
     }
 
-    /// Waits up to `limit`, else kills everything and panics with the output so far.
+    /// Waits up to `limit` scaled by [`time_scale`], else kills everything and panics with
+    /// the output so far.
     pub fn wait_or_panic(&mut self, limit: Duration) -> Run {
+        let limit = scaled(limit);
         if let Some(run) = self.wait_timeout(limit) {
             return run;
         }

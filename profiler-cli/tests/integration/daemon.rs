@@ -128,39 +128,25 @@ impl Daemon {
 
     /// Waits until the daemon answers and its drain loop runs.
     pub(crate) fn wait_sampling(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(run) = self.process.wait_timeout(Duration::ZERO) {
+        let process = &mut self.process;
+        let socket = &self.socket;
+        wait_for("profilerd sampling", Duration::from_secs(30), || {
+            if let Some(run) = process.wait_timeout(Duration::ZERO) {
                 panic!(
                     "profilerd exited early ({})\n--- stderr ---\n{}",
                     run.status, run.stderr
                 );
             }
-            if let Some(s) = self.status() {
-                if s["sampling"] == "true" {
-                    return;
-                }
+            match status_of(socket) {
+                Some(s) if s.get("sampling").is_some_and(|v| v == "true") => Ok(()),
+                other => Err(format!("{other:?}")),
             }
-            assert!(
-                Instant::now() < deadline,
-                "profilerd did not start sampling within 30 s"
-            );
-            thread::sleep(Duration::from_millis(100));
-        }
+        });
     }
 
     /// `GET /v1/status` as this process's user, as flat `key → value` strings.
     pub(crate) fn status(&self) -> Option<BTreeMap<String, String>> {
-        let body = http_get(&self.socket, "/v1/status")?;
-        let mut out = BTreeMap::new();
-        for field in body.trim().trim_matches(['{', '}']).split(',') {
-            let (k, v) = field.split_once(':')?;
-            out.insert(
-                k.trim_matches('"').to_string(),
-                v.trim_matches('"').to_string(),
-            );
-        }
-        Some(out)
+        status_of(&self.socket)
     }
 
     pub(crate) fn number(&self, key: &str) -> u64 {
@@ -172,15 +158,25 @@ impl Daemon {
 
     /// Waits until a slice ending at or after `t` (UNIX seconds) is on disk.
     pub(crate) fn wait_slices_through(&self, t: f64) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while (self.number("newest_slice_end_ns") as f64) < t * 1e9 {
-            assert!(
-                Instant::now() < deadline,
-                "no slice through {t} within 30 s: {:?}",
-                self.status()
-            );
-            thread::sleep(Duration::from_millis(200));
-        }
+        self.wait_status(
+            &format!("a slice through {t:.3}"),
+            Duration::from_secs(30),
+            |s| number_in(s, "newest_slice_end_ns") as f64 >= t * 1e9,
+        );
+    }
+
+    /// Waits until `done` holds of `/v1/status` (as this process's user), for at most
+    /// `limit` (scaled); panics naming `what` and the last status seen.
+    pub(crate) fn wait_status(
+        &self,
+        what: &str,
+        limit: Duration,
+        done: impl Fn(&BTreeMap<String, String>) -> bool,
+    ) -> BTreeMap<String, String> {
+        wait_for(what, limit, || match self.status() {
+            Some(s) if done(&s) => Ok(s),
+            other => Err(format!("{other:?}")),
+        })
     }
 
     /// SIGTERM; the daemon must exit 0 within 30 s. Returns its stderr.
@@ -200,6 +196,28 @@ impl Daemon {
         );
         run.stderr
     }
+}
+
+/// `GET /v1/status` on `socket` as this process's user, as flat `key → value` strings.
+pub(crate) fn status_of(socket: &Path) -> Option<BTreeMap<String, String>> {
+    let body = http_get(socket, "/v1/status")?;
+    let mut out = BTreeMap::new();
+    for field in body.trim().trim_matches(['{', '}']).split(',') {
+        let (k, v) = field.split_once(':')?;
+        out.insert(
+            k.trim_matches('"').to_string(),
+            v.trim_matches('"').to_string(),
+        );
+    }
+    Some(out)
+}
+
+/// A status field as a number (0 when missing or not a number).
+pub(crate) fn number_in(status: &BTreeMap<String, String>, key: &str) -> u64 {
+    status
+        .get(key)
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0) as u64
 }
 
 /// A minimal HTTP/1.0 GET over the Unix socket (the test's own client, not profctl's).

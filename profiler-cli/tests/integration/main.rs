@@ -27,6 +27,7 @@ mod hostile_elf;
 mod nonroot;
 mod offcpu;
 mod pid;
+mod poll;
 mod pprof_files;
 mod record_outputs;
 mod sigint;
