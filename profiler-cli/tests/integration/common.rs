@@ -1,8 +1,8 @@
 //! Shared helpers for the end-to-end tests: building the C workloads,
 //! running `profctl` with a time limit, parsing folded stacks, computing
 //! per-function shares and asserting them with a readable message, and the
-//! process-wide lock that keeps sampling tests from running side by side
-//! (the test machine has only 2 CPUs).
+//! process-wide lock that keeps sampling-accuracy tests from running beside other sampling
+//! tests (the test machine has only 2 CPUs).
 
 #![allow(dead_code)]
 
@@ -12,7 +12,7 @@ use std::fs::{self, File};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 pub use crate::poll::{hold, hold_until, poll_until, scaled, time_scale, wait_for};
@@ -25,12 +25,21 @@ pub const SHARE_TOLERANCE_POINTS: f64 = 5.0;
 /// The functions of the split workload, in reporting order.
 pub const HOT: [&str; 3] = ["hot_a", "hot_b", "hot_c"];
 
-static SAMPLING: Mutex<()> = Mutex::new(());
+static SAMPLING: RwLock<()> = RwLock::new(());
 
-/// Holds the process-wide sampling lock; take it for the whole of every test
-/// that samples. Recovers from poisoning (a failed test must not fail the rest).
-pub fn sampling_lock() -> MutexGuard<'static, ()> {
-    SAMPLING.lock().unwrap_or_else(|e| e.into_inner())
+/// Holds the sampling lock alone: take it for the whole of every test that judges sampling
+/// accuracy (shares, sample counts, CPU time), so that no other sampling test runs beside it
+/// on the test machine's 2 CPUs. Recovers from poisoning (a failed test must not fail the
+/// rest).
+pub fn sampling_lock() -> RwLockWriteGuard<'static, ()> {
+    SAMPLING.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Holds the sampling lock beside other such tests: for a test that samples (or starts a
+/// daemon) but judges no accuracy, such as access rules, errors or limits. It runs in
+/// parallel with its kind, never beside a test holding [`sampling_lock`].
+pub fn sampling_shared() -> RwLockReadGuard<'static, ()> {
+    SAMPLING.read().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Path of the binary under test: the crate's `profctl`, unless the

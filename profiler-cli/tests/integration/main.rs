@@ -2,8 +2,11 @@
 //! self-measured split of CPU time are profiled, and the folded stacks and
 //! flamegraph the user gets are checked against what the workloads measured.
 //!
-//! All sampling tests hold [`common::sampling_lock`], so they run one at a
-//! time even though the harness runs tests on several threads.
+//! Tests that judge sampling accuracy (shares, counts, CPU) hold [`common::sampling_lock`]
+//! alone; tests that sample but judge no accuracy hold [`common::sampling_shared`] and run
+//! beside each other, never beside an accuracy test. Waits go through [`poll`]: a test waits
+//! for a condition, never for a fixed time, and `PROFCTL_TEST_TIME_SCALE` scales every
+//! deadline.
 
 mod cgroup;
 mod common;
