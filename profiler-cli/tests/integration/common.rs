@@ -15,7 +15,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-pub use crate::poll::{hold, hold_until, poll_until, scaled, time_scale, wait_for};
+pub use crate::poll::{hold, hold_until_elapsed, poll_until, scaled, wait_for};
 
 /// Sampling frequency used by every test.
 pub const FREQ: &str = "999";
@@ -339,6 +339,71 @@ where
     let mut cmd = Command::new(profctl());
     cmd.args(args).current_dir(cwd);
     Spawned::spawn(cmd, "profctl").wait_or_panic(limit)
+}
+
+/// CPU time of `pid` (user + system) from `/proc/PID/stat`, seconds; 0 once it is gone.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (ticks(11) + ticks(12)) as f64 / 100.0
+}
+
+/// Threads of `pid` (its `/proc/PID/task` entries); 0 once it is gone.
+pub fn threads_of(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
+}
+
+/// Online CPUs, from `/sys/devices/system/cpu/online` (`0-1,3` form).
+pub fn online_cpus() -> usize {
+    let text = fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    text.trim()
+        .split(',')
+        .filter(|r| !r.is_empty())
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap_or(0) + 1 - a.parse::<usize>().unwrap_or(0),
+            None => 1,
+        })
+        .sum::<usize>()
+        .max(1)
+}
+
+/// Perf ring buffers `pid` has mapped (its `anon_inode:[perf_event]` mappings).
+pub fn perf_rings_mapped(pid: u32) -> usize {
+    fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.ends_with("anon_inode:[perf_event]"))
+        .count()
+}
+
+/// Waits until `p` (a `profctl record`) has mapped a sample ring and a side-band ring per CPU:
+/// its events are enabled right after, so what the test starts next is recorded. Panics with
+/// its output if it exits first.
+pub fn wait_recording(p: &mut Spawned) {
+    let cpus = online_cpus();
+    let name = p.name.clone();
+    wait_for(
+        &format!("{name} mapping its perf rings"),
+        Duration::from_secs(30),
+        || {
+            if let Some(run) = p.wait_timeout(Duration::ZERO) {
+                panic!(
+                    "{name} exited before recording ({})\n--- stderr ---\n{}",
+                    run.status, run.stderr
+                );
+            }
+            match perf_rings_mapped(p.pid()) {
+                n if n >= 2 * cpus => Ok(()),
+                n => Err(format!("{n} perf rings mapped, {cpus} CPUs")),
+            }
+        },
+    );
 }
 
 /// One line of folded output.

@@ -10,7 +10,6 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -85,7 +84,7 @@ fn peak_kib(pid: u32) -> Option<u64> {
 
 /// Wait up to `limit` for `p`, following its peak resident memory; panics past the limit.
 fn wait_measuring(p: &mut Spawned, limit: Duration) -> (Run, u64) {
-    let deadline = Instant::now() + limit;
+    let deadline = Instant::now() + scaled(limit);
     let mut peak = 0;
     loop {
         if let Some(kib) = peak_kib(p.pid()) {
@@ -137,7 +136,7 @@ fn fifos_huge_jit_maps_and_escapes_from_another_user() {
         &["--duration", "4", "--folded", "out.folded", "-o", "out.svg"],
         out.path(),
     );
-    thread::sleep(Duration::from_millis(700));
+    wait_recording(&mut profctl);
     let script = format!(
         r#"
         ./j 3 > j1.out &
@@ -175,7 +174,7 @@ fn fifos_huge_jit_maps_and_escapes_from_another_user() {
         peak as f64 / 1024.0
     );
     assert!(
-        run.elapsed < Duration::from_secs(30),
+        run.elapsed < scaled(Duration::from_secs(30)),
         "a 4 s recording took {:.1?}",
         run.elapsed
     );
@@ -261,7 +260,14 @@ fn planted_links_and_fifos_at_output_paths_change_nothing() {
 
     // A FIFO of the attacker's at the output path, with the attacker reading it.
     let mut reader = attacker.shell("rm -f leak.fifo; mkfifo leak.fifo; cat leak.fifo > leaked");
-    thread::sleep(Duration::from_millis(300));
+    let fifo = attacker.path("leak.fifo");
+    wait_for("the attacker's FIFO", Duration::from_secs(10), || {
+        use std::os::unix::fs::FileTypeExt;
+        match fs::symlink_metadata(&fifo) {
+            Ok(m) if m.file_type().is_fifo() => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
     let started = Instant::now();
     let run = root_record(
         &[
@@ -284,7 +290,7 @@ fn planted_links_and_fifos_at_output_paths_change_nothing() {
         run.stderr
     );
     assert!(
-        started.elapsed() < Duration::from_secs(1) + Duration::from_millis(900),
+        started.elapsed() < scaled(Duration::from_secs(1) + Duration::from_millis(900)),
         "refused only after {:.1?} (it must be before recording)",
         started.elapsed()
     );
@@ -326,7 +332,7 @@ fn root_only_files_linked_by_another_user_are_not_shown() {
     ];
     let out = scratch();
     let mut profctl = root_record(&["--duration", "4", "--folded", "out.folded"], out.path());
-    thread::sleep(Duration::from_millis(700));
+    wait_recording(&mut profctl);
     let script = format!(
         r#"
         ./b 3 &
@@ -390,7 +396,21 @@ fn a_signal_during_naming_ends_profctl() {
         .env("DEBUGINFOD_URLS", &url)
         .current_dir(dir.path());
     let mut profctl = Spawned::spawn(cmd, "profctl with a silent debuginfod");
-    thread::sleep(Duration::from_millis(2500));
+    // Naming starts when the command has run and exited: its recording is over.
+    let mut started = false;
+    wait_for(
+        "the recorded command's exit",
+        Duration::from_secs(30),
+        || {
+            let running = descendants(profctl.pid()).len();
+            started |= running > 0;
+            match (started, running) {
+                (true, 0) => Ok(()),
+                _ if profctl.wait_timeout(Duration::ZERO).is_some() => Ok(()),
+                _ => Err(format!("started {started}, {running} descendants")),
+            }
+        },
+    );
     if let Some(run) = profctl.wait_timeout(Duration::ZERO) {
         eprintln!(
             "note: profctl ended before the signal ({}); nothing to interrupt",
@@ -402,7 +422,7 @@ fn a_signal_during_naming_ends_profctl() {
     send_signal(profctl.pid(), "INT");
     let run = profctl.wait_or_panic(Duration::from_secs(5));
     assert!(
-        signalled.elapsed() < Duration::from_secs(2),
+        signalled.elapsed() < scaled(Duration::from_secs(2)),
         "SIGINT while naming ended profctl only after {:.1?}",
         signalled.elapsed()
     );
@@ -488,7 +508,7 @@ fn compression_bombs_huge_symbol_tables_and_debuglinks_are_bounded() {
         &["--duration", "5", "--folded", "out.folded", "-o", "out.svg"],
         out.path(),
     );
-    thread::sleep(Duration::from_millis(700));
+    wait_recording(&mut profctl);
     let mut attack = attacker.shell(
         r#"
         truncate -s 4G big.debug
@@ -505,7 +525,7 @@ fn compression_bombs_huge_symbol_tables_and_debuglinks_are_bounded() {
         peak as f64 / 1024.0
     );
     assert!(
-        run.elapsed < Duration::from_secs(20),
+        run.elapsed < scaled(Duration::from_secs(20)),
         "a 5 s recording took {:.1?}",
         run.elapsed
     );
@@ -664,7 +684,7 @@ fn debug_files_linked_beside_another_users_binary_are_read_with_their_access() {
     }
     let out = scratch();
     let mut profctl = root_record(&["--duration", "4", "--folded", "out.folded"], out.path());
-    thread::sleep(Duration::from_millis(700));
+    wait_recording(&mut profctl);
     let script = format!(
         r#"
         ln -s {debug} file/secret.debug
@@ -714,17 +734,12 @@ fn a_pid_recording_ends_when_another_users_process_exits() {
     attacker.install(&w.burner, "b");
     let mut target = attacker.shell("echo $$ > pid; exec ./b 1.5");
     let pid_file = attacker.path("pid");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let pid = loop {
-        if let Some(pid) = fs::read_to_string(&pid_file)
+    let pid = wait_for("the target's pid file", Duration::from_secs(10), || {
+        fs::read_to_string(&pid_file)
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok())
-        {
-            break pid;
-        }
-        assert!(Instant::now() < deadline, "the target did not start");
-        thread::sleep(Duration::from_millis(10));
-    };
+            .ok_or_else(|| "no pid yet".to_string())
+    });
     let out = scratch();
     let mut profctl = root_record(
         &["--pid", &pid.to_string(), "--folded", "out.folded"],
@@ -736,7 +751,7 @@ fn a_pid_recording_ends_when_another_users_process_exits() {
     let run = profctl.wait_or_panic(Duration::from_secs(20));
     run.assert_success("--pid of a process that exited");
     assert!(
-        exited.elapsed() < Duration::from_secs(3),
+        exited.elapsed() < scaled(Duration::from_secs(3)),
         "the recording went on {:.1?} after its process exited",
         exited.elapsed()
     );
@@ -760,7 +775,14 @@ fn overflowing_rings_report_their_losses() {
     let w = workloads();
     attacker.install(&w.burner, "b");
     let mut attack = attacker.shell("./b 3 & ./b 3 & ./b 3 & wait");
-    thread::sleep(Duration::from_millis(300));
+    wait_for(
+        "the attacker's three burners",
+        Duration::from_secs(10),
+        || match descendants(attack.pid()).len() {
+            n if n >= 3 => Ok(()),
+            n => Err(format!("{n} running")),
+        },
+    );
     let out = scratch();
     let run = root_record(
         &[
@@ -970,7 +992,7 @@ fn a_users_file_with_roots_build_id_never_names_roots_frames() {
         out.path(),
         cache.path(),
     );
-    thread::sleep(Duration::from_millis(700));
+    wait_recording(&mut profctl);
     let attack_run = attacker
         .shell("./poison 1.5")
         .wait_or_panic(Duration::from_secs(60));
@@ -1051,7 +1073,7 @@ fn a_users_file_with_roots_build_id_never_names_roots_frames() {
         out.path(),
         cache.path(),
     );
-    thread::sleep(Duration::from_millis(700));
+    wait_recording(&mut profctl);
     let attack_run = attacker
         .shell("./poison 1.5")
         .wait_or_panic(Duration::from_secs(60));

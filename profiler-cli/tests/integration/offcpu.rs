@@ -426,7 +426,15 @@ fn switch_samples_stay_under_the_cap_and_the_split_holds() {
         .arg(&measured)
         .arg("30000");
     let mut workload = Spawned::spawn(cmd, "waits busy");
-    std::thread::sleep(Duration::from_millis(200));
+    // Its pinger and ponger threads started (the split thread is the main one).
+    wait_for(
+        "the busy workload's threads",
+        Duration::from_secs(10),
+        || match threads_of(workload.pid()) {
+            n if n >= 3 => Ok(()),
+            n => Err(format!("{n} threads")),
+        },
+    );
     let run = run_profctl(
         [
             "record".into(),

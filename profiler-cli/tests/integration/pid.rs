@@ -4,7 +4,6 @@
 //! name the workload's hot functions.
 
 use std::process::Command;
-use std::thread;
 use std::time::Duration;
 
 use crate::common::*;
@@ -22,13 +21,14 @@ fn record_pid_for_duration_writes_svg_and_folded() {
     cmd.arg("forever").arg(&measured_path);
     let mut workload = Spawned::spawn(cmd, "split forever");
     // Wait until the workload is in its main loop (first periodic report).
-    for _ in 0..100 {
-        if measured_path.exists() {
-            break;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    assert!(measured_path.exists(), "workload did not start");
+    wait_for(
+        "the workload's first report",
+        Duration::from_secs(10),
+        || match measured_path.exists() {
+            true => Ok(()),
+            false => Err(format!("no {}", measured_path.display())),
+        },
+    );
 
     let pid = workload.pid().to_string();
     let run = run_profctl(

@@ -87,6 +87,14 @@ pub fn hold(span: Duration) {
     thread::sleep(span);
 }
 
+/// Lets time pass until `seconds` have passed since `start` (no wait if they have).
+pub fn hold_until_elapsed(start: Instant, seconds: f64) {
+    let left = seconds - start.elapsed().as_secs_f64();
+    if left > 0.0 {
+        hold(Duration::from_secs_f64(left));
+    }
+}
+
 /// Lets time pass until the wall clock reads `unix_seconds` (no wait if it already has).
 pub fn hold_until(unix_seconds: f64) {
     let now = std::time::SystemTime::now()

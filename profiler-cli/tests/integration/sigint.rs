@@ -3,7 +3,6 @@
 //! written, complete and naming the hot functions.
 
 use std::process::Command;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -30,7 +29,22 @@ fn sigint_ends_recording_and_still_writes_outputs() {
         .arg(dir.path().join("measured.txt"));
     let mut profctl = Spawned::spawn(cmd, "profctl record -- split 30");
 
-    thread::sleep(Duration::from_secs(2));
+    // Interrupted once the workload has had a second of CPU: enough samples to name.
+    wait_for(
+        "a second of the workload's CPU",
+        Duration::from_secs(30),
+        || {
+            let cpu: f64 = descendants(profctl.pid())
+                .into_iter()
+                .map(cpu_seconds)
+                .sum();
+            if profctl.wait_timeout(Duration::ZERO).is_some() || cpu >= 1.0 {
+                Ok(())
+            } else {
+                Err(format!("{cpu:.2} s of CPU"))
+            }
+        },
+    );
     if let Some(run) = profctl.wait_timeout(Duration::ZERO) {
         panic!(
             "profctl exited before SIGINT ({})\n--- stderr ---\n{}",
@@ -43,7 +57,7 @@ fn sigint_ends_recording_and_still_writes_outputs() {
 
     let sent = Instant::now();
     assert!(send_signal(profctl.pid(), "INT"), "kill -INT failed");
-    let run = profctl.wait_timeout(Duration::from_secs(10));
+    let run = profctl.wait_timeout(scaled(Duration::from_secs(10)));
     for p in workload_pids {
         send_signal(p, "KILL");
     }
@@ -54,7 +68,7 @@ fn sigint_ends_recording_and_still_writes_outputs() {
     let took = sent.elapsed();
     run.assert_success("record interrupted by SIGINT");
     assert!(
-        took <= Duration::from_secs(5),
+        took <= scaled(Duration::from_secs(5)),
         "profctl took {took:.1?} to exit after SIGINT"
     );
 

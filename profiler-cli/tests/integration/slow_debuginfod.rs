@@ -106,7 +106,6 @@ impl SlowServer {
     fn start(build_id: &str, debug_file: Vec<u8>, delay: Duration) -> SlowServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let port = listener.local_addr().unwrap().port();
-        listener.set_nonblocking(true).unwrap();
         let requests: Arc<Mutex<Vec<(Duration, String)>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let served = Arc::new(debug_file);
@@ -115,8 +114,10 @@ impl SlowServer {
         let acceptor = {
             let (requests, stop) = (requests.clone(), stop.clone());
             thread::spawn(move || {
+                // Blocking accepts; Drop wakes the last one with a connection of its own.
                 while !stop.load(Ordering::Relaxed) {
                     match listener.accept() {
+                        Ok(_) if stop.load(Ordering::Relaxed) => break,
                         Ok((stream, _)) => {
                             let (requests, served, wanted) =
                                 (requests.clone(), served.clone(), wanted.clone());
@@ -124,7 +125,7 @@ impl SlowServer {
                                 answer(stream, started, &requests, &wanted, &served, delay)
                             });
                         }
-                        Err(_) => thread::sleep(Duration::from_millis(10)),
+                        Err(_) => break,
                     }
                 }
             })
@@ -145,6 +146,7 @@ impl SlowServer {
 impl Drop for SlowServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
         if let Some(t) = self.acceptor.take() {
             let _ = t.join();
         }
@@ -182,7 +184,8 @@ fn answer(
         .lock()
         .unwrap()
         .push((started.elapsed(), path.clone()));
-    thread::sleep(delay);
+    // The server's slowness: its answer comes `delay` after the request.
+    hold(delay);
     let _ = if path == wanted {
         write!(
             stream,

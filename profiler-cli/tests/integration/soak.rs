@@ -20,7 +20,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -156,14 +155,15 @@ fn unnamed(name: &str) -> bool {
 /// Window length of the soak recording.
 const SOAK_WINDOW_SECS: f64 = 2.0;
 /// Recording before the churn starts: the baseline windows.
-const BASELINE_SECS: f64 = 10.0;
-/// How long the churn runs.
-const CHURN_SECS: f64 = 60.0;
+const BASELINE_SECS: f64 = 6.0;
+/// How long the churn runs (some 1,500 execs and 15 deploys: a leak of one item per exec or
+/// per deploy stands far above the bounds below).
+const CHURN_SECS: f64 = 30.0;
 /// The whole recording; what follows the churn (26 s) shows the recovery.
-const SOAK_RECORD_SECS: f64 = 96.0;
+const SOAK_RECORD_SECS: f64 = BASELINE_SECS + CHURN_SECS + 26.0;
 /// Short processes started per second.
 const CHURN_RATE: u32 = 50;
-/// Seconds between deploys (about 30 generations in the churn).
+/// Seconds between deploys (about 15 generations in the churn).
 const DEPLOY_SECS: f64 = 2.0;
 /// The churn's children exit after this much CPU in churn_child_hot.
 const CHILD_CPU_SECS: f64 = 0.005;
@@ -397,7 +397,9 @@ fn churn_soak_stays_bounded_and_names_every_window() {
     let mut profctl = Spawned::spawn(cmd, "profctl record --window");
     let profctl_pid = profctl.pid();
 
-    thread::sleep(Duration::from_secs_f64(BASELINE_SECS));
+    // The baseline: a span of recording before the churn.
+    wait_recording(&mut profctl);
+    hold(Duration::from_secs_f64(BASELINE_SECS));
     let churn_start = t0.elapsed().as_secs_f64();
     let mut cmd = Command::new(&w.churn);
     cmd.arg("drive")
@@ -420,16 +422,12 @@ fn churn_soak_stays_bounded_and_names_every_window() {
     // No process maps a deploy binary any more: profctl must let go of every one of them
     // while it is still recording. Polled until shortly before the recording ends.
     let mut held = Vec::new();
-    let poll_from = churn_end + RECOVERY_AFTER_SECS;
-    while t0.elapsed().as_secs_f64() < SOAK_RECORD_SECS - SHUTDOWN_SLACK_SECS {
-        if t0.elapsed().as_secs_f64() >= poll_from {
-            held = deploy_references(profctl_pid, &churn_results.dir);
-            if held.is_empty() {
-                break;
-            }
-        }
-        thread::sleep(Duration::from_millis(500));
-    }
+    hold_until_elapsed(t0, churn_end + RECOVERY_AFTER_SECS);
+    let poll_for = (SOAK_RECORD_SECS - SHUTDOWN_SLACK_SECS - t0.elapsed().as_secs_f64()).max(0.0);
+    poll_until(Duration::from_secs_f64(poll_for), || {
+        held = deploy_references(profctl_pid, &churn_results.dir);
+        held.is_empty().then_some(())
+    });
     let held_at = t0.elapsed().as_secs_f64();
     let memory: Vec<String> = fs::read_to_string(format!("/proc/{profctl_pid}/status"))
         .unwrap_or_default()
@@ -806,7 +804,7 @@ fn pid_reuse_names_the_new_process_from_its_own_binary() {
     .arg(&folded)
     .current_dir(dir.path());
     let mut profctl = Spawned::spawn(cmd, "profctl record --window 1");
-    thread::sleep(Duration::from_secs(2));
+    wait_recording(&mut profctl);
     let mut cmd = Command::new(&w.reuse_a);
     cmd.arg("drive")
         .arg(&w.reuse_b)

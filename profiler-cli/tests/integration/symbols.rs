@@ -774,20 +774,22 @@ impl DebuginfodServer {
             port,
         };
         let path = format!("/buildid/{}/debuginfo", fx.build_id);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while http_status(port, &path) != Some(200) {
-            if let Some(run) = server.child.wait_timeout(Duration::ZERO) {
-                panic!(
-                    "debuginfod exited ({}): {}{}",
-                    run.status, run.stderr, run.stdout
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "debuginfod did not serve {path} within 30 s"
-            );
-            thread::sleep(Duration::from_millis(100));
-        }
+        wait_for(
+            &format!("debuginfod serving {path}"),
+            Duration::from_secs(30),
+            || {
+                if let Some(run) = server.child.wait_timeout(Duration::ZERO) {
+                    panic!(
+                        "debuginfod exited ({}): {}{}",
+                        run.status, run.stderr, run.stdout
+                    );
+                }
+                match http_status(port, &path) {
+                    Some(200) => Ok(()),
+                    other => Err(format!("status {other:?}")),
+                }
+            },
+        );
         server
     }
 }
@@ -861,16 +863,17 @@ fn debuginfod_slow_server_times_out() {
     let fx = debuginfod_fixture(dir.path(), "sw_dinfslow");
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    listener.set_nonblocking(true).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
+    // Blocking accepts, each connection held open unanswered; the test's own last connection
+    // (after `stop`) ends the loop.
     let holder = thread::spawn(move || {
         let mut held = Vec::new();
-        while !stop2.load(Ordering::Relaxed) {
-            match listener.accept() {
-                Ok((s, _)) => held.push(s),
-                Err(_) => thread::sleep(Duration::from_millis(20)),
+        while let Ok((s, _)) = listener.accept() {
+            if stop2.load(Ordering::Relaxed) {
+                break;
             }
+            held.push(s);
         }
         held.len()
     });
@@ -886,6 +889,7 @@ fn debuginfod_slow_server_times_out() {
     );
     let elapsed = started.elapsed();
     stop.store(true, Ordering::Relaxed);
+    let _ = std::net::TcpStream::connect(("127.0.0.1", port));
     let connections = holder.join().unwrap();
     assert!(
         connections > 0,
@@ -900,7 +904,7 @@ fn debuginfod_slow_server_times_out() {
     );
     // One timeout (10 s), not one per file: after a timeout the server is not asked again.
     assert!(
-        elapsed < Duration::from_secs(25),
+        elapsed < scaled(Duration::from_secs(25)),
         "recording took {elapsed:.1?} with a server that never answers\n{}",
         run.stderr
     );
@@ -963,10 +967,20 @@ fn deleted_binary_still_named() {
     cmd.arg("forever");
     let mut work = Spawned::spawn(cmd, "sw_deleted");
     let pid = work.pid();
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        work.wait_timeout(Duration::ZERO).is_none(),
-        "workload exited early"
+    // Running from its binary (executed and mapped) before the file is deleted.
+    wait_for(
+        "the workload running from its binary",
+        Duration::from_secs(10),
+        || {
+            if work.wait_timeout(Duration::ZERO).is_some() {
+                panic!("workload exited early");
+            }
+            let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            match maps.contains(bin.to_str().unwrap()) && cpu_seconds(pid) > 0.0 {
+                true => Ok(()),
+                false => Err("not yet mapped and run".to_string()),
+            }
+        },
     );
     fs::remove_file(&bin).unwrap();
     let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();

@@ -2,7 +2,6 @@
 //! appears under its own comm with its hot functions, and kernel frames are named.
 
 use std::process::Command;
-use std::thread;
 use std::time::Duration;
 
 use crate::common::*;
@@ -32,12 +31,14 @@ fn whole_system_recording_names_a_running_workload_and_the_kernel() {
     let mut cmd = Command::new(&w.split);
     cmd.arg("forever").arg(&measured);
     let mut workload = Spawned::spawn(cmd, "split forever");
-    for _ in 0..100 {
-        if measured.exists() {
-            break;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        "the workload's first report",
+        Duration::from_secs(10),
+        || match measured.exists() {
+            true => Ok(()),
+            false => Err(format!("no {}", measured.display())),
+        },
+    );
     // The workload's own CPU time around the recording (its file is rewritten every ~100 ms):
     // on a busy machine it gets less than a CPU, and the sample count is judged against what
     // it really ran.
@@ -56,8 +57,17 @@ fn whole_system_recording_names_a_running_workload_and_the_kernel() {
         dir.path(),
         Duration::from_secs(60),
     );
-    thread::sleep(Duration::from_millis(150));
-    let cpu_around = read_measured(&measured).values().sum::<u64>() - cpu_before;
+    // The workload's next report covers the whole recording.
+    let at_end: u64 = read_measured(&measured).values().sum();
+    let cpu_after = wait_for(
+        "the workload's next report",
+        Duration::from_secs(10),
+        || match read_measured(&measured).values().sum::<u64>() {
+            now if now > at_end => Ok(now),
+            now => Err(format!("{now} ns")),
+        },
+    );
+    let cpu_around = cpu_after - cpu_before;
     let wall_around = started.elapsed().as_secs_f64();
     send_signal(workload.pid(), "TERM");
     let _ = workload.wait_timeout(Duration::from_secs(5));
