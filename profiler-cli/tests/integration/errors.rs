@@ -53,7 +53,7 @@ fn missing_command_is_named_in_the_error() {
 
 #[test]
 fn unwritable_output_is_named_and_nothing_is_left_behind() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
     let run = run_profctl(
@@ -143,7 +143,7 @@ fn impossible_options_fail_before_the_command_runs() {
 /// and fails.
 #[test]
 fn a_failing_folded_output_keeps_the_flamegraph() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
     fs::create_dir(dir.path().join("gone")).unwrap();

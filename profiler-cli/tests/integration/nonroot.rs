@@ -42,7 +42,7 @@ fn chmod(path: &Path, mode: u32) {
 
 #[test]
 fn unprivileged_user_can_profile_own_command_but_not_whole_system() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     let is_root = id(&["-u"]) == Some(0);
 

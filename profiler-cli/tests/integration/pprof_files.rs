@@ -461,7 +461,7 @@ fn diff_colours_the_grown_function_red_and_the_shrunk_one_blue() {
 /// folded output back.
 #[test]
 fn pprof_keeps_lines_apart_from_names() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = scratch();
     let pb = dir.path().join("lines.pb.gz");
     let folded = dir.path().join("lines.folded");

@@ -9,7 +9,7 @@ use crate::common::*;
 
 #[test]
 fn sigint_ends_recording_and_still_writes_outputs() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
     let folded = dir.path().join("out.folded");

@@ -236,7 +236,7 @@ fn assert_unnamed(stacks: &[Stack], comm: &str, basename: &str, what: &str, run:
 /// Test 1: always_inline functions three deep inside a noinline `hot`, -O2 -g.
 #[test]
 fn inline_chain_three_deep() {
-    let _lock = sampling_lock();
+    let _lock = sampling_shared();
     let w = sym_workloads();
     let dir = scratch();
     let (run, stacks) = record(
@@ -251,7 +251,7 @@ fn inline_chain_three_deep() {
 /// Test 2: Debug info in a separate file found through `.gnu_debuglink`, used only when it matches.
 #[test]
 fn debuglink_used_only_when_it_matches() {
-    let _lock = sampling_lock();
+    let _lock = sampling_shared();
     let w = sym_workloads();
     let dir = scratch();
     let d = dir.path();
@@ -347,7 +347,7 @@ fn debuglink_used_only_when_it_matches() {
 /// Test 3: Compressed DWARF (`-gz=zlib`) in a binary without `.symtab`: names from the DWARF.
 #[test]
 fn compressed_dwarf_without_symtab() {
-    let _lock = sampling_lock();
+    let _lock = sampling_shared();
     let w = sym_workloads();
     let dir = scratch();
     let bin = dir.path().join("sw_zdwarf");
@@ -797,7 +797,7 @@ impl DebuginfodServer {
 /// 5a. The debug file of a stripped binary comes only from a real debuginfod server.
 #[test]
 fn debuginfod_names_a_stripped_binary() {
-    let _lock = sampling_lock();
+    let _lock = sampling_shared();
     let dir = scratch();
     let fx = debuginfod_fixture(dir.path(), "sw_dinfod");
     let server = DebuginfodServer::start(&fx, dir.path());
@@ -829,7 +829,7 @@ fn debuginfod_names_a_stripped_binary() {
 /// not fetch.
 #[test]
 fn debuginfod_down_recording_completes() {
-    let _lock = sampling_lock();
+    let _lock = sampling_shared();
     let dir = scratch();
     let fx = debuginfod_fixture(dir.path(), "sw_dinfdown");
     let port = free_port(); // bound then closed: nothing listens there
@@ -858,7 +858,7 @@ fn debuginfod_down_recording_completes() {
 /// 10 s: there is no environment override), the recording completes and says so.
 #[test]
 fn debuginfod_slow_server_times_out() {
-    let _lock = sampling_lock();
+    let _lock = sampling_shared();
     let dir = scratch();
     let fx = debuginfod_fixture(dir.path(), "sw_dinfslow");
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -913,7 +913,7 @@ fn debuginfod_slow_server_times_out() {
 /// Test 6: A JIT perf map names code in anonymous executable memory.
 #[test]
 fn jit_perf_map_names_anonymous_code() {
-    let _lock = sampling_lock();
+    let _lock = sampling_shared();
     let w = sym_workloads();
     let dir = scratch();
     let folded = folded_path(dir.path());
@@ -958,7 +958,7 @@ fn jit_perf_map_names_anonymous_code() {
 /// Test 7: A binary deleted while its process runs, recorded with `--pid`.
 #[test]
 fn deleted_binary_still_named() {
-    let _lock = sampling_lock();
+    let _lock = sampling_shared();
     let w = sym_workloads();
     let dir = scratch();
     let bin = dir.path().join("sw_deleted");
@@ -1007,7 +1007,7 @@ fn deleted_binary_still_named() {
 /// (bind-mounted over an empty directory); named after it exited.
 #[test]
 fn short_lived_process_in_private_mount_namespace() {
-    let _lock = sampling_lock();
+    let _lock = sampling_shared();
     let w = sym_workloads();
     let dir = scratch();
     let src = dir.path().join("src");

@@ -376,7 +376,7 @@ fn dwarf_unwinds_split_without_frame_pointers() {
 #[test]
 fn frame_pointers_lose_callers_without_frame_pointers() {
     // Documents what DWARF unwinding fixes: the same binary under `fp` keeps almost no path.
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = unwind_workloads();
     let dir = scratch();
     let measured_path = dir.path().join("measured.txt");
@@ -406,7 +406,7 @@ fn frame_pointers_lose_callers_without_frame_pointers() {
 
 #[test]
 fn qsort_comparator_reaches_main_through_libc() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = unwind_workloads();
     for mode in ["dwarf", "auto"] {
         let dir = scratch();
@@ -492,7 +492,7 @@ const LIBC_START: [&str; 4] = [
 
 #[test]
 fn deep_recursion_auto_splices_to_main() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let (run, stacks) = record_deeprec("auto");
     let comm = "deeprec";
     assert_share_of(
@@ -524,7 +524,7 @@ fn deep_recursion_auto_splices_to_main() {
 
 #[test]
 fn deep_recursion_dwarf_alone_ends_truncated() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let (run, stacks) = record_deeprec("dwarf");
     let comm = "deeprec";
     // Truncated stacks start with the marker and hold only recursion frames below it.

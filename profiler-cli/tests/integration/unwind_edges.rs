@@ -107,7 +107,7 @@ fn position(s: &Stack, frame: &str) -> Option<usize> {
 
 #[test]
 fn signal_handler_stacks_continue_into_the_interrupted_code() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let (run, stacks) = record_edges("dwarf", "signal", "3");
     // main ... signal_loop ... [trampoline] signal_handler signal_hot, nothing unnamed.
     assert_share_of(
@@ -139,7 +139,7 @@ fn signal_handler_stacks_continue_into_the_interrupted_code() {
 
 #[test]
 fn thread_stacks_end_at_the_threads_first_frame() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let (run, stacks) = record_edges("dwarf", "thread", "2");
     assert_share_of(
         &stacks,
@@ -166,7 +166,7 @@ fn thread_stacks_end_at_the_threads_first_frame() {
 
 #[test]
 fn vdso_stacks_reach_main() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let (_run, stacks) = record_edges("dwarf", "vdso", "3");
     // Without the vDSO's call-frame information about 1% of these end at an unknown frame
     // (samples where the vDSO's frame pointer is not set up): the bar is set above that.
@@ -182,7 +182,7 @@ fn vdso_stacks_reach_main() {
 
 #[test]
 fn plt_stub_samples_reach_main() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let (_run, stacks) = record_edges("dwarf", "plt", "2");
     // Samples in the PLT stub between plt_loop and edge_tiny, named as objdump names it.
     let in_stub = |s: &Stack| {
@@ -213,7 +213,7 @@ fn plt_stub_samples_reach_main() {
 
 #[test]
 fn debug_frame_only_code_unwinds() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = edge_workloads();
     let dir = scratch();
     let (_run, stacks, _) = record(
@@ -263,7 +263,7 @@ fn build_id(bin: &Path) -> String {
 
 #[test]
 fn debug_frame_in_a_separate_debug_file_is_found() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = edge_workloads();
     let dir = scratch();
     // Split the .debug_frame-only build: a stripped binary with a debuglink, and its debug file.
