@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::time::{parse_bucket, parse_range, parse_time, TimeArg};
+use daemon_api::Measure;
+
+use crate::time::{parse_bucket, parse_positive, parse_range, parse_time, TimeArg};
 
 /// A sampling profiler for Linux: from a running process to a flamegraph in one command.
 #[derive(Debug, Parser)]
@@ -22,10 +24,11 @@ pub struct Cli {
     /// Only errors: no progress line and no summary.
     #[arg(short, long, global = true)]
     pub quiet: bool,
-    /// profilerd's socket, for the commands that ask the daemon (flamegraph, top, diff,
-    /// timeline, status, and record --pid when it answers). Default: $PROFILERD_SOCKET, else
-    /// /run/profilerd/profilerd.sock.
-    #[arg(long, global = true, value_name = "PATH")]
+    /// profilerd's socket, for the commands that ask the daemon.
+    #[arg(long, global = true, value_name = "PATH", help = concat!(
+        "profilerd's socket, for the commands that ask the daemon (flamegraph, top, diff, ",
+        "timeline, status, and record --pid when it answers). Default: $PROFILERD_SOCKET, else ",
+        daemon_api::default_socket!()))]
     pub socket: Option<PathBuf>,
     /// The subcommand.
     #[command(subcommand)]
@@ -226,11 +229,11 @@ pub struct MeasureArgs {
 
 impl MeasureArgs {
     /// The `measure` parameter of the history queries (None: CPU).
-    pub fn measure(&self) -> Option<&'static str> {
+    pub fn measure(&self) -> Option<Measure> {
         if self.off_cpu {
-            Some("off_cpu")
+            Some(Measure::OffCpu)
         } else if self.wall {
-            Some("wall")
+            Some(Measure::Wall)
         } else {
             None
         }
@@ -424,15 +427,15 @@ pub struct RecordArgs {
     #[arg(short = 'F', long = "freq", value_name = "HZ", default_value_t = sampler::defaults::FREQUENCY,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub frequency: u64,
-    /// Stop after this many seconds (fractions allowed). Without it, recording runs until Ctrl-C
-    /// or until the command exits.
-    #[arg(short, long, value_name = "SECS", value_parser = parse_seconds)]
+    /// Stop after this long: seconds (fractions allowed) or a duration (`500ms`, `90s`, `10m`,
+    /// `1.5h`). Without it, recording runs until Ctrl-C or until the command exits.
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_positive)]
     pub duration: Option<std::time::Duration>,
-    /// Close a time window every SECS seconds and name it while recording goes on, printing
-    /// a line per window (samples, hottest functions, and what profctl holds: processes,
-    /// files, open descriptors, memory). The outputs hold every window. Without it, the
-    /// whole recording is one window, named when it ends.
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    /// Close a time window every DURATION (seconds, or `500ms`, `10s`, `1m`) and name it while
+    /// recording goes on, printing a line per window (samples, hottest functions, and what
+    /// profctl holds: processes, files, open descriptors, memory). The outputs hold every
+    /// window. Without it, the whole recording is one window, named when it ends.
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive)]
     pub window: Option<std::time::Duration>,
     /// Write the SVG flamegraph here, or a pprof profile when FILE ends in .pb.gz, .pb or
     /// .pprof (or with --format pprof).
@@ -533,19 +536,6 @@ fn parse_ring_pages(text: &str) -> Result<usize, String> {
     Ok(pages)
 }
 
-/// `--duration`, `--window`: a positive number of seconds (fractions allowed).
-fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
-    let secs: f64 = text
-        .parse()
-        .map_err(|_| format!("not a number of seconds: {text:?}"))?;
-    if !(secs > 0.0 && secs.is_finite()) {
-        return Err(format!(
-            "duration must be a positive number of seconds, got {text}"
-        ));
-    }
-    std::time::Duration::try_from_secs_f64(secs).map_err(|_| format!("{text} seconds is too long"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,6 +553,9 @@ mod tests {
             &["profctl", "record", "-d", "-1"],
             &["profctl", "record", "-F", "0"],
             &["profctl", "record", "-d", "1e20"],
+            &["profctl", "record", "-d", "0"],
+            &["profctl", "record", "--window", "3 weeks"],
+            &["profctl", "timeline", "--since", "1h", "--bucket", "1.5s"],
             &["profctl", "record", "--stack-size", "12"],
             &["profctl", "record", "--stack-size", "1000000"],
             &["profctl", "record", "--ring-pages", "3"],
@@ -571,6 +564,25 @@ mod tests {
         ] {
             assert!(Cli::try_parse_from(argv).is_err(), "{argv:?}");
         }
+    }
+
+    #[test]
+    fn every_duration_flag_takes_the_same_grammar() {
+        // `record --duration 10m` was refused while `timeline --bucket 1m` was accepted.
+        let cli =
+            Cli::try_parse_from(["profctl", "record", "--duration", "10m", "--window", "1.5"])
+                .unwrap();
+        let Command::Record(args) = cli.command else {
+            panic!("not a record command")
+        };
+        assert_eq!(args.duration, Some(std::time::Duration::from_secs(600)));
+        assert_eq!(args.window, Some(std::time::Duration::from_millis(1500)));
+        let cli = Cli::try_parse_from(["profctl", "timeline", "--since", "1h", "--bucket", "1m"])
+            .unwrap();
+        let Command::Timeline(args) = cli.command else {
+            panic!("not a timeline command")
+        };
+        assert_eq!(args.bucket, Some(60));
     }
 
     #[test]

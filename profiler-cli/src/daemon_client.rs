@@ -1,6 +1,6 @@
 //! Talking to profilerd over its Unix socket (HTTP/1.1): which socket, one request and its
-//! answer, the answer's status as an error, and the names of the daemon's headers. Transport
-//! only: what a request means is the caller's (`history`, `commands/`).
+//! answer, the answer's status as an error. Transport only: what a request means is the
+//! caller's (`history`, `commands/`), in the types and names of `daemon-api`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,32 +9,13 @@ use http_body_util::BodyExt;
 
 use crate::output::printable;
 
-/// profilerd's socket when neither `--socket` nor `PROFILERD_SOCKET` names one.
-pub const DEFAULT_SOCKET: &str = "/run/profilerd/profilerd.sock";
+use daemon_api::{DEFAULT_SOCKET, SOCKET_ENV};
 
 /// Largest answer read from the daemon.
 const MAX_BODY: usize = 512 << 20;
 
 /// Longest wait for an answer.
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The names of the headers profilerd answers with.
-pub mod header {
-    /// Slices read for a range.
-    pub const SLICES: &str = "x-profilerd-slices";
-    /// Samples in the answer.
-    pub const SAMPLES: &str = "x-profilerd-samples";
-    /// Slices skipped as corrupt or truncated.
-    pub const SKIPPED_SLICES: &str = "x-profilerd-skipped-slices";
-    /// Sampling frequency, Hz.
-    pub const FREQUENCY: &str = "x-profilerd-frequency";
-    /// The event sampled on.
-    pub const EVENT: &str = "x-profilerd-event";
-    /// 1 when kernel frames are included.
-    pub const KERNEL_FRAMES: &str = "x-profilerd-kernel-frames";
-    /// The daemon's slice length, ns (timeline answers).
-    pub const SLICE_NS: &str = "x-profilerd-slice-ns";
-}
 
 /// Why a request to profilerd failed.
 #[non_exhaustive]
@@ -79,12 +60,13 @@ pub enum ClientError {
     },
 }
 
-/// The daemon's socket: `--socket`, else `$PROFILERD_SOCKET`, else [`DEFAULT_SOCKET`].
+/// The daemon's socket: `--socket`, else `$PROFILERD_SOCKET`, else the default
+/// ([`DEFAULT_SOCKET`]).
 pub fn socket_path(arg: Option<&Path>) -> PathBuf {
     if let Some(p) = arg {
         return p.to_path_buf();
     }
-    match std::env::var_os("PROFILERD_SOCKET") {
+    match std::env::var_os(SOCKET_ENV) {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => PathBuf::from(DEFAULT_SOCKET),
     }
@@ -196,30 +178,16 @@ pub fn check(answer: &Answer) -> Result<(), ClientError> {
     })
 }
 
-/// Percent-encode a query value.
-pub fn encode(value: &str) -> String {
-    let mut out = String::new();
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn socket_and_encoding() {
+    fn the_socket_named_comes_first() {
         assert_eq!(
             socket_path(Some(Path::new("/tmp/x.sock"))),
             PathBuf::from("/tmp/x.sock")
         );
-        assert_eq!(encode("a b;c/é"), "a%20b%3Bc%2F%C3%A9");
     }
 
     #[test]

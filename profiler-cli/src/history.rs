@@ -6,8 +6,12 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use daemon_api::header;
+use daemon_api::history::{to_query, GroupBy, RangeParams, TimelineParams};
+use daemon_api::{Measure, TimeParam};
+
 use crate::cli::{FilterArgs, ProcessArgs};
-use crate::daemon_client::{self, encode, header};
+use crate::daemon_client;
 use crate::input::folded_profile;
 
 /// Which processes a range query keeps.
@@ -23,8 +27,8 @@ pub struct RangeFilter {
     pub descendants: bool,
     /// Only processes in this cgroup or under it.
     pub cgroup: Option<String>,
-    /// Which time: `off_cpu` or `wall` (counts in microseconds); None: CPU samples.
-    pub measure: Option<&'static str>,
+    /// Which time: off CPU or wall-clock (counts in microseconds); None: CPU samples.
+    pub measure: Option<Measure>,
 }
 
 impl RangeFilter {
@@ -47,29 +51,28 @@ impl RangeFilter {
         }
     }
 
-    /// The query's parameters after `since` and `until` (`&pid=…`…).
-    fn query(&self) -> String {
-        let mut query = String::new();
-        if let Some(pid) = self.pid {
-            query.push_str(&format!("&pid={pid}"));
-        }
-        if let Some(comm) = &self.comm {
-            query.push_str(&format!("&comm={}", encode(comm)));
-        }
-        if let Some(uid) = self.uid {
-            query.push_str(&format!("&uid={uid}"));
-        }
-        if self.descendants {
-            query.push_str("&descendants=true");
-        }
-        if let Some(cgroup) = &self.cgroup {
-            query.push_str(&format!("&cgroup={}", encode(cgroup)));
-        }
-        if let Some(measure) = self.measure {
-            query.push_str(&format!("&measure={measure}"));
-        }
-        query
+    /// The parameters of a query for `since..until` (UNIX seconds) with this filter; a time
+    /// before 1970 is an error (it cannot be asked for).
+    fn params(&self, since: f64, until: f64) -> Result<RangeParams> {
+        Ok(RangeParams {
+            since: Some(instant(since)?),
+            until: Some(instant(until)?),
+            pid: self.pid,
+            comm: self.comm.clone(),
+            uid: self.uid,
+            descendants: self.descendants,
+            cgroup: self.cgroup.clone(),
+            measure: self.measure,
+        })
     }
+}
+
+/// `unix` seconds as an instant for the daemon, to the millisecond (as a range is shown).
+fn instant(unix: f64) -> Result<TimeParam> {
+    // Refused before 1970 (and when not a number).
+    TimeParam::at_unix_seconds(unix)?;
+    let ms = (unix * 1e3).round() as u64;
+    Ok(TimeParam::At(ms.saturating_mul(1_000_000)))
 }
 
 /// The stacks of a time range of the daemon's history, and what the daemon said of them.
@@ -96,10 +99,7 @@ pub fn folded_range(
     until: f64,
     filter: &RangeFilter,
 ) -> Result<RangeProfile> {
-    let query = format!(
-        "/v1/folded?since={since:.3}&until={until:.3}{}",
-        filter.query()
-    );
+    let query = format!("/v1/folded?{}", to_query(&filter.params(since, until)?));
     let answer = daemon_client::get(socket, &query)?.ok()?;
     Ok(RangeProfile {
         profile: folded_profile(&String::from_utf8_lossy(&answer.body)),
@@ -137,10 +137,7 @@ pub fn pprof_range(
     until: f64,
     filter: &RangeFilter,
 ) -> Result<RangePprof> {
-    let query = format!(
-        "/v1/pprof?since={since:.3}&until={until:.3}{}",
-        filter.query()
-    );
+    let query = format!("/v1/pprof?{}", to_query(&filter.params(since, until)?));
     let answer = daemon_client::get(socket, &query)?.ok()?;
     Ok(RangePprof {
         samples: answer.number(header::SAMPLES).unwrap_or(0),
@@ -158,8 +155,8 @@ pub fn pprof_range(
 pub struct TimelineQuery {
     /// Bucket length, seconds (None: the daemon's choice).
     pub bucket: Option<u64>,
-    /// Grouping: comm, pid, uid or cgroup.
-    pub by: &'static str,
+    /// Grouping.
+    pub by: GroupBy,
     /// Groups kept apart from "other".
     pub top: u16,
     /// Only CPU with this function on the stack.
@@ -174,18 +171,14 @@ pub fn timeline_range(
     filter: &RangeFilter,
     query: &TimelineQuery,
 ) -> Result<(Vec<u8>, f64)> {
-    let mut path = format!(
-        "/v1/timeline?since={since:.3}&until={until:.3}&by={}&top={}{}",
-        query.by,
-        query.top,
-        filter.query()
-    );
-    if let Some(bucket) = query.bucket {
-        path.push_str(&format!("&bucket={bucket}"));
-    }
-    if let Some(function) = &query.function {
-        path.push_str(&format!("&function={}", encode(function)));
-    }
+    let params = TimelineParams {
+        bucket: query.bucket,
+        by: Some(query.by),
+        top: Some(query.top.into()),
+        function: query.function.clone(),
+        ..TimelineParams::with_range(filter.params(since, until)?)
+    };
+    let path = format!("/v1/timeline?{}", to_query(&params));
     let answer = daemon_client::get(socket, &path)?.ok()?;
     let slice = answer.number(header::SLICE_NS).unwrap_or(0) as f64 / 1e9;
     Ok((answer.body, slice))
@@ -196,14 +189,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn filter_query() {
+    fn a_range_query_sends_instants_and_the_filter() {
         let filter = RangeFilter {
             pid: Some(7),
             descendants: true,
             cgroup: Some("/a b".into()),
+            measure: Some(Measure::Wall),
             ..RangeFilter::default()
         };
-        assert_eq!(filter.query(), "&pid=7&descendants=true&cgroup=%2Fa%20b");
-        assert_eq!(RangeFilter::default().query(), "");
+        assert_eq!(
+            to_query(&filter.params(1_700_000_000.123_4, 1_700_000_600.0).unwrap()),
+            "since=%401700000000.123&until=%401700000600&pid=7&descendants=true&cgroup=%2Fa+b&measure=wall"
+        );
+        assert_eq!(
+            to_query(&RangeFilter::default().params(0.0, 1.0).unwrap()),
+            "since=%400&until=%401"
+        );
+    }
+
+    #[test]
+    fn a_time_before_1970_is_never_sent_as_a_time_ago() {
+        // It went out as `since=-3600.000`, which profilerd reads as an hour ago.
+        let err = RangeFilter::default()
+            .params(-3600.0, 1_700_000_000.0)
+            .unwrap_err();
+        assert!(err.to_string().contains("before 1970"), "{err}");
     }
 }

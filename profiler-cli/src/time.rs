@@ -8,6 +8,8 @@ use jiff::civil::{Date, DateTime, Time};
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 
+use daemon_api::{parse_duration, DurationBounds, DurationError};
+
 use crate::error::UsageError;
 
 /// What every time flag's help says it takes.
@@ -119,49 +121,28 @@ fn clock_time(text: &str) -> Option<Time> {
     Time::new(hour, minute, second, nanos).ok()
 }
 
-/// `10m`, `90s`, `2h`, `1d`, `500ms` ago.
+/// `10m`, `90s`, `2h`, `1d`, `500ms` ago: a duration in daemon-api's grammar, at most 100
+/// years.
 fn parse_ago(text: &str) -> Result<TimeArg, String> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("expected {FORMS}; got {text:?}"))?;
-    let secs = value * unit_seconds(unit, text)?;
-    if !secs.is_finite() || secs > 100.0 * 365.0 * 86_400.0 {
-        return Err(format!("out of range: {text:?}"));
+    match parse_duration(text, DurationBounds::AGO) {
+        Ok(d) => Ok(TimeArg::Ago(d)),
+        // Not even a number: say every form a time may take.
+        Err(DurationError::NotADuration { .. }) => Err(format!("expected {FORMS}; got {text:?}")),
+        Err(e) => Err(e.to_string()),
     }
-    Ok(TimeArg::Ago(Duration::from_secs_f64(secs)))
-}
-
-/// Seconds in a duration's `unit` (`ms`, `s`, `m`, `h`, `d`; none: seconds).
-fn unit_seconds(unit: &str, text: &str) -> Result<f64, String> {
-    Ok(match unit {
-        "ms" => 1e-3,
-        "s" | "" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        _ => {
-            return Err(format!(
-                "unknown unit in {text:?}: expected ms, s, m, h or d"
-            ))
-        }
-    })
 }
 
 /// `--bucket`: a duration of whole seconds (`5s`, `1m`, `1h`), in seconds.
 pub fn parse_bucket(text: &str) -> Result<u64, String> {
-    match parse_ago(text.trim()) {
-        Ok(TimeArg::Ago(d)) if d >= Duration::from_secs(1) && d.subsec_nanos() == 0 => {
-            Ok(d.as_secs())
-        }
-        Ok(_) => Err(format!(
-            "a whole number of seconds, at least 1s: got {text:?}"
-        )),
-        Err(e) => Err(e),
-    }
+    parse_duration(text, DurationBounds::WHOLE_SECONDS)
+        .map(|d| d.as_secs())
+        .map_err(|e| e.to_string())
+}
+
+/// `--duration`, `--window`: a duration of more than zero (`10`, `1.5`, `90s`, `10m`), at most
+/// 10 years.
+pub fn parse_positive(text: &str) -> Result<Duration, String> {
+    parse_duration(text, DurationBounds::POSITIVE).map_err(|e| e.to_string())
 }
 
 /// `--before`/`--after`: `SINCE..UNTIL`, each as [`parse_time`] takes it.
@@ -206,6 +187,15 @@ pub fn resolve_range_in(
         Some(u) => u.unix_seconds_in(now, tz)?,
         None => now,
     };
+    for (what, t) in [("start", since), ("end", until)] {
+        // profilerd would take a negative time for seconds ago; there is no history before.
+        if t < 0.0 {
+            return Err(UsageError(format!(
+                "the {what} of a range ({}) is before 1970-01-01 00:00:00 UTC, the UNIX epoch: profilerd keeps no time before it",
+                local_label(t, tz)
+            )));
+        }
+    }
     if since >= until {
         return Err(UsageError(format!(
             "the start of a range ({}) must be before its end ({})",
@@ -285,8 +275,49 @@ mod tests {
         assert!(err.unwrap_err().0.contains("must be before its end"));
         assert_eq!(parse_bucket("5s"), Ok(5));
         assert_eq!(parse_bucket("2m"), Ok(120));
+        assert_eq!(parse_bucket("60"), Ok(60));
         assert!(parse_bucket("500ms").is_err());
         assert!(parse_bucket("1.5s").is_err());
+        // One grammar: what --bucket takes, --duration takes (with fractions).
+        assert_eq!(parse_positive("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_positive("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_positive("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["0", "-3", "1e20", "inf", "10x", ""] {
+            assert!(parse_positive(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse_time("10x").unwrap_err(),
+            "unknown unit \"x\" in \"10x\": expected ms, s, m or min, h or d"
+        );
+        assert!(parse_time("yesterday")
+            .unwrap_err()
+            .starts_with("expected a duration ago"));
+    }
+
+    #[test]
+    fn a_time_before_1970_is_refused() {
+        let tz = TimeZone::UTC;
+        let now = 1_700_000_000.0;
+        for (since, until) in [
+            ("1969-12-31 23:00", None),
+            ("1969-12-31T23:00:00Z", None),
+            ("1969-12-31 22:00", Some("1969-12-31 23:00")),
+        ] {
+            let err = resolve_range_in(
+                parse_time(since).unwrap(),
+                until.map(|u| parse_time(u).unwrap()),
+                now,
+                &tz,
+            )
+            .unwrap_err()
+            .0;
+            assert!(
+                err.contains("1969-12-31") && err.contains("before 1970-01-01 00:00:00 UTC"),
+                "{since}: {err}"
+            );
+        }
+        // The epoch itself is a time profilerd may be asked for.
+        assert!(resolve_range_in(parse_time("@0").unwrap(), None, now, &tz).is_ok());
     }
 
     #[test]

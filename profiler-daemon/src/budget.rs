@@ -29,7 +29,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use crate::config::{Budget, Config};
@@ -67,30 +66,8 @@ pub struct BudgetState {
     pub pipeline: PipelineCpu,
 }
 
-/// The budget's part of `GET /v1/status` (flattened into it).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct BudgetStatus {
-    /// `within`; else what is over: `cpu` (the frequency is lowered), `memory`, or
-    /// `cpu+memory`.
-    pub budget: String,
-    /// The frequency the configuration asks for (`frequency` is the one in effect).
-    pub configured_frequency: u64,
-    /// The sampling pipeline's own CPU use (drain and naming threads, their housekeeping
-    /// excluded) over the last window, percent of one core.
-    pub budget_cpu_percent: f64,
-    /// The cap (`budget.max_cpu_percent`).
-    pub budget_max_cpu_percent: f64,
-    /// Resident memory plus pinned ring buffers, bytes.
-    pub budget_memory_bytes: u64,
-    /// The cap (`budget.max_resident`).
-    pub budget_max_resident: u64,
-    /// Pinned ring buffer memory (VmPin + VmLck), bytes.
-    pub pinned_bytes: u64,
-    /// Times the budget changed the sampling frequency.
-    pub budget_frequency_changes: u64,
-    /// Times the symbol caches were shed.
-    pub budget_cache_sheds: u64,
-}
+/// The budget's part of `GET /v1/status` (flattened into it), declared in `daemon-api`.
+pub use daemon_api::status::BudgetStatus;
 
 impl BudgetState {
     /// A state whose target is `frequency`.

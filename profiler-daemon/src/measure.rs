@@ -6,59 +6,37 @@
 //! A slice of the continuous stream sampled with `[sampling] off_cpu` holds CPU stacks
 //! (`cpu_ns`) and off-CPU stacks (`off_cpu_ns`, innermost frame `[off-cpu: KIND]`, preempted
 //! time as `[off-cpu: preempted]`). A query projects each slice it reads onto its measure
-//! ([`Measure::project`]): the stacks that hold some of it, each with that time as its
+//! ([`MeasureSlices::project`]): the stacks that hold some of it, each with that time as its
 //! `cpu_ns`, so that folding, merging and the timeline weigh stacks as they always did.
 
-use serde::{Deserialize, Serialize};
+pub use daemon_api::Measure;
 
-use crate::slice::{Slice, SliceStack, OFF_CPU_TYPE};
+use crate::slice::{Slice, SliceStack};
 
 /// The wait-kind frame of preempted time (left out of `off_cpu`, kept in `wall`).
 fn preempted_name() -> &'static str {
     profile::WaitKind::Preempted.frame()
 }
 
-/// What time is measured (`profctl record --off-cpu`, `--wall`; `measure=` of the history
-/// queries).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Measure {
-    /// CPU samples.
-    #[default]
-    Cpu,
-    /// Time blocked off CPU (sleeping, waiting for a lock or for IO).
-    OffCpu,
-    /// CPU and off-CPU time (blocked and preempted).
-    Wall,
-}
-
-impl Measure {
-    /// The recorder's name for it.
-    pub fn recorder(self) -> recorder::Measure {
-        match self {
-            Measure::Cpu => recorder::Measure::Cpu,
-            Measure::OffCpu => recorder::Measure::OffCpu,
-            Measure::Wall => recorder::Measure::Wall,
-        }
-    }
-
-    /// The pprof sample type of the time its stacks hold: `cpu`, `off_cpu`, `wall`.
-    pub fn sample_type(self) -> &'static str {
-        match self {
-            Measure::Cpu => "cpu",
-            Measure::OffCpu => OFF_CPU_TYPE,
-            Measure::Wall => "wall",
-        }
-    }
-
-    /// Whether folded counts are microseconds (else samples).
-    pub fn in_microseconds(self) -> bool {
-        self != Measure::Cpu
-    }
-
+/// What a [`Measure`] (declared in `daemon-api`, with its wire names) takes of a slice's
+/// stacks.
+pub trait MeasureSlices {
     /// The time `stack` holds of this measure, ns (None: none of it); `preempted` is the
     /// index of the preempted wait-kind frame in the slice's names, if there.
-    pub fn time_of(self, stack: &SliceStack, preempted: Option<u32>) -> Option<u64> {
+    fn time_of(self, stack: &SliceStack, preempted: Option<u32>) -> Option<u64>;
+
+    /// `slice` with only the stacks that hold some of this measure, each with that time as
+    /// its `cpu_ns` (and no `off_cpu_ns`). A slice without off-CPU stacks is returned as it
+    /// is for [`Measure::Cpu`] (the cost of a CPU query is unchanged).
+    fn project(self, slice: Slice) -> Slice;
+
+    /// `slice`, whose `cpu_ns` holds this measure's time (see [`MeasureSlices::project`]), as
+    /// a gzipped pprof file whose second sample type names the measure (`off_cpu`, `wall`).
+    fn pprof_bytes(self, slice: &Slice) -> Vec<u8>;
+}
+
+impl MeasureSlices for Measure {
+    fn time_of(self, stack: &SliceStack, preempted: Option<u32>) -> Option<u64> {
         let off_cpu = stack.off_cpu_ns > 0;
         match self {
             Measure::Cpu => (!off_cpu).then_some(stack.cpu_ns),
@@ -72,10 +50,7 @@ impl Measure {
         }
     }
 
-    /// `slice` with only the stacks that hold some of this measure, each with that time as
-    /// its `cpu_ns` (and no `off_cpu_ns`). A slice without off-CPU stacks is returned as it
-    /// is for [`Measure::Cpu`] (the cost of a CPU query is unchanged).
-    pub fn project(self, mut slice: Slice) -> Slice {
+    fn project(self, mut slice: Slice) -> Slice {
         if !slice.has_off_cpu() {
             if self == Measure::OffCpu {
                 slice.stacks.clear();
@@ -96,14 +71,12 @@ impl Measure {
         slice
     }
 
-    /// `slice`, whose `cpu_ns` holds this measure's time (see [`Measure::project`]), as a
-    /// gzipped pprof file whose second sample type names the measure (`off_cpu`, `wall`).
-    pub fn pprof_bytes(self, slice: &Slice) -> Vec<u8> {
+    fn pprof_bytes(self, slice: &Slice) -> Vec<u8> {
         if self == Measure::Cpu {
             return slice.encode();
         }
         let mut p = slice.to_pprof();
-        p.string_table.push(self.sample_type().to_string());
+        p.string_table.push(self.as_str().to_string());
         let name = p.string_table.len() as i64 - 1;
         if let Some(t) = p.sample_type.get_mut(1) {
             t.r#type = name;
@@ -141,6 +114,7 @@ pub fn user_frames<'a>(stack: &'a SliceStack, names: &[String]) -> (&'a [u32], O
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::slice::OFF_CPU_TYPE;
 
     /// A slice with a CPU stack, a blocked one and a preempted one.
     fn mixed() -> Slice {
@@ -251,6 +225,11 @@ mod tests {
         assert_eq!(blocked(&rollup.slice), [60_000_000]);
         assert_eq!(blocked(&rollup.clone().restrict(3, 4)), [10_000_000]);
         assert_eq!(blocked(&rollup.restrict(1, 2)), [50_000_000]);
+    }
+
+    #[test]
+    fn the_off_cpu_sample_type_is_the_wire_name() {
+        assert_eq!(Measure::OffCpu.as_str(), OFF_CPU_TYPE);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::access::Visibility;
 use crate::config::Api;
 use crate::filter::Filter;
 use crate::folding::Folding;
-use crate::measure::{user_frames, Measure};
+use crate::measure::{user_frames, Measure, MeasureSlices};
 use crate::slice::{Slice, SliceError};
 use crate::store::{SliceMeta, Store};
 

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use crate::access::Visibility;
 use crate::filter::Filter;
 use crate::folding::comm_of;
+use crate::measure::MeasureSlices;
 use crate::query::{Bounds, QueryError};
 use crate::slice::{SliceError, SliceStack};
 use crate::store::Store;
@@ -17,31 +18,19 @@ use crate::store::Store;
 pub const MAX_BUCKETS: u64 = 20_000;
 
 /// The group the rest is summed in.
-pub const OTHER: &str = "other";
+pub use daemon_api::history::OTHER;
 
-/// What the CPU is grouped by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GroupBy {
-    /// The thread's command name.
-    Comm,
-    /// The process: `comm[pid]`.
-    Pid,
-    /// The process's user (uid).
-    Uid,
-    /// The process's cgroup path.
-    Cgroup,
-}
+/// What the CPU is grouped by (`by=`).
+pub use daemon_api::history::GroupBy;
 
-impl GroupBy {
-    /// The group of `s` (a process: its pid; named after its main thread by [`Sums::name`]).
-    fn key(self, s: &SliceStack) -> String {
-        match self {
-            GroupBy::Comm => comm_of(s),
-            GroupBy::Pid => s.pid.to_string(),
-            GroupBy::Uid => s.uid.map_or("unknown".into(), |u| u.to_string()),
-            GroupBy::Cgroup => s.cgroup.clone().unwrap_or_else(|| "unknown".into()),
-        }
+/// The group of `s` under `by` (a process: its pid; named after its main thread by
+/// [`Sums::name`]).
+fn group_key(by: GroupBy, s: &SliceStack) -> String {
+    match by {
+        GroupBy::Comm => comm_of(s),
+        GroupBy::Pid => s.pid.to_string(),
+        GroupBy::Uid => s.uid.map_or("unknown".into(), |u| u.to_string()),
+        GroupBy::Cgroup => s.cgroup.clone().unwrap_or_else(|| "unknown".into()),
     }
 }
 
@@ -210,7 +199,7 @@ pub fn timeline(
                     continue;
                 }
             }
-            let group = sums.group(request.by.key(s));
+            let group = sums.group(group_key(request.by, s));
             if request.by == GroupBy::Pid {
                 sums.name(group, s);
             }
@@ -360,7 +349,7 @@ mod tests {
             comm: Some(comm.into()),
             ..SliceStack::default()
         };
-        let g = sums.group(GroupBy::Pid.key(&thread(8, "worker")));
+        let g = sums.group(group_key(GroupBy::Pid, &thread(8, "worker")));
         sums.name(g, &thread(8, "worker"));
         assert_eq!(sums.names[g as usize], "worker[7]");
         sums.name(g, &thread(7, "server"));

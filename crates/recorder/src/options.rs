@@ -19,27 +19,9 @@ pub enum RecordTarget {
     Command(Vec<OsString>),
 }
 
-/// What time a recording measures.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Measure {
-    /// CPU time: samples of the sampling event.
-    #[default]
-    Cpu,
-    /// Time blocked off CPU: each stack at switch-out, weighted by the time until the thread
-    /// runs again (sleeping, waiting for a lock or for IO; not preempted time).
-    OffCpu,
-    /// Wall-clock time: CPU samples weighted by their period (ns, on cpu-clock) plus every
-    /// interval off CPU (blocked or preempted), so that a thread's stacks add up to the time
-    /// it lived.
-    Wall,
-}
-
-impl Measure {
-    /// Whether context switches are sampled.
-    pub fn samples_switches(self) -> bool {
-        self != Measure::Cpu
-    }
-}
+/// What time a recording measures: declared with its wire names in `daemon-api`, which
+/// profctl and profilerd share.
+pub use daemon_api::Measure;
 
 /// How user stacks are walked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -6,6 +6,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use daemon_api::history::GroupBy;
+use daemon_api::Measure;
 
 use crate::cli::{GroupByArg, TimelineArgs};
 use crate::daemon_client::socket_path;
@@ -24,10 +26,10 @@ pub fn run(args: &TimelineArgs, socket: Option<&Path>, quiet: bool) -> Result<Ex
     let since = args.range.since.expect("clap requires --since");
     let (since, until) = resolve_range(since, args.range.until, now_unix())?;
     let by = match args.by {
-        GroupByArg::Comm => "comm",
-        GroupByArg::Pid => "pid",
-        GroupByArg::Uid => "uid",
-        GroupByArg::Cgroup => "cgroup",
+        GroupByArg::Comm => GroupBy::Comm,
+        GroupByArg::Pid => GroupBy::Pid,
+        GroupByArg::Uid => GroupBy::Uid,
+        GroupByArg::Cgroup => GroupBy::Cgroup,
     };
     let query = TimelineQuery {
         bucket: args.bucket,
@@ -55,13 +57,17 @@ pub fn run(args: &TimelineArgs, socket: Option<&Path>, quiet: bool) -> Result<Ex
     let range = local_range(since, until, &tz);
     // Off-CPU and wall-clock time are threads' time: a second per second is one thread.
     let (time, unit) = match args.measure.measure() {
-        Some("off_cpu") => ("time off CPU", "threads"),
-        Some(_) => ("wall-clock time", "threads"),
-        None => ("CPU", "cores"),
+        Some(Measure::OffCpu) => ("time off CPU", "threads"),
+        Some(Measure::Wall) => ("wall-clock time", "threads"),
+        Some(Measure::Cpu) | None => ("CPU", "cores"),
     };
     let what = match &args.function {
-        Some(f) => format!("{time} with {} on the stack, by {by}", printable(f)),
-        None => format!("{time} by {by}"),
+        Some(f) => format!(
+            "{time} with {} on the stack, by {}",
+            printable(f),
+            by.as_str()
+        ),
+        None => format!("{time} by {}", by.as_str()),
     };
     let subtitle = format!(
         "{range}, {} buckets of {} s, in {unit}",

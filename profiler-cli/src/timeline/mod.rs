@@ -4,10 +4,10 @@
 pub mod chart;
 pub mod svg;
 
-use serde_json::Value;
+use daemon_api::history::TimelineAnswer;
 
 /// The group profilerd sums the rest in.
-pub const OTHER: &str = "other";
+pub use daemon_api::history::OTHER;
 
 /// One bucket: its start and its CPU by group.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,27 +45,21 @@ pub struct Timeline {
 impl Timeline {
     /// The daemon's JSON answer.
     pub fn parse(json: &[u8]) -> Result<Timeline, String> {
-        let bad = |what: &str| format!("profilerd's timeline: {what}");
-        let v: Value = serde_json::from_slice(json).map_err(|e| bad(&e.to_string()))?;
-        let bucket_seconds = v["bucket_seconds"]
-            .as_u64()
-            .filter(|&b| b > 0)
-            .ok_or_else(|| bad("no bucket_seconds"))?;
-        let mut buckets = Vec::new();
-        for b in v["buckets"].as_array().ok_or_else(|| bad("no buckets"))? {
-            let start = b["start"].as_u64().ok_or_else(|| bad("a bucket's start"))?;
-            let cpu = b["cpu"]
-                .as_object()
-                .ok_or_else(|| bad("a bucket's cpu"))?
-                .iter()
-                .map(|(g, c)| Some((g.clone(), c.as_f64()?)))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| bad("cores that are not numbers"))?;
-            buckets.push(Bucket { start, cpu });
+        let answer: TimelineAnswer =
+            serde_json::from_slice(json).map_err(|e| format!("profilerd's timeline: {e}"))?;
+        if answer.bucket_seconds == 0 {
+            return Err("profilerd's timeline: a bucket of 0 seconds".into());
         }
         Ok(Timeline {
-            bucket_seconds,
-            buckets,
+            bucket_seconds: answer.bucket_seconds,
+            buckets: answer
+                .buckets
+                .into_iter()
+                .map(|b| Bucket {
+                    start: b.start,
+                    cpu: b.cpu.into_iter().collect(),
+                })
+                .collect(),
         })
     }
 
@@ -121,6 +115,11 @@ pub(crate) mod tests {
         assert_eq!(t.buckets[2].of("sshd"), 0.25);
         assert!((t.peak() - 1.05).abs() < 1e-9);
         assert!(Timeline::parse(b"{}").is_err());
+        assert!(Timeline::parse(br#"{"bucket_seconds": 0, "buckets": []}"#).is_err());
+        assert!(Timeline::parse(
+            br#"{"bucket_seconds": 5, "buckets": [{"start": 1, "cpu": {"a": "x"}}]}"#
+        )
+        .is_err());
         assert!(Timeline::parse(br#"{"bucket_seconds": 5, "buckets": [{"start": 1}]}"#).is_err());
     }
 }

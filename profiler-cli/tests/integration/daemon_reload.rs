@@ -31,7 +31,8 @@ fn get_status(stream: &mut dyn ReadWrite, path: &str) -> (u16, Vec<u8>) {
 trait ReadWrite: Read + Write {}
 impl<T: Read + Write> ReadWrite for T {}
 
-fn socket_get(socket: &Path, path: &str) -> (u16, Vec<u8>) {
+/// The status code and body of `GET path` over the daemon's socket.
+pub(crate) fn socket_get(socket: &Path, path: &str) -> (u16, Vec<u8>) {
     let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     get_status(&mut s, path)

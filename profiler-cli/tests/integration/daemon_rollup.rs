@@ -154,7 +154,12 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
         if before.is_none() && now > (p0 + 16) as f64 && now < (p0 + PERIOD - 5) as f64 {
             daemon.wait_slices_through((p0 + 15) as f64);
             let (head, body) = get(&daemon.socket, &range);
-            assert!(header(&head, "x-profilerd-slices").parse::<u64>().unwrap() > 1);
+            assert!(
+                header(&head, daemon_api::header::SLICES)
+                    .parse::<u64>()
+                    .unwrap()
+                    > 1
+            );
             before = Some(body);
         }
         let done: Vec<_> = rollups(dir.path());
@@ -165,7 +170,7 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
         {
             let (head, body) = get(&daemon.socket, &range);
             assert_eq!(
-                header(&head, "x-profilerd-slices"),
+                header(&head, daemon_api::header::SLICES),
                 "1",
                 "read from the roll-up"
             );

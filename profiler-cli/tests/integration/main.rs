@@ -19,6 +19,7 @@ mod daemon_reload;
 mod daemon_rollup;
 mod daemon_serve;
 mod daemon_share;
+mod daemon_times;
 mod daemon_users;
 mod docs;
 mod errors;

@@ -111,7 +111,7 @@ pub struct Api {
 impl Default for Api {
     fn default() -> Api {
         Api {
-            socket: PathBuf::from("/run/profilerd/profilerd.sock"),
+            socket: PathBuf::from(daemon_api::DEFAULT_SOCKET),
             socket_group: None,
             max_range: Seconds(Duration::from_secs(86_400)),
             max_response_bytes: Bytes(64 << 20),

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use daemon_api::DurationBounds;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
@@ -19,7 +20,8 @@ pub struct LogFilter(pub String);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frequency(pub u64);
 
-/// A duration: `"10s"`, `"5m"`, `"2h"`, `"3d"` (or a number of seconds); more than zero.
+/// A duration: `"10s"`, `"5m"`, `"2h"`, `"3d"`, `"1.5m"`, `"500ms"` (or a number of
+/// seconds); more than zero, at most 10 years.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Seconds(pub Duration);
 
@@ -63,36 +65,10 @@ impl CallGraphName {
     }
 }
 
-/// Parse a duration as the config spells it.
+/// Parse a duration as the config spells it: the grammar profctl's flags take too
+/// (`daemon_api::duration`), more than zero and at most 10 years.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let expected = "a duration such as \"10s\", \"5m\", \"2h\" or \"3d\"";
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not {expected}"))?;
-    let scale = match unit.trim() {
-        "ms" => 1e-3,
-        "s" | "" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {text:?}: expected {expected}"
-            ))
-        }
-    };
-    let secs = value * scale;
-    if !secs.is_finite() || secs <= 0.0 || secs > 10.0 * 365.0 * 86_400.0 {
-        return Err(format!(
-            "{text:?} is out of range: expected {expected}, more than zero"
-        ));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    daemon_api::parse_duration(text, DurationBounds::POSITIVE).map_err(|e| e.to_string())
 }
 
 /// Parse a size as the config spells it.
@@ -183,18 +159,10 @@ impl Visitor<'_> for IntIn {
 impl<'de> Deserialize<'de> for Seconds {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Seconds, D::Error> {
         d.deserialize_any(TextOrInt {
-            expecting:
-                "a duration such as \"10s\", \"5m\", \"2h\" or \"3d\" (or seconds), more than zero",
+            expecting: daemon_api::duration::EXPECTED,
             parse: |s| parse_duration(s).map(Seconds),
-            int: |n| {
-                if n > 0 {
-                    Ok(Seconds(Duration::from_secs(n as u64)))
-                } else {
-                    Err(format!(
-                        "{n} is out of range: expected a duration of more than zero seconds"
-                    ))
-                }
-            },
+            // Seconds, through the same grammar and bounds (and messages).
+            int: |n| parse_duration(&n.to_string()).map(Seconds),
         })
     }
 }

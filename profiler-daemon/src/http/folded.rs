@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::connect_info::ConnectInfo;
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use daemon_api::history::{from_query, BadQuery, RangeParams};
+use daemon_api::{header as name, TimeParam};
 
 use crate::access::Visibility;
 use crate::config::Config;
@@ -19,59 +20,16 @@ use crate::measure::Measure;
 use crate::query::{self, Folded};
 use crate::state::unix_now_ns;
 
-/// Query parameters of `GET /v1/folded`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FoldedParams {
-    /// Start: UNIX time in seconds (fractions allowed); negative: seconds before now.
-    /// Default: 10 minutes before `until`.
-    pub since: Option<f64>,
-    /// End, as `since`. Default: now.
-    pub until: Option<f64>,
-    /// Only this process.
-    pub pid: Option<u32>,
-    /// Only threads with this command name.
-    pub comm: Option<String>,
-    /// Only processes of this user.
-    pub uid: Option<u32>,
-    /// With `pid`: also the processes it and its descendants created (`true`).
-    pub descendants: Option<bool>,
-    /// Only processes in this cgroup (v2 path) or under it.
-    pub cgroup: Option<String>,
-    /// `cpu` (default), `off_cpu` or `wall` (needs `[sampling] off_cpu`): counts are then
-    /// microseconds.
-    pub measure: Option<Measure>,
-}
-
-/// A time parameter in UNIX ns.
-fn time_ns(value: f64, now_ns: u64) -> Option<u64> {
-    if !value.is_finite() {
-        return None;
-    }
-    if value < 0.0 {
-        return Some(now_ns.saturating_sub((-value * 1e9) as u64));
-    }
-    Some((value * 1e9) as u64)
-}
-
-/// `[since, until)` of a query (`since`, `until` as [`FoldedParams`] takes them), in UNIX
-/// ns, or why it is refused.
+/// `[since, until)` of a query, in UNIX ns, or why it is refused: `until` defaults to now,
+/// `since` to 10 minutes before `until`, a time ago is resolved with the daemon's clock.
 pub fn range(
-    since: Option<f64>,
-    until: Option<f64>,
+    since: Option<TimeParam>,
+    until: Option<TimeParam>,
     config: &Config,
 ) -> Result<(u64, u64), String> {
     let now = unix_now_ns();
-    let until = match until.map(|v| time_ns(v, now)) {
-        None => now,
-        Some(Some(t)) => t,
-        Some(None) => return Err("bad until".into()),
-    };
-    let since = match since.map(|v| time_ns(v, now)) {
-        None => until.saturating_sub(600_000_000_000),
-        Some(Some(t)) => t,
-        Some(None) => return Err("bad since".into()),
-    };
+    let until = until.map_or(now, |t| t.resolve(now));
+    let since = since.map_or(until.saturating_sub(600_000_000_000), |t| t.resolve(now));
     if since >= until {
         return Err("since must be before until".into());
     }
@@ -105,13 +63,12 @@ pub struct Accepted {
     pub cancel_on_drop: query::CancelOnDrop,
 }
 
-/// Accept a history query of `peer` for `since`..`until` (as [`FoldedParams`] takes them)
-/// and `filter`: a known peer, a valid range and filter, a free query slot; else the answer
+/// Accept a history query of `peer` for `since`..`until` and `filter`: a known peer, a valid range and filter, a free query slot; else the answer
 /// that says why not.
 pub fn accept(
     state: &ApiState,
     peer: &Peer,
-    (since, until): (Option<f64>, Option<f64>),
+    (since, until): (Option<TimeParam>, Option<TimeParam>),
     filter: Filter,
 ) -> Result<Accepted, Box<Response>> {
     let bad = |message: String| Box::new(error(StatusCode::BAD_REQUEST, message));
@@ -124,7 +81,7 @@ pub fn accept(
     if filter.measure != Measure::Cpu && !config.sampling.off_cpu {
         return Err(bad(format!(
             "measure={}: this profilerd keeps no off-CPU time in its history; set `off_cpu = true` under [sampling] in its configuration (and restart it), or record a process with `profctl record --off-cpu|--wall`",
-            filter.measure.sample_type()
+            filter.measure
         )));
     }
     let slot = state
@@ -144,34 +101,49 @@ pub fn accept(
     })
 }
 
-impl FoldedParams {
-    /// The range and filter asked for.
-    pub fn split(self) -> ((Option<f64>, Option<f64>), Filter) {
-        let filter = Filter {
-            pid: self.pid,
-            descendants: self.descendants.unwrap_or(false),
-            comm: self.comm,
-            uid: self.uid,
-            cgroup: self.cgroup,
-            measure: self.measure.unwrap_or_default(),
-        };
-        ((self.since, self.until), filter)
-    }
+/// The range and filter `params` ask for.
+pub fn split(params: RangeParams) -> ((Option<TimeParam>, Option<TimeParam>), Filter) {
+    let filter = Filter {
+        pid: params.pid,
+        descendants: params.descendants,
+        comm: params.comm,
+        uid: params.uid,
+        cgroup: params.cgroup,
+        measure: params.measure.unwrap_or_default(),
+    };
+    ((params.since, params.until), filter)
 }
 
-/// The answer to a query string `FoldedParams` cannot hold (`/v1/folded`, `/v1/pprof`).
-pub const BAD_FOLDED_QUERY: &str = "bad query: expected since, until (UNIX seconds, or negative: seconds ago), pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall)";
+/// What the range and filter parameters take, for the answer to a query string that cannot
+/// be read.
+pub const RANGE_PARAMETERS: &str = "since, until (@UNIX-SECONDS, or -DURATION: that long before now, e.g. -600 or -10m; a time before 1970 is refused), pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall)";
+
+/// The answer to a query string that cannot be read: what is wrong (the parameter named), and
+/// what the route takes (`expected`).
+pub fn bad_query(why: &BadQuery, expected: &str) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        format!("bad query: {why}; expected {expected}"),
+    )
+}
+
+/// The range and filter of a `/v1/folded` or `/v1/pprof` query string, or the answer that
+/// says what is wrong with it.
+pub fn range_params(query: Option<&str>) -> Result<RangeParams, Box<Response>> {
+    from_query(query.unwrap_or_default()).map_err(|why| Box::new(bad_query(&why, RANGE_PARAMETERS)))
+}
 
 /// `GET /v1/folded`.
 pub async fn folded(
     State(state): State<Arc<ApiState>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
-    params: Result<Query<FoldedParams>, axum::extract::rejection::QueryRejection>,
+    RawQuery(query): RawQuery,
 ) -> Response {
-    let Ok(Query(params)) = params else {
-        return error(StatusCode::BAD_REQUEST, BAD_FOLDED_QUERY);
+    let params = match range_params(query.as_deref()) {
+        Ok(params) => params,
+        Err(refused) => return *refused,
     };
-    let (range, filter) = params.split();
+    let (range, filter) = split(params);
     let Accepted {
         config,
         range: (since, until),
@@ -228,28 +200,28 @@ pub(super) fn headers(
     let mut headers = HeaderMap::new();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     for (name, value) in [
-        ("x-profilerd-slices", folded.slices),
-        ("x-profilerd-skipped-slices", folded.skipped),
-        ("x-profilerd-samples", folded.samples),
-        ("x-profilerd-since-ns", since),
-        ("x-profilerd-until-ns", until),
+        (name::SLICES, folded.slices),
+        (name::SKIPPED_SLICES, folded.skipped),
+        (name::SAMPLES, folded.samples),
+        (name::SINCE_NS, since),
+        (name::UNTIL_NS, until),
         (
-            "x-profilerd-frequency",
+            name::FREQUENCY,
             folded.frequency.unwrap_or(state.shared.frequency()),
         ),
-        ("x-profilerd-kernel-frames", kernel as u64),
-        ("x-profilerd-open-slices", folded.open),
-        ("x-profilerd-complete-until-ns", folded.complete_until_ns),
+        (name::KERNEL_FRAMES, kernel as u64),
+        (name::OPEN_SLICES, folded.open),
+        (name::COMPLETE_UNTIL_NS, folded.complete_until_ns),
     ] {
         headers.insert(name, HeaderValue::from(value));
     }
     // What the counts are: `cpu` (samples), `off_cpu` or `wall` (microseconds).
     headers.insert(
-        "x-profilerd-measure",
-        HeaderValue::from_static(folded.measure.sample_type()),
+        name::MEASURE,
+        HeaderValue::from_static(folded.measure.as_str()),
     );
     headers.insert(
-        "x-profilerd-event",
+        name::EVENT,
         HeaderValue::from_str(&state.shared.event.to_string())
             .unwrap_or(HeaderValue::from_static("unknown")),
     );
@@ -260,12 +232,50 @@ pub(super) fn headers(
 mod tests {
     use super::*;
 
+    /// The answer `range_params` gives for `query`: its status and body.
+    fn refused(query: &str) -> (StatusCode, String) {
+        let response = *range_params(Some(query)).expect_err(query);
+        let status = response.status();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let body = runtime
+            .block_on(axum::body::to_bytes(response.into_body(), 1 << 20))
+            .unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
     #[test]
-    fn huge_and_odd_times_saturate_or_are_refused() {
-        let now = 1_700_000_000_000_000_000;
-        assert_eq!(time_ns(1e20, now), Some(u64::MAX));
-        assert_eq!(time_ns(-1e20, now), Some(0));
-        assert_eq!(time_ns(f64::NAN, now), None);
-        assert_eq!(time_ns(-10.0, now), Some(now - 10_000_000_000));
+    fn a_time_before_the_epoch_is_refused_naming_its_parameter() {
+        let (status, body) = refused("since=%40-3600");
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(
+            body.starts_with("profilerd: bad query: since: \"@-3600\" is before 1970-01-01"),
+            "{body}"
+        );
+        let (_, body) = refused("since=%401700000000&until=%40-1");
+        assert!(body.contains("until: \"@-1\" is before 1970"), "{body}");
+        let (_, body) = refused("since=yesterday");
+        assert!(
+            body.contains("since: \"yesterday\" is not a time"),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn older_clients_forms_keep_their_meaning() {
+        let params = range_params(Some("since=-600&until=1700000000.5")).unwrap();
+        let now = 1_800_000_000_000_000_000;
+        assert_eq!(params.since.unwrap().resolve(now), now - 600_000_000_000);
+        assert_eq!(
+            params.until.unwrap().resolve(now),
+            1_700_000_000_500_000_000
+        );
+        // Huge and odd times saturate or are refused.
+        let params = range_params(Some("since=-1e20&until=1e20")).unwrap();
+        assert_eq!(params.since.unwrap().resolve(now), 0);
+        assert_eq!(params.until.unwrap().resolve(now), u64::MAX);
+        assert!(range_params(Some("since=NaN")).is_err());
+        assert_eq!(range_params(None).unwrap(), RangeParams::default());
     }
 }

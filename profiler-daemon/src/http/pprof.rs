@@ -5,25 +5,27 @@
 use std::sync::Arc;
 
 use axum::extract::connect_info::ConnectInfo;
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::access::Visibility;
 use crate::http::common::{error, ApiState, Peer};
-use crate::http::folded::{accept, headers, Accepted, FoldedParams, BAD_FOLDED_QUERY};
+use crate::http::folded::{accept, headers, range_params, split, Accepted};
+use crate::measure::MeasureSlices;
 use crate::query::{self, QueryError};
 
 /// `GET /v1/pprof`.
 pub async fn pprof(
     State(state): State<Arc<ApiState>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
-    params: Result<Query<FoldedParams>, axum::extract::rejection::QueryRejection>,
+    RawQuery(query): RawQuery,
 ) -> Response {
-    let Ok(Query(params)) = params else {
-        return error(StatusCode::BAD_REQUEST, BAD_FOLDED_QUERY);
+    let params = match range_params(query.as_deref()) {
+        Ok(params) => params,
+        Err(refused) => return *refused,
     };
-    let (range, filter) = params.split();
+    let (range, filter) = split(params);
     let Accepted {
         config,
         range: (since, until),

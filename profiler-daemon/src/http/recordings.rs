@@ -10,10 +10,11 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::Deserialize;
+use daemon_api::header as name;
+use daemon_api::recording::WaitParams;
 
 use crate::http::common::{error, ApiState, Peer};
-use crate::recordings::{Refused, Removal, Request, Unavailable, MAX_WAIT};
+use crate::recordings::{RecordingRequest, Refused, Removal, Unavailable, MAX_WAIT};
 
 /// The recordings' routes.
 pub fn routes() -> Router<Arc<ApiState>> {
@@ -28,7 +29,7 @@ pub fn routes() -> Router<Arc<ApiState>> {
 async fn create(
     State(state): State<Arc<ApiState>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
-    body: Result<Json<Request>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<RecordingRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let Ok(Json(request)) = body else {
         return error(
@@ -66,14 +67,6 @@ async fn create(
             error(code, refused.to_string())
         }
     }
-}
-
-/// `?wait=SECONDS` on a recording's status: wait until it is done, at most that long.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WaitParams {
-    /// Seconds to wait for the recording to end (at most 60).
-    pub wait: Option<f64>,
 }
 
 /// How long `?wait=SECONDS` waits: at most [`MAX_WAIT`]; none for a value that is not a
@@ -146,15 +139,12 @@ async fn folded(
                     "text/plain; charset=utf-8".to_string(),
                 ),
                 (
-                    header::HeaderName::from_static("x-profilerd-frequency"),
+                    header::HeaderName::from_static(name::FREQUENCY),
                     f.frequency.to_string(),
                 ),
+                (header::HeaderName::from_static(name::EVENT), f.event),
                 (
-                    header::HeaderName::from_static("x-profilerd-event"),
-                    f.event,
-                ),
-                (
-                    header::HeaderName::from_static("x-profilerd-seconds"),
+                    header::HeaderName::from_static(name::SECONDS),
                     format!("{:.3}", f.seconds),
                 ),
             ],

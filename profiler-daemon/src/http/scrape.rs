@@ -454,11 +454,11 @@ async fn profile(
             ),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
             (
-                header::HeaderName::from_static("x-profilerd-slices"),
+                header::HeaderName::from_static(daemon_api::header::SLICES),
                 counts.slices.to_string(),
             ),
             (
-                header::HeaderName::from_static("x-profilerd-samples"),
+                header::HeaderName::from_static(daemon_api::header::SAMPLES),
                 counts.samples.to_string(),
             ),
         ],

@@ -10,134 +10,15 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
 
-use crate::budget::{self, BudgetStatus};
+use crate::budget;
 use crate::http::common::{ApiState, Peer};
 use crate::metric::{self, Metric};
 use crate::state::{unix_now_ns, Shared};
 use crate::store::uid_drops::UidDrops;
 
-/// `GET /v1/status`.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Status {
-    /// profilerd's version.
-    pub version: String,
-    /// The event sampled on (`cycles` or `cpu-clock`).
-    pub event: String,
-    /// CPUs sampled.
-    pub cpus: usize,
-    /// Samples per second per CPU.
-    pub frequency: u64,
-    /// Whether kernel frames are sampled.
-    pub kernel: bool,
-    /// Slice length, seconds.
-    pub slice_seconds: f64,
-    /// Whether the drain loop reported within the last 5 s.
-    pub sampling: bool,
-    /// Seconds since start.
-    pub uptime_seconds: f64,
-    /// Samples read since start.
-    pub samples: u64,
-    /// Samples the kernel dropped since start.
-    pub lost: u64,
-    /// Slices named since start.
-    pub slices_named: u64,
-    /// Slices dropped because naming fell behind.
-    pub slices_dropped: u64,
-    /// Slices waiting to be named.
-    pub naming_backlog: u64,
-    /// Slices written since start.
-    pub slices_written: u64,
-    /// Failed writes (full disk) since start.
-    pub write_errors: u64,
-    /// Slices kept in memory until the disk takes them.
-    pub slices_unwritten: u64,
-    /// Slice files found corrupt or truncated (skipped) since start.
-    pub corrupt_slices: u64,
-    /// Slices on disk.
-    pub slices_kept: usize,
-    /// Bytes of slices on disk.
-    pub bytes_kept: u64,
-    /// End of the newest slice on disk, UNIX ns (0: none).
-    pub newest_slice_end_ns: u64,
-    /// Snapshots of the open slices named for queries since start.
-    pub open_snapshots: u64,
-    /// Snapshots asked that the pipeline could not name (its queue full, or sampling over).
-    pub open_snapshots_refused: u64,
-    /// Seconds the naming thread spent naming them (wall clock).
-    pub open_naming_seconds: f64,
-    /// When the last snapshot was taken, UNIX ns (0: none).
-    pub open_taken_ns: u64,
-    /// Processes tracked by the process model.
-    pub processes: usize,
-    /// Threads tracked.
-    pub threads: usize,
-    /// Files mapped by tracked processes.
-    pub files: usize,
-    /// Binaries held open.
-    pub pinned_files: usize,
-    /// Mappings refused since sampling started because their process held the process
-    /// model's cap (131,072 a process): a count over all processes, as `processes` is,
-    /// naming none, so every peer sees it.
-    #[serde(default)]
-    pub mappings_dropped: u64,
-    /// Context switches out since sampling started, with `[sampling] off_cpu` (0 without):
-    /// every one is seen (a switch record); a capped share of them sampled with a stack.
-    #[serde(default)]
-    pub switches_seen: u64,
-    /// Switch-out stacks sampled.
-    #[serde(default)]
-    pub switches_sampled: u64,
-    /// Switches the sampled ones stood for beyond themselves (their time scaled).
-    #[serde(default)]
-    pub switches_scaled: u64,
-    /// Switch samples and records the kernel dropped (a full ring).
-    #[serde(default)]
-    pub switches_lost: u64,
-    /// Threads off CPU now whose switch-out stack waits for their switch back in.
-    #[serde(default)]
-    pub off_cpu_waiting: usize,
-    /// Open symbolizers.
-    pub symbolizers: usize,
-    /// Their estimated bytes.
-    pub symbolizer_bytes: u64,
-    /// Resident memory of the daemon, bytes (ring buffers are not resident memory).
-    pub resident_bytes: u64,
-    /// The daemon's CPU time since start, seconds.
-    pub cpu_seconds: f64,
-    /// The overhead budget: what it sees and did.
-    #[serde(flatten)]
-    pub budget: BudgetStatus,
-    /// Connections open on the API socket.
-    #[serde(default)]
-    pub connections_open: usize,
-    /// Connections refused at `api.max_connections` or `api.max_connections_per_user` since
-    /// start.
-    #[serde(default)]
-    pub connections_refused: u64,
-    /// Queries running (until their blocking work ends).
-    #[serde(default)]
-    pub queries_running: usize,
-    /// Queries refused at `api.max_queries_per_user` or `api.max_concurrent_queries`.
-    #[serde(default)]
-    pub queries_refused: u64,
-    /// Stacks dropped from slices and roll-ups by the per-uid share (`storage.max_share_per_uid`) since
-    /// start, every uid.
-    #[serde(default)]
-    pub uid_share_dropped_stacks: u64,
-    /// Samples those stacks held.
-    #[serde(default)]
-    pub uid_share_dropped_samples: u64,
-    /// The same per uid, for the uids that dropped within the retention window: every uid for
-    /// root and the admin group, the asking user's own otherwise.
-    #[serde(default)]
-    pub uid_share_dropped: Vec<UidDrops>,
-    /// The asking user.
-    pub peer_uid: u32,
-    /// Whether the asking user sees everything.
-    pub peer_is_admin: bool,
-}
+/// `GET /v1/status`'s answer, declared in `daemon-api`.
+pub use daemon_api::status::Status;
 
 /// The daemon's status as `peer` asks for it.
 fn status_of(state: &ApiState, peer: &Peer) -> Status {

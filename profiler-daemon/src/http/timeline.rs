@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::connect_info::ConnectInfo;
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use daemon_api::header as name;
+use daemon_api::history::{from_query, TimelineAnswer, TimelineBucket, TimelineParams};
 
-use crate::filter::Filter;
 use crate::http::common::{error, ApiState, Peer};
-use crate::http::folded::{accept, Accepted};
+use crate::http::folded::{accept, bad_query, split, Accepted, RANGE_PARAMETERS};
 use crate::query::QueryError;
 use crate::timeline::{self, GroupBy, Request, MAX_BUCKETS};
 
@@ -24,44 +24,6 @@ const MAX_BUCKET_SECONDS: u64 = 7 * 86_400;
 
 /// Longest function name asked for.
 const MAX_FUNCTION_BYTES: usize = 4096;
-
-/// Query parameters of `GET /v1/timeline`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TimelineParams {
-    /// Start: UNIX seconds, or negative: seconds before now (as `/v1/folded`).
-    pub since: Option<f64>,
-    /// End, as `since`. Default: now.
-    pub until: Option<f64>,
-    /// Bucket length, whole seconds. Default: about 60 buckets, none shorter than a slice.
-    pub bucket: Option<u64>,
-    /// Grouping: comm (default), pid, uid, cgroup.
-    pub by: Option<GroupBy>,
-    /// Groups shown apart from "other" (default 5).
-    pub top: Option<usize>,
-    /// Only CPU with this function on the stack.
-    pub function: Option<String>,
-    /// Only this process.
-    pub pid: Option<u32>,
-    /// Only threads with this command name.
-    pub comm: Option<String>,
-    /// Only processes of this user.
-    pub uid: Option<u32>,
-    /// With `pid`: also its descendants.
-    pub descendants: Option<bool>,
-    /// Only processes in this cgroup or under it.
-    pub cgroup: Option<String>,
-    /// `cpu` (default), `off_cpu` or `wall` (needs `[sampling] off_cpu`): the buckets then
-    /// hold that time, in threads (seconds per second) instead of cores.
-    pub measure: Option<crate::measure::Measure>,
-}
-
-/// The answer's body.
-#[derive(serde::Serialize)]
-struct Body {
-    bucket_seconds: u64,
-    buckets: Vec<timeline::Bucket>,
-}
 
 /// A bucket length for `range_ns` when none is asked for: a round length giving at most
 /// about 60 buckets, at least `slice_ns`.
@@ -121,22 +83,18 @@ fn request(
 pub async fn timeline(
     State(state): State<Arc<ApiState>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
-    params: Result<Query<TimelineParams>, axum::extract::rejection::QueryRejection>,
+    RawQuery(query): RawQuery,
 ) -> Response {
-    let Ok(Query(params)) = params else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "bad query: expected since, until (UNIX seconds, or negative: seconds ago), bucket (seconds), by (comm, pid, uid or cgroup), top, function, pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall)",
-        );
+    let params: TimelineParams = match from_query(query.as_deref().unwrap_or_default()) {
+        Ok(params) => params,
+        Err(why) => {
+            return bad_query(
+                &why,
+                &format!("{RANGE_PARAMETERS}, bucket (seconds), by (comm, pid, uid or cgroup), top, function"),
+            )
+        }
     };
-    let filter = Filter {
-        pid: params.pid,
-        descendants: params.descendants.unwrap_or(false),
-        comm: params.comm.clone(),
-        uid: params.uid,
-        cgroup: params.cgroup.clone(),
-        measure: params.measure.unwrap_or_default(),
-    };
+    let (range, filter) = split(params.range());
     let Accepted {
         config,
         range,
@@ -145,7 +103,7 @@ pub async fn timeline(
         slot,
         bounds,
         cancel_on_drop: _cancel_on_drop,
-    } = match accept(&state, &peer, (params.since, params.until), filter) {
+    } = match accept(&state, &peer, range, filter) {
         Ok(accepted) => accepted,
         Err(refused) => return *refused,
     };
@@ -176,9 +134,16 @@ pub async fn timeline(
         ms = started.elapsed().as_millis() as u64,
         "timeline query"
     );
-    let body = Body {
+    let body = TimelineAnswer {
         bucket_seconds: request.bucket_ns / 1_000_000_000,
-        buckets: answer.buckets,
+        buckets: answer
+            .buckets
+            .into_iter()
+            .map(|b| TimelineBucket {
+                start: b.start,
+                cpu: b.cpu,
+            })
+            .collect(),
     };
     let Ok(json) = serde_json::to_vec(&body) else {
         return error(StatusCode::INTERNAL_SERVER_ERROR, "encoding the answer");
@@ -195,11 +160,11 @@ pub async fn timeline(
         HeaderValue::from_static("application/json"),
     );
     for (name, value) in [
-        ("x-profilerd-slices", answer.slices),
-        ("x-profilerd-skipped-slices", answer.skipped),
-        ("x-profilerd-since-ns", request.since_ns),
-        ("x-profilerd-until-ns", request.until_ns),
-        ("x-profilerd-slice-ns", slice_ns),
+        (name::SLICES, answer.slices),
+        (name::SKIPPED_SLICES, answer.skipped),
+        (name::SINCE_NS, request.since_ns),
+        (name::UNTIL_NS, request.until_ns),
+        (name::SLICE_NS, slice_ns),
     ] {
         headers.insert(name, HeaderValue::from(value));
     }
@@ -217,12 +182,11 @@ mod tests {
         assert_eq!(default_bucket(86_400 * s, 10 * s), 1800);
         assert_eq!(default_bucket(60 * s, 10 * s), 10);
         assert_eq!(default_bucket(60 * s, s), 1);
-        let params: TimelineParams =
-            serde_json::from_str(r#"{"bucket": 1, "top": 3, "by": "uid"}"#).unwrap();
+        let params: TimelineParams = from_query("bucket=1&top=3&by=uid").unwrap();
         let err = request(&params, (0, 86_400 * s), 10 * s).unwrap_err();
         assert!(err.contains("buckets"), "{err}");
         let r = request(&params, (0, 60 * s), 10 * s).unwrap();
-        let huge: TimelineParams = serde_json::from_str(r#"{"bucket": 1000000000000}"#).unwrap();
+        let huge: TimelineParams = from_query("bucket=1000000000000").unwrap();
         assert!(request(&huge, (0, 60 * s), 10 * s).is_err());
         assert_eq!((r.bucket_ns, r.top, r.by), (s, 3, GroupBy::Uid));
     }

@@ -24,12 +24,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
 use crate::folding::Folding;
+use crate::measure::MeasureSlices;
 use crate::slice::Slice;
 use crate::state::{unix_now_ns, Shared};
 
@@ -56,7 +55,7 @@ pub struct Recordings {
 struct Entry {
     id: u64,
     owner: u32,
-    request: Request,
+    request: RecordingRequest,
     kernel: bool,
     visibility: Visibility,
     started_ns: u64,
@@ -89,78 +88,9 @@ struct Outcome {
     truncated: bool,
 }
 
-/// `POST /v1/recordings` body.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Request {
-    /// The process to record.
-    pub pid: u32,
-    /// Samples per second (default: the daemon's frequency).
-    #[serde(default)]
-    pub frequency: Option<u64>,
-    /// Seconds to record (fractions allowed; default and most: `recordings.max_duration`).
-    #[serde(default)]
-    pub duration: Option<f64>,
-    /// Keep the processes the process creates while recording (as `profctl record --pid`
-    /// does); without it only the process's own threads.
-    #[serde(default)]
-    pub descendants: bool,
-    /// Sample kernel frames (root and the admin group only; default true for them).
-    #[serde(default)]
-    pub kernel: Option<bool>,
-    /// What time to record: `cpu` (default), `off_cpu` or `wall` (see docs/offcpu.md).
-    #[serde(default)]
-    pub measure: Measure,
-    /// The process is held before its exec by the requester (`profctl record -- COMMAND`):
-    /// count from its exec on; the status says `sampling` once its events are open, and the
-    /// requester then lets it exec.
-    #[serde(default)]
-    pub on_exec: bool,
-}
-
 pub use crate::measure::Measure;
-
-/// `GET /v1/recordings/ID`.
-#[derive(Debug, Serialize)]
-pub struct RecordingStatus {
-    /// The recording's id.
-    pub id: u64,
-    /// `running`, `done` or `failed`.
-    pub state: &'static str,
-    /// The process.
-    pub pid: u32,
-    /// Frequency asked.
-    pub frequency: u64,
-    /// Duration asked, seconds.
-    pub duration: f64,
-    /// Whether descendants are kept.
-    pub descendants: bool,
-    /// Whether kernel frames are sampled.
-    pub kernel: bool,
-    /// Start, UNIX ns.
-    pub started_ns: u64,
-    /// When done: samples in the result.
-    pub samples: Option<u64>,
-    /// When done: samples read (before the selection).
-    pub samples_read: Option<u64>,
-    /// When done: samples the kernel dropped.
-    pub lost: Option<u64>,
-    /// When done: the event sampled on.
-    pub event: Option<String>,
-    /// When done: the frequency in effect.
-    pub frequency_used: Option<u64>,
-    /// When done: seconds sampled.
-    pub seconds: Option<f64>,
-    /// When done: whether it was stopped before its duration (DELETE, the process exited, or
-    /// `recordings.max_bytes` reached).
-    pub stopped_early: Option<bool>,
-    /// When done: whether it stopped at `recordings.max_bytes` (what was kept is served).
-    pub truncated: Option<bool>,
-    /// When failed: why.
-    pub error: Option<String>,
-    /// The recording's events are open (a process held before its exec may go on).
-    pub sampling: bool,
-}
+/// The request, status and states of a recording, as profctl and profilerd exchange them.
+pub use daemon_api::recording::{RecordingRequest, RecordingState, RecordingStatus};
 
 /// Who asks: a uid, and whether it sees everything.
 #[derive(Clone, Copy, Debug)]
@@ -238,7 +168,7 @@ impl Entry {
         let r = &self.request;
         let mut status = RecordingStatus {
             id: self.id,
-            state: "running",
+            state: RecordingState::Running,
             pid: r.pid,
             frequency: r.frequency.unwrap_or(0),
             duration: r.duration.unwrap_or(0.0),
@@ -259,7 +189,7 @@ impl Entry {
         match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
             Phase::Running => {}
             Phase::Done(o) => {
-                status.state = "done";
+                status.state = RecordingState::Done;
                 status.samples = Some(o.slice.samples());
                 status.samples_read = Some(o.samples_read);
                 status.lost = Some(o.lost);
@@ -270,7 +200,7 @@ impl Entry {
                 status.truncated = Some(o.truncated);
             }
             Phase::Failed(e) => {
-                status.state = "failed";
+                status.state = RecordingState::Failed;
                 status.error = Some(e.clone());
             }
         }
@@ -341,7 +271,7 @@ impl Recordings {
     pub fn start(
         &self,
         shared: &Shared,
-        request: Request,
+        request: RecordingRequest,
         who: Requester,
     ) -> Result<RecordingStatus, Refused> {
         let config = shared.live();
@@ -359,7 +289,7 @@ impl Recordings {
         let entry = self.insert(&config.recordings, who, |id| Entry {
             id,
             owner: who.uid,
-            request: Request {
+            request: RecordingRequest {
                 frequency: Some(frequency),
                 duration: Some(duration.as_secs_f64()),
                 kernel: Some(kernel),

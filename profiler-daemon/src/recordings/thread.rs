@@ -12,7 +12,7 @@ use super::{Entry, Measure, Outcome};
 use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
-use crate::measure::user_frames;
+use crate::measure::{user_frames, MeasureSlices};
 use crate::options::recording_options;
 use crate::slice::Slice;
 use crate::state::unix_now_ns;
@@ -47,7 +47,7 @@ pub(super) fn run(
         // who may not see kernel frames.
         entry.kernel || request.measure != Measure::Cpu,
     );
-    options.measure = request.measure.recorder();
+    options.measure = request.measure;
     if request.on_exec {
         options.target = recorder::RecordTarget::PidAtExec(request.pid);
     }

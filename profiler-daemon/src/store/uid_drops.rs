@@ -8,27 +8,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
-
 use crate::store::share::UidDrop;
 
 /// Most uids counted at once.
 pub const UIDS_KEPT: usize = 256;
 
-/// One uid's drops, as status shows them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UidDrops {
-    /// The uid (None: processes whose uid was not known).
-    pub uid: Option<u32>,
-    /// Stacks dropped from slices and roll-ups.
-    pub stacks: u64,
-    /// Samples they held.
-    pub samples: u64,
-    /// Estimated bytes of slice and roll-up files they would have taken.
-    pub bytes: u64,
-    /// When the last was dropped, UNIX ns.
-    pub last_ns: u64,
-}
+/// One uid's drops, as status shows them (declared in `daemon-api`).
+pub use daemon_api::status::UidDrops;
 
 /// The drops per uid and in total.
 #[derive(Debug, Default)]

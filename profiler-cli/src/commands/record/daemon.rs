@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
+use daemon_api::recording::{RecordingRequest, RecordingState, RecordingStatus, RECORDINGS};
 
 use super::options::RecordOutputs;
 use crate::cli::{CallGraphArg, EventArg, RecordArgs};
@@ -66,7 +67,7 @@ pub fn run_if_daemon(
         return Ok(None);
     }
     let socket = socket_path(socket_arg);
-    let named = socket_arg.is_some() || std::env::var_os("PROFILERD_SOCKET").is_some();
+    let named = socket_arg.is_some() || std::env::var_os(daemon_api::SOCKET_ENV).is_some();
     if !answers(&socket) {
         if named && !quiet {
             eprintln!(
@@ -83,32 +84,22 @@ pub fn run_if_daemon(
     record(args, args.pid, &socket, quiet).map(Some)
 }
 
-/// A field of the daemon's JSON.
-fn field<'a>(value: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
-    value.get(key).unwrap_or(&serde_json::Value::Null)
-}
-
-fn json(answer: &Answer) -> Result<serde_json::Value> {
+/// The daemon's JSON answer as `T`.
+fn json<T: serde::de::DeserializeOwned>(answer: &Answer) -> Result<T> {
     serde_json::from_slice(&answer.body).context("reading profilerd's answer")
 }
 
 /// The `POST /v1/recordings` body for `args`.
-fn request_body(args: &RecordArgs, pid: u32) -> serde_json::Value {
-    let mut body = serde_json::json!({
-        "pid": pid,
-        "frequency": args.frequency,
-        "descendants": true,
-        "kernel": !args.no_kernel,
-    });
-    match args.measure() {
-        recorder::Measure::Cpu => {}
-        recorder::Measure::OffCpu => body["measure"] = serde_json::json!("off_cpu"),
-        recorder::Measure::Wall => body["measure"] = serde_json::json!("wall"),
+fn request_body(args: &RecordArgs, pid: u32) -> RecordingRequest {
+    RecordingRequest {
+        pid,
+        frequency: Some(args.frequency),
+        duration: args.duration.map(|d| d.as_secs_f64()),
+        descendants: true,
+        kernel: Some(!args.no_kernel),
+        measure: args.measure(),
+        on_exec: false,
     }
-    if let Some(d) = args.duration {
-        body["duration"] = serde_json::json!(d.as_secs_f64());
-    }
-    body
 }
 
 /// Once the daemon's recording at `path` has its events open (its status says `sampling`),
@@ -119,10 +110,8 @@ async fn release_when_sampling(
     command: &mut recorder::Launched,
 ) -> Result<()> {
     loop {
-        let status = json(&request(socket, "GET", path, None).await?.ok()?)?;
-        if field(&status, "sampling").as_bool() == Some(true)
-            || field(&status, "state").as_str() != Some("running")
-        {
+        let status: RecordingStatus = json(&request(socket, "GET", path, None).await?.ok()?)?;
+        if status.sampling || status.state != RecordingState::Running {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -136,28 +125,20 @@ async fn release_when_sampling(
 /// result.
 async fn recorded(
     socket: &Path,
-    body: &serde_json::Value,
+    body: &RecordingRequest,
     result: &str,
     mut command: Option<&mut recorder::Launched>,
-) -> Result<(serde_json::Value, Answer)> {
+) -> Result<(RecordingStatus, Answer)> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupt = signal(SignalKind::interrupt()).context("watching SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("watching SIGTERM")?;
-    let created = request(
-        socket,
-        "POST",
-        "/v1/recordings",
-        Some(body.to_string().into_bytes()),
-    )
-    .await?;
+    let body = serde_json::to_vec(body).context("writing the recording's request")?;
+    let created = request(socket, "POST", RECORDINGS, Some(body)).await?;
     if created.status != 201 {
         check(&created)?;
     }
-    let created = json(&created)?;
-    let Some(id) = field(&created, "id").as_u64() else {
-        bail!("profilerd's answer has no recording id");
-    };
-    let path = format!("/v1/recordings/{id}");
+    let created: RecordingStatus = json(&created)?;
+    let path = format!("{RECORDINGS}/{}", created.id);
     let mut stopping = false;
     if let Some(command) = command.as_deref_mut() {
         release_when_sampling(socket, &path, command).await?;
@@ -177,8 +158,8 @@ async fn recorded(
                 let _ = request(socket, "DELETE", &path, None).await?;
             }
             answer = wait => {
-                let status = json(&answer?.ok()?)?;
-                if field(&status, "state").as_str() != Some("running") {
+                let status: RecordingStatus = json(&answer?.ok()?)?;
+                if status.state != RecordingState::Running {
                     break status;
                 }
             }
@@ -195,10 +176,10 @@ async fn recorded(
             }
         }
     };
-    if field(&status, "state").as_str() == Some("failed") {
+    if status.state == RecordingState::Failed {
         bail!(
             "profilerd's recording failed: {}",
-            printable(field(&status, "error").as_str().unwrap_or("unknown error"))
+            printable(status.error.as_deref().unwrap_or("unknown error"))
         );
     }
     let answer = request(socket, "GET", &format!("{path}{result}"), None)
@@ -221,17 +202,14 @@ struct Finished {
 }
 
 impl Finished {
-    fn of(status: &serde_json::Value) -> Finished {
+    fn of(status: &RecordingStatus) -> Finished {
         Finished {
-            seconds: field(status, "seconds").as_f64().unwrap_or(0.0),
-            frequency: field(status, "frequency_used").as_u64().unwrap_or(0),
-            lost: field(status, "lost").as_u64().unwrap_or(0),
-            event: field(status, "event")
-                .as_str()
-                .unwrap_or("unknown")
-                .to_string(),
-            kernel: field(status, "kernel").as_bool().unwrap_or(false),
-            truncated: field(status, "truncated").as_bool().unwrap_or(false),
+            seconds: status.seconds.unwrap_or(0.0),
+            frequency: status.frequency_used.unwrap_or(0),
+            lost: status.lost.unwrap_or(0),
+            event: status.event.clone().unwrap_or_else(|| "unknown".into()),
+            kernel: status.kernel,
+            truncated: status.truncated.unwrap_or(false),
         }
     }
 }
@@ -247,9 +225,7 @@ fn record(args: &RecordArgs, pid: Option<u32>, socket: &Path, quiet: bool) -> Re
     };
     let pid = pid.or(command.as_ref().map(|c| c.pid())).unwrap_or(0);
     let mut body = request_body(args, pid);
-    if command.is_some() {
-        body["on_exec"] = serde_json::json!(true);
-    }
+    body.on_exec = command.is_some();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

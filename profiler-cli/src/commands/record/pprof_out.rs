@@ -44,8 +44,10 @@ impl PprofOut {
     pub fn for_measure(measure: recorder::Measure, frequency: u64) -> PprofOut {
         match measure {
             recorder::Measure::Cpu => PprofOut::new(1_000_000_000 / frequency.max(1)),
-            recorder::Measure::OffCpu => PprofOut::timed("off_cpu"),
-            recorder::Measure::Wall => PprofOut::timed("wall"),
+            // The sample type is the measure's wire name, as profilerd's pprof names it.
+            timed @ (recorder::Measure::OffCpu | recorder::Measure::Wall) => {
+                PprofOut::timed(timed.as_str())
+            }
         }
     }
 
