@@ -224,24 +224,34 @@ impl Process {
     /// Returns the mapping as added (`until`: when a later record first takes part of it over).
     pub(crate) fn insert_mapping(&mut self, map: Mapping) -> Mapping {
         let origin = map.since;
-        let (a, b) = (map.start, map.end);
         let until = self.lifetime_end(origin).min(map.until);
-        let overlaps = |e: &Entry| e.map.start < b && a < e.map.end;
         // The common case (a new process's first mappings, or new code beside the old):
         // nothing held overlaps, and the mapping goes in whole, with nothing to cut.
-        if !self.any_overlap(a, b) {
+        if !self.any_overlap(map.start, map.end) {
             let added = Mapping { until, ..map };
             if origin < until {
                 self.insert_sorted(Entry { map: added, origin });
             }
             return added;
         }
-        // Mappings of earlier records lose a..b from `origin` on.
+        let mut pieces = self.cut_earlier_records(map.start, map.end, origin);
+        let added = self.cut_by_later_records(map, until, &mut pieces);
+        for piece in pieces {
+            self.insert_sorted(piece);
+        }
+        added
+    }
+
+    /// Mappings of records before `origin` lose a..b from `origin` on: those that held before
+    /// it end then, those that did not go; returns the parts outside a..b, which go on holding
+    /// (to be inserted).
+    fn cut_earlier_records(&mut self, a: u64, b: u64, origin: u64) -> Vec<Entry> {
         let mut pieces = Vec::new();
         let mut i = 0;
         while i < self.mappings.len() {
             let e = self.mappings[i];
-            if !overlaps(&e) || e.origin >= origin || e.map.until <= origin {
+            let overlaps = e.map.start < b && a < e.map.end;
+            if !overlaps || e.origin >= origin || e.map.until <= origin {
                 i += 1;
                 continue;
             }
@@ -267,12 +277,19 @@ impl Process {
                 Arc::make_mut(&mut self.mappings).remove(i);
             }
         }
-        // Mappings of later records (or of the same time, which arrived first) keep their
-        // ranges from their own time on: cut the new one level by level.
+        pieces
+    }
+
+    /// Mappings of later records (or of the same time, which arrived first) keep their ranges
+    /// from their own time on: cut the new `map` (holding until `until` at most) level by
+    /// level, one level per later record time. Pushes its parts onto `pieces`; returns it as
+    /// added (`until`: the first level that cut it).
+    fn cut_by_later_records(&self, map: Mapping, until: u64, pieces: &mut Vec<Entry>) -> Mapping {
+        let (a, b, origin) = (map.start, map.end, map.since);
         let mut later: Vec<(u64, u64, u64)> = self
             .mappings
             .iter()
-            .filter(|e| overlaps(e) && e.origin >= origin && e.origin < until)
+            .filter(|e| e.map.start < b && a < e.map.end && e.origin >= origin && e.origin < until)
             .map(|e| (e.origin, e.map.start.max(a), e.map.end.min(b)))
             .collect();
         later.sort_unstable();
@@ -284,40 +301,10 @@ impl Process {
         while level_at < later.len() {
             let level = later[level_at].0;
             let level_end = later[level_at..].partition_point(|l| l.0 == level) + level_at;
-            let cuts = &later[level_at..level_end];
-            let mut next = Vec::with_capacity(live.len());
-            for &(s, e, since) in &live {
-                if !cuts.iter().any(|&(_, cs, ce)| cs < e && s < ce) {
-                    next.push((s, e, since));
-                    continue;
-                }
-                if since < level {
-                    pieces.push(Entry {
-                        map: map.part(s, e, since, level),
-                        origin,
-                    });
-                }
-                if first {
-                    added.until = level;
-                    first = false;
-                }
-                // What the cuts leave of s..e holds from `level` on.
-                let mut at = s;
-                let mut sorted: Vec<(u64, u64)> = cuts
-                    .iter()
-                    .filter(|&&(_, cs, ce)| cs < e && s < ce)
-                    .map(|&(_, cs, ce)| (cs, ce))
-                    .collect();
-                sorted.sort_unstable();
-                for (cs, ce) in sorted {
-                    if cs > at {
-                        next.push((at, cs, level));
-                    }
-                    at = at.max(ce);
-                }
-                if at < e {
-                    next.push((at, e, level));
-                }
+            let (next, cut) = cut_level(&live, &later[level_at..level_end], level, &map, pieces);
+            if cut && first {
+                added.until = level;
+                first = false;
             }
             live = next;
             level_at = level_end;
@@ -329,9 +316,6 @@ impl Process {
                     origin,
                 });
             }
-        }
-        for piece in pieces {
-            self.insert_sorted(piece);
         }
         added
     }
@@ -367,6 +351,52 @@ impl Process {
             || self.execs.last().is_some_and(|&t| t >= end)
             || self.exits.last().is_some_and(|&t| t > end)
     }
+}
+
+/// One level of [`Process::cut_by_later_records`]: the parts of `live` (start, end, since)
+/// that `cuts` (start, end of later records from `level`) overlap hold until `level` (pushed
+/// onto `pieces` as parts of `map` when they held before it), and what the cuts leave of them
+/// holds from `level` on. Returns the parts holding from now on, and whether any was cut.
+fn cut_level(
+    live: &[(u64, u64, u64)],
+    cuts: &[(u64, u64, u64)],
+    level: u64,
+    map: &Mapping,
+    pieces: &mut Vec<Entry>,
+) -> (Vec<(u64, u64, u64)>, bool) {
+    let mut next = Vec::with_capacity(live.len());
+    let mut cut = false;
+    for &(s, e, since) in live {
+        if !cuts.iter().any(|&(_, cs, ce)| cs < e && s < ce) {
+            next.push((s, e, since));
+            continue;
+        }
+        if since < level {
+            pieces.push(Entry {
+                map: map.part(s, e, since, level),
+                origin: map.since,
+            });
+        }
+        cut = true;
+        // What the cuts leave of s..e holds from `level` on.
+        let mut at = s;
+        let mut sorted: Vec<(u64, u64)> = cuts
+            .iter()
+            .filter(|&&(_, cs, ce)| cs < e && s < ce)
+            .map(|&(_, cs, ce)| (cs, ce))
+            .collect();
+        sorted.sort_unstable();
+        for (cs, ce) in sorted {
+            if cs > at {
+                next.push((at, cs, level));
+            }
+            at = at.max(ce);
+        }
+        if at < e {
+            next.push((at, e, level));
+        }
+    }
+    (next, cut)
 }
 
 /// What a child takes of its parent's mappings at a fork.

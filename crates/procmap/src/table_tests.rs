@@ -1,8 +1,13 @@
 //! Tests of the process table: arrival orders, pid reuse, forks, execs, pruning, /proc.
 
+use super::names::MIN_NAMES_TO_REBUILD;
 use super::*;
+use crate::files::MappedFile;
 use crate::owner::owner;
+use crate::owner::UNKNOWN_UID;
 use crate::proc_fs::parse_status;
+use crate::process::{Mapping, ProcessKey};
+use crate::ProcError;
 use crate::MAX_MAPPINGS;
 use std::collections::HashSet;
 

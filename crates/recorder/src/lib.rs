@@ -6,6 +6,7 @@
 //! `profctl record` (embedded mode) drives this directly; the daemon reuses the same pieces.
 
 mod cache_root;
+mod drain_loop;
 mod error;
 mod launch;
 mod normalize;
@@ -16,9 +17,12 @@ mod rate;
 mod recording;
 mod report;
 mod resolve;
+mod sampler_config;
 mod sink;
 mod snapshot;
+mod stop;
 mod sys;
+mod unwinders;
 mod usage;
 mod windows;
 

@@ -1,27 +1,30 @@
-//! Running one recording until it is told to stop.
+//! Running one recording until it is told to stop, in steps: launch the command and open the
+//! events ([`record`]), read the processes already running, set up the drain loop's state
+//! ([`start_collector`]), drain until the recording ends ([`drain`]), and count what was lost
+//! and close the last windows ([`finish`]).
 
 use std::future::Future;
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use procmap::ProcessTable;
-use sampler::{
-    drain_until_woken, DrainEnd, EventChoice, EventKind, RecordSink, Sampler, SamplerConfig,
-    SidebandWakeup, StackCapture, SwitchSampling, Target,
-};
+use procmap::{PinnedFiles, ProcessTable};
+use sampler::{EventKind, Sampler, Target};
 use tracing::{debug, info, warn};
-use unwind::{StackBuilder, Unwinders};
 
+use crate::drain_loop::drain_following_cpus;
 use crate::error::RecordError;
 use crate::launch::Launched;
 use crate::offcpu::{Keep, OffCpu};
-use crate::options::{defaults, CallGraph, Measure, RecordOptions, RecordTarget};
+use crate::options::{CallGraph, Measure, RecordOptions, RecordTarget};
 use crate::preload::Preloader;
 use crate::rate::SamplePeriods;
 use crate::report::{ClosedWindow, CpuMarks, Progress, RecordingStats};
 use crate::resolve::SymbolFeed;
+use crate::sampler_config::{sampler_config, sampler_target};
 use crate::sink::Collector;
+use crate::stop::recording_ends;
+use crate::unwinders::stack_builder;
 use crate::windows::Windows;
-use procmap::PinnedFiles;
 
 /// What a recording did; its samples went to the window callback.
 pub struct Recording {
@@ -68,89 +71,70 @@ pub async fn record(
         RecordTarget::Command(argv) => Some(Launched::spawn(argv)?),
         _ => None,
     };
-    let target = match (&options.target, &launched) {
-        (RecordTarget::System, _) => Target::System,
-        (RecordTarget::Pid(pid), _) => Target::Process {
-            pid: *pid,
-            enable_on_exec: false,
-        },
-        (RecordTarget::PidAtExec(pid), _) => Target::Process {
-            pid: *pid,
-            enable_on_exec: true,
-        },
-        (RecordTarget::Command(_), Some(child)) => Target::Process {
-            pid: child.pid(),
-            enable_on_exec: true,
-        },
-        (RecordTarget::Command(_), None) => return Err(RecordError::EmptyCommand),
-    };
-    let measure = options.measure;
-    let config = SamplerConfig {
-        frequency: options.frequency,
-        ring_pages: options.ring_pages,
-        wakeup_percent: match options.call_graph {
-            CallGraph::Fp => sampler::defaults::WAKEUP_PERCENT,
-            CallGraph::Dwarf | CallGraph::Auto => crate::defaults::wakeup_percent_with_stacks(
-                options.ring_pages,
-                options.frequency,
-                options.stack_bytes,
-            ),
-        },
-        include_kernel: options.include_kernel,
-        // Wall-clock time adds CPU samples' periods to times off CPU: they must be ns (and
-        // an off-CPU recording opens no CPU event: nothing to probe).
-        event: match measure {
-            Measure::Cpu => options.event,
-            Measure::OffCpu | Measure::Wall => EventChoice::Force(EventKind::CpuClock),
-        },
-        switches: measure.samples_switches().then_some(SwitchSampling {
-            period: 1,
-            cpu_samples: measure == Measure::Wall,
-        }),
-        sideband_wakeup: if options.window.is_some() {
-            // Streaming (a long recording of windows): the side-band ring is read at the
-            // drain tick, and wakes the reader only when three quarters full, not at every
-            // record (several wake-ups per process under an exec churn); records then wait
-            // up to a drain interval, and binaries of processes gone by then are pinned by
-            // path once their identity matches.
-            SidebandWakeup::Bytes(defaults::SIDEBAND_WATERMARK)
-        } else {
-            SidebandWakeup::EveryRecord
-        },
-        // Streaming: the kernel wakes the reader at every three quarters of the ring's worth
-        // of side-band bytes written (drained or not): a larger ring, fewer wake-ups.
-        sideband_ring_pages: if options.window.is_some() {
-            defaults::SIDEBAND_RING_PAGES_STREAMING
-        } else {
-            sampler::defaults::SIDEBAND_RING_PAGES
-        },
-        stack_capture: match options.call_graph {
-            CallGraph::Fp => None,
-            CallGraph::Dwarf => Some(StackCapture {
-                stack_bytes: options.stack_bytes,
-                keep_fp_callchain: false,
-            }),
-            CallGraph::Auto => Some(StackCapture {
-                stack_bytes: options.stack_bytes,
-                keep_fp_callchain: true,
-            }),
-        },
-        ..SamplerConfig::new(target.clone())
-    };
+    let target = sampler_target(&options.target, launched.as_ref())?;
     // On failure, dropping `launched` kills the held child.
-    let mut sampler = Sampler::open(&config)?;
+    let mut sampler = Sampler::open(&sampler_config(options, target.clone()))?;
     sampler.enable()?;
-    let started = Instant::now();
-    let events_enabled = crate::ProcessUsage::now().cpu();
-    let drain_thread_started = crate::ProcessUsage::this_thread().cpu();
+    let marks = StartMarks::now();
     // Reading kallsyms takes tens of milliseconds of kernel time: do it while sampling.
     if let (true, Some(feed)) = (sampler.info().kernel_included, feed) {
         feed.load_kernel_symbols();
     }
+    let processes = read_running_processes(&target);
+    if let Some(child) = &mut launched {
+        child.release()?;
+    }
+    let mut collector = start_collector(Start {
+        options,
+        feed,
+        target: &target,
+        processes,
+        sampler: &sampler,
+        started: marks.started,
+        progress,
+        on_window,
+    });
+    if let Some(control) = &options.frequency_control {
+        control.set_in_effect(sampler.info().frequency);
+    }
+    for note in &sampler.info().notes {
+        info!("{note}");
+    }
+    let command_status = drain(&mut sampler, &mut collector, options, stop, &mut launched).await?;
+    Ok(finish(
+        sampler,
+        collector,
+        launched.as_mut(),
+        command_status,
+        options,
+        &marks,
+    ))
+}
+
+/// What was measured when the events were enabled.
+struct StartMarks {
+    started: Instant,
+    /// This process's CPU time then.
+    events_enabled: Duration,
+    /// This thread's (the drain thread's) CPU time then.
+    drain_thread: Duration,
+}
+
+impl StartMarks {
+    fn now() -> StartMarks {
+        StartMarks {
+            started: Instant::now(),
+            events_enabled: crate::ProcessUsage::now().cpu(),
+            drain_thread: crate::ProcessUsage::this_thread().cpu(),
+        }
+    }
+}
+
+/// The process table, with the processes alive before the events were enabled read from
+/// /proc now, so nothing falls into a gap (records from now on are in the ring buffers).
+fn read_running_processes(target: &Target) -> ProcessTable {
     let mut processes = ProcessTable::new();
-    // Processes alive before the events were enabled: read their state now, so nothing falls
-    // into a gap (records from now on are in the ring buffers).
-    match target {
+    match *target {
         Target::System => {
             let n = processes.synthesize_all();
             debug!(processes = n, "read running processes from /proc");
@@ -165,34 +149,54 @@ pub async fn record(
         }
         Target::Process { .. } => {}
     }
-    if let Some(child) = &mut launched {
-        child.release()?;
-    }
+    processes
+}
 
+/// What the drain loop's state is made from (see [`start_collector`]).
+struct Start<'a, 'p> {
+    options: &'a RecordOptions,
+    feed: Option<&'a SymbolFeed>,
+    target: &'a Target,
+    processes: ProcessTable,
+    sampler: &'a Sampler,
+    started: Instant,
+    progress: &'p mut dyn FnMut(Progress),
+    on_window: &'p mut dyn FnMut(ClosedWindow),
+}
+
+/// The drain loop's state at the start: no window open, the stack builder for the call-graph
+/// mode (a running process's binaries read while the first samples come in, not after), the
+/// symbolizers' preloader, the files pinned, and the off-CPU intervals the measure needs.
+fn start_collector<'p>(start: Start<'_, 'p>) -> Collector<'p> {
+    let Start {
+        options,
+        feed,
+        target,
+        processes,
+        sampler,
+        started,
+        progress,
+        on_window,
+    } = start;
     let switch_cap = match options.switch_cap {
         0 => u64::MAX,
         cap => cap,
     };
-    let mut stacks = match options.call_graph {
-        CallGraph::Fp => StackBuilder::frame_pointers(),
-        CallGraph::Dwarf => StackBuilder::dwarf(unwinders(options), false),
-        CallGraph::Auto => StackBuilder::dwarf(unwinders(options), true),
-    };
-    // A running process's binaries are read while the first samples come in, not after.
+    let mut stacks = stack_builder(options);
     if let (
         Target::Process {
             pid,
             enable_on_exec: false,
         },
         Some(unwinders),
-    ) = (&target, stacks.unwinders_mut())
+    ) = (target, stacks.unwinders_mut())
     {
         unwinders.prepare(&processes, *pid);
     }
     let window_ns = options
         .window
         .map(|w| w.as_nanos().min(u64::MAX as u128) as u64);
-    let mut collector = Collector {
+    Collector {
         windows: Windows::new(window_ns, crate::sys::monotonic_ns()),
         processes,
         stats: RecordingStats::default(),
@@ -223,57 +227,52 @@ pub async fn record(
         frequency_control: options.frequency_control.clone(),
         frequency: sampler.info().frequency,
         periods: SamplePeriods::default(),
-        off_cpu: match measure {
+        off_cpu: match options.measure {
             Measure::Cpu => None,
             Measure::OffCpu => Some(OffCpu::new(Keep::Blocked, switch_cap)),
             Measure::Wall => Some(OffCpu::new(Keep::AllOffCpu, switch_cap)),
         },
-        on_cpu: measure != Measure::OffCpu,
+        on_cpu: options.measure != Measure::OffCpu,
         snapshots: options.snapshots.clone(),
         round_started_ns: None,
-    };
-    if let Some(control) = &options.frequency_control {
-        control.set_in_effect(sampler.info().frequency);
     }
-    let info = sampler.info().clone();
-    for note in &info.notes {
-        info!("{note}");
-    }
-    let duration = options.duration;
+}
+
+/// Drain until `stop` resolves, the duration elapses, the launched command exits (its exit
+/// status is returned) or the recorded process is gone.
+async fn drain(
+    sampler: &mut Sampler,
+    collector: &mut Collector<'_>,
+    options: &RecordOptions,
+    stop: impl Future<Output = ()>,
+    launched: &mut Option<Launched>,
+) -> Result<Option<ExitStatus>, RecordError> {
     let target_pid = match &options.target {
         RecordTarget::Pid(pid) | RecordTarget::PidAtExec(pid) => Some(*pid),
         _ => None,
     };
-    let child_exit = async {
-        match &mut launched {
-            Some(child) => child.wait().await,
-            None => std::future::pending().await,
-        }
+    let mut status = None;
+    let stop_all = async {
+        status = recording_ends(stop, options.duration, launched.as_mut(), target_pid).await;
     };
-    let command_status = {
-        let mut status = None;
-        let stop_all = async {
-            tokio::select! {
-                () = stop => {}
-                () = sleep_or_forever(duration) => {}
-                s = child_exit => status = s,
-                () = process_gone(target_pid) => {
-                    info!("the recorded process exited; recording ends");
-                }
-            }
-        };
-        drain_following_cpus(
-            &mut sampler,
-            stop_all,
-            options.drain_interval,
-            &mut collector,
-        )
-        .await?;
-        status
-    };
-    let elapsed = started.elapsed();
-    let frequency = sampler.info().frequency;
-    if let Some(child) = &mut launched {
+    drain_following_cpus(sampler, stop_all, options.drain_interval, collector).await?;
+    Ok(status)
+}
+
+/// End the recording: stop the command if it still runs, count the samples and switches the
+/// kernel lost, close the events, end the off-CPU intervals still open, and close every
+/// window left.
+fn finish(
+    sampler: Sampler,
+    mut collector: Collector<'_>,
+    launched: Option<&mut Launched>,
+    command_status: Option<ExitStatus>,
+    options: &RecordOptions,
+    marks: &StartMarks,
+) -> Recording {
+    let elapsed = marks.started.elapsed();
+    let info = sampler.info().clone();
+    if let Some(child) = launched {
         if command_status.is_none() {
             child.terminate();
         }
@@ -286,18 +285,18 @@ pub async fn record(
     collector.stats.switches.lost = collector.stats.switches.lost.max(switches_lost);
     drop(sampler);
     let cpu_marks = CpuMarks {
-        events_enabled,
+        events_enabled: marks.events_enabled,
         sampling_ended: crate::ProcessUsage::now().cpu(),
         drain_thread: crate::ProcessUsage::this_thread()
             .cpu()
-            .saturating_sub(drain_thread_started),
+            .saturating_sub(marks.drain_thread),
     };
     collector.close_all();
     debug!(windows = collector.stats.windows, "recording finished");
-    Ok(Recording {
+    Recording {
         stats: collector.stats,
         event: info.event,
-        frequency,
+        frequency: info.frequency,
         kernel_included: info.kernel_included,
         duration: elapsed,
         notes: info.notes,
@@ -305,152 +304,6 @@ pub async fn record(
         call_graph: options.call_graph,
         stack_bytes: options.stack_bytes,
         cpu_marks,
-        measure,
-    })
-}
-
-/// Drain until `stop`; when the online CPUs changed (whole system), the loop pauses, their
-/// events are opened or closed, and draining goes on; likewise when a new frequency was asked
-/// through [`crate::FrequencyControl`].
-async fn drain_following_cpus(
-    sampler: &mut Sampler,
-    stop: impl Future<Output = ()>,
-    tick: Duration,
-    collector: &mut Collector<'_>,
-) -> Result<(), RecordError> {
-    tokio::pin!(stop);
-    let snapshots = collector.snapshots.clone();
-    if let Some(control) = &snapshots {
-        control.set_running(true);
+        measure: options.measure,
     }
-    let wake = snapshots.as_ref().map(|c| c.waker());
-    let result = drain_rounds(sampler, &mut stop, tick, wake, collector).await;
-    if let Some(control) = &snapshots {
-        control.set_running(false);
-    }
-    result
-}
-
-/// The drain loop of [`drain_following_cpus`].
-async fn drain_rounds(
-    sampler: &mut Sampler,
-    mut stop: impl Future<Output = ()> + Unpin,
-    tick: Duration,
-    wake: Option<&tokio::sync::Notify>,
-    collector: &mut Collector<'_>,
-) -> Result<(), RecordError> {
-    while drain_until_woken(sampler, &mut stop, tick, wake, collector).await? == DrainEnd::Paused {
-        if collector.cpus_changed {
-            match sampler.reopen_missing_cpus(&mut |r| collector.on_record(r)) {
-                Ok(change) => {
-                    info!(opened = ?change.opened, closed = ?change.closed, "online CPUs changed")
-                }
-                Err(err) => warn!(%err, "cannot follow the CPUs that came online"),
-            }
-            collector.cpus_changed = false;
-        }
-        let requested = collector.frequency_control.as_ref().and_then(|c| c.take());
-        if let Some(hz) = requested {
-            change_frequency(sampler, collector, hz);
-        }
-        let period = collector
-            .off_cpu
-            .as_mut()
-            .and_then(|o| o.take_period_change());
-        if let Some(period) = period {
-            match sampler.set_switch_period(period) {
-                Ok(()) => debug!(period, "switch sampling period changed"),
-                Err(err) => warn!(%err, period, "cannot change the switch sampling period"),
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Make the events sample at `hz` (the rings were just drained: samples taken before the
-/// change are weighted with the old period, those after with the new).
-fn change_frequency(sampler: &mut Sampler, collector: &mut Collector<'_>, hz: u64) {
-    let from = sampler.info().frequency;
-    match sampler.set_frequency(hz) {
-        Ok(frequency) => {
-            let at = crate::sys::monotonic_ns();
-            collector
-                .periods
-                .changed(sampler.info().event, frequency, at);
-            collector.frequency = frequency;
-            debug!(from, to = frequency, "sampling frequency changed");
-        }
-        Err(err) => warn!(%err, hz, "cannot change the sampling frequency"),
-    }
-    if let Some(control) = &collector.frequency_control {
-        control.set_in_effect(sampler.info().frequency);
-    }
-}
-
-/// Resolves once process `pid` has exited (gone, a zombie, or its pid reused: its start time
-/// changed), checked every 250 ms; never for None.
-async fn process_gone(pid: Option<u32>) {
-    let Some(pid) = pid else {
-        return std::future::pending().await;
-    };
-    // (state, start time) from /proc/PID/stat; the name before them may hold spaces.
-    let read = || -> Option<(char, u64)> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let rest = &stat[stat.rfind(')')? + 1..];
-        let mut fields = rest.split_whitespace();
-        let state = fields.next()?.chars().next()?;
-        let start = fields.nth(18)?.parse().ok()?;
-        Some((state, start))
-    };
-    let Some((_, started)) = read() else {
-        return;
-    };
-    loop {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        match read() {
-            Some((state, start)) if start == started && !matches!(state, 'Z' | 'X') => {}
-            _ => return,
-        }
-    }
-}
-
-async fn sleep_or_forever(duration: Option<Duration>) {
-    match duration {
-        Some(d) => tokio::time::sleep(d).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// DWARF unwinders that know the vDSO's call-frame information (read from this process's own
-/// vDSO: the kernel maps the same image into every process) and find separate debug files the
-/// way symbols are found: build-id and debuglink in the system and `--debug-dir` directories,
-/// and debuginfod's cache (no download). Binaries and debug files are read on the unwinders'
-/// loader thread, never on the thread that drains the rings.
-fn unwinders(options: &RecordOptions) -> Unwinders {
-    let mut unwinders = Unwinders::new();
-    match symbolize::own_vdso_image() {
-        Ok(image) => unwinders.set_vdso_image(&image),
-        Err(err) => {
-            tracing::debug!(%err, "cannot read the vDSO image; its frames unwind by frame pointer only")
-        }
-    }
-    let search = options
-        .preload_symbols
-        .clone()
-        .unwrap_or_else(symbolize::DebugSearch::system);
-    let debuginfod = options.debuginfod.clone().map(debuginfod::Client::new);
-    // A debug file found beside another user's binary is read again with that user's access.
-    unwinders.set_debug_file_finder(Box::new(move |binary: &std::path::Path, access| {
-        let symbolizer =
-            symbolize::FileSymbolizer::open_as(binary, binary, None, &search, access).ok()?;
-        if let Some((found, reader)) = symbolizer.debug_file_access() {
-            return Some((found.to_path_buf(), reader.clone()));
-        }
-        let build_id = symbolizer.elf().build_id()?;
-        let cached = debuginfod
-            .as_ref()?
-            .cached(build_id, debuginfod::Artifact::DebugInfo)?;
-        Some((cached, procmap::Access::Own))
-    }));
-    unwinders
 }

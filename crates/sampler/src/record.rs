@@ -310,6 +310,7 @@ pub fn decode_with<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Record<'a> 
     decode_inner(raw, format).unwrap_or(Record::Malformed(raw.kind))
 }
 
+/// [`decode_with`]; None for a record too short for its kind.
 fn decode_inner<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Option<Record<'a>> {
     let misc = raw.misc as u32;
     Some(match raw.kind {
@@ -330,73 +331,9 @@ fn decode_inner<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Option<Record<
             }
         }
         b::PERF_RECORD_SAMPLE => Record::Sample(decode_sample(raw.body, misc, format, true)?),
-        b::PERF_RECORD_MMAP2 => {
-            let (body, id) = split_sample_id(raw.body)?;
-            let mut c = Cursor { bytes: body };
-            let pid = c.u32()?;
-            let tid = c.u32()?;
-            let addr = c.u64()?;
-            let len = c.u64()?;
-            let pgoff = c.u64()?;
-            let ident = c.take(24)?;
-            let (build_id, dev_ino) = if misc & b::PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
-                let size = (ident[0] as usize).min(20);
-                (Some(&ident[4..4 + size]), None)
-            } else {
-                let mut i = Cursor { bytes: ident };
-                (None, Some((i.u32()?, i.u32()?, i.u64()?)))
-            };
-            let prot = c.u32()?;
-            let flags = c.u32()?;
-            let filename = c_string(c.bytes);
-            Record::Mmap2(Mmap2 {
-                pid,
-                tid,
-                addr,
-                len,
-                pgoff,
-                build_id,
-                dev_ino,
-                prot,
-                flags,
-                filename,
-                id,
-            })
-        }
-        b::PERF_RECORD_COMM => {
-            let (body, id) = split_sample_id(raw.body)?;
-            let mut c = Cursor { bytes: body };
-            let pid = c.u32()?;
-            let tid = c.u32()?;
-            Record::Comm {
-                pid,
-                tid,
-                comm: c_string(c.bytes),
-                exec: misc & b::PERF_RECORD_MISC_COMM_EXEC != 0,
-                id,
-            }
-        }
-        b::PERF_RECORD_FORK | b::PERF_RECORD_EXIT => {
-            let mut c = Cursor { bytes: raw.body };
-            let (pid, ppid, tid, ptid, time) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?, c.u64()?);
-            if raw.kind == b::PERF_RECORD_FORK {
-                Record::Fork {
-                    pid,
-                    ppid,
-                    tid,
-                    ptid,
-                    time,
-                }
-            } else {
-                Record::Exit {
-                    pid,
-                    ppid,
-                    tid,
-                    ptid,
-                    time,
-                }
-            }
-        }
+        b::PERF_RECORD_MMAP2 => decode_mmap2(raw.body, misc)?,
+        b::PERF_RECORD_COMM => decode_comm(raw.body, misc)?,
+        b::PERF_RECORD_FORK | b::PERF_RECORD_EXIT => decode_task(raw.kind, raw.body)?,
         b::PERF_RECORD_LOST => {
             let mut c = Cursor { bytes: raw.body };
             let _id = c.u64()?;
@@ -410,6 +347,79 @@ fn decode_inner<'a>(raw: RawRecord<'a>, format: &SampleFormat) -> Option<Record<
             }
         }
         other => Record::Other(other),
+    })
+}
+
+/// A PERF_RECORD_MMAP2 body (with its sample_id trailer).
+fn decode_mmap2(body: &[u8], misc: u32) -> Option<Record<'_>> {
+    let (body, id) = split_sample_id(body)?;
+    let mut c = Cursor { bytes: body };
+    let pid = c.u32()?;
+    let tid = c.u32()?;
+    let addr = c.u64()?;
+    let len = c.u64()?;
+    let pgoff = c.u64()?;
+    let ident = c.take(24)?;
+    let (build_id, dev_ino) = if misc & b::PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+        let size = (ident[0] as usize).min(20);
+        (Some(&ident[4..4 + size]), None)
+    } else {
+        let mut i = Cursor { bytes: ident };
+        (None, Some((i.u32()?, i.u32()?, i.u64()?)))
+    };
+    let prot = c.u32()?;
+    let flags = c.u32()?;
+    let filename = c_string(c.bytes);
+    Some(Record::Mmap2(Mmap2 {
+        pid,
+        tid,
+        addr,
+        len,
+        pgoff,
+        build_id,
+        dev_ino,
+        prot,
+        flags,
+        filename,
+        id,
+    }))
+}
+
+/// A PERF_RECORD_COMM body (with its sample_id trailer).
+fn decode_comm(body: &[u8], misc: u32) -> Option<Record<'_>> {
+    let (body, id) = split_sample_id(body)?;
+    let mut c = Cursor { bytes: body };
+    let pid = c.u32()?;
+    let tid = c.u32()?;
+    Some(Record::Comm {
+        pid,
+        tid,
+        comm: c_string(c.bytes),
+        exec: misc & b::PERF_RECORD_MISC_COMM_EXEC != 0,
+        id,
+    })
+}
+
+/// A PERF_RECORD_FORK or PERF_RECORD_EXIT (`kind`) body.
+fn decode_task(kind: u32, body: &[u8]) -> Option<Record<'_>> {
+    let mut c = Cursor { bytes: body };
+    let (pid, ppid, tid, ptid, time) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?, c.u64()?);
+    Some(if kind == b::PERF_RECORD_FORK {
+        Record::Fork {
+            pid,
+            ppid,
+            tid,
+            ptid,
+            time,
+        }
+    } else {
+        Record::Exit {
+            pid,
+            ppid,
+            tid,
+            ptid,
+            time,
+        }
     })
 }
 

@@ -1,7 +1,9 @@
-//! Opening the sampling events (one per CPU, or per thread and CPU) and their ring buffers.
+//! An open sampling session: its events and ring buffers (one per CPU, or per thread and
+//! CPU), draining them, and changing them while they run (frequency, switch period, CPUs that
+//! come and go). Opening one is in `session/open.rs`, what it asks the kernel for in
+//! `session/spec.rs`.
 
 use std::cell::Cell;
-use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::OwnedFd;
 
@@ -9,17 +11,16 @@ use perf_event_open_sys::bindings::perf_event_attr;
 
 use tracing::{debug, info, warn};
 
-use crate::config::{EventChoice, SamplerConfig, SessionInfo, Target, MAX_STACK_BYTES};
+use crate::config::{SessionInfo, Target};
 use crate::error::SamplerError;
-use crate::event::{build_attr, build_sideband_attr, cycles_available, AttrSpec, EventKind};
-use crate::record::SampleFormat;
+use crate::event::EventKind;
 use crate::ring::{RawRecord, RingBuffer, RingStats};
-use crate::system::{is_privileged, max_sample_rate, online_cpus, paranoid_level};
-
-/// The smallest ring tried when the locked-memory limit refuses larger ones.
-const MIN_RING_PAGES: usize = 8;
+use crate::system::{max_sample_rate, online_cpus, paranoid_level};
 
 use crate::sys;
+
+mod open;
+mod spec;
 
 /// An open sampling session: events plus one ring buffer per CPU.
 pub struct Sampler {
@@ -98,16 +99,6 @@ fn cpu_difference(opened: &[u32], online: &[u32]) -> (Vec<u32>, Vec<u32>) {
     (missing, gone)
 }
 
-fn tids_of(pid: u32) -> io::Result<BTreeSet<u32>> {
-    let mut tids = BTreeSet::new();
-    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
-        if let Some(tid) = entry?.file_name().to_str().and_then(|s| s.parse().ok()) {
-            tids.insert(tid);
-        }
-    }
-    Ok(tids)
-}
-
 fn is_permission(err: &io::Error) -> bool {
     matches!(err.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
 }
@@ -137,348 +128,6 @@ fn permission_error(target: &Target) -> SamplerError {
 }
 
 impl Sampler {
-    /// Open the events for `config`, disabled; call [`Sampler::enable`] to start.
-    ///
-    /// Picks the event (cycles, else cpu-clock), lowers the frequency to the kernel's maximum
-    /// and drops kernel sampling when privileges require it, noting each change in
-    /// [`SessionInfo::notes`].
-    pub fn open(config: &SamplerConfig) -> Result<Sampler, SamplerError> {
-        for pages in [config.ring_pages, config.sideband_ring_pages] {
-            if pages == 0 || !pages.is_power_of_two() {
-                return Err(SamplerError::RingSize { pages });
-            }
-        }
-        if let Some(capture) = config.stack_capture {
-            if capture.stack_bytes == 0
-                || capture.stack_bytes % 8 != 0
-                || capture.stack_bytes > MAX_STACK_BYTES
-            {
-                return Err(SamplerError::StackSize {
-                    bytes: capture.stack_bytes,
-                    max: MAX_STACK_BYTES,
-                });
-            }
-        }
-        if config.frequency == 0 {
-            return Err(SamplerError::Frequency {
-                requested: 0,
-                why: "must be at least 1".into(),
-            });
-        }
-        let mut notes = Vec::new();
-        let max = max_sample_rate();
-        let frequency = clamp_frequency(config.frequency, max);
-        if frequency != config.frequency {
-            notes.push(format!(
-                "frequency lowered from {} Hz to the kernel's maximum of {frequency} Hz \
-                 (kernel.perf_event_max_sample_rate)",
-                config.frequency
-            ));
-        }
-        let kind = match config.event {
-            EventChoice::Force(kind) => kind,
-            EventChoice::Auto => match cycles_available() {
-                Ok(()) => EventKind::Cycles,
-                Err(err) => {
-                    notes.push(format!(
-                        "no hardware cycles event ({err}); sampling on the software cpu-clock"
-                    ));
-                    EventKind::CpuClock
-                }
-            },
-        };
-        let paranoid = paranoid_level();
-        if config.switches.is_some() && paranoid.is_none_or(|p| p >= 2) && !is_privileged() {
-            return Err(SamplerError::SwitchesNotPermitted {
-                paranoid: paranoid.map_or_else(|| "unknown".to_string(), |p| p.to_string()),
-            });
-        }
-        let mut include_kernel = config.include_kernel;
-        if include_kernel
-            && !matches!(config.target, Target::System)
-            && paranoid_level().unwrap_or(2) >= 2
-            && !is_privileged()
-        {
-            include_kernel = false;
-            notes.push("kernel frames excluded: kernel.perf_event_paranoid >= 2 allows an unprivileged user only user space".into());
-        }
-        let spec = AttrSpec {
-            kind,
-            frequency,
-            include_kernel,
-            inherit: matches!(config.target, Target::Process { .. }),
-            enable_on_exec: matches!(
-                config.target,
-                Target::Process {
-                    enable_on_exec: true,
-                    ..
-                }
-            ),
-            // Set per ring size in `open_with`.
-            wakeup_watermark: config.wakeup_watermark,
-            sideband_watermark: 1,
-            format: if config.stack_capture.is_some() {
-                SampleFormat::UNWIND
-            } else {
-                SampleFormat::BASIC
-            },
-            stack_bytes: config.stack_capture.map_or(0, |c| c.stack_bytes),
-            exclude_callchain_user: config.stack_capture.is_some_and(|c| !c.keep_fp_callchain),
-            exclude_idle: config.exclude_idle,
-        };
-        let cpus = online_cpus().map_err(|source| SamplerError::Io {
-            what: "reading the online CPUs",
-            source,
-        })?;
-        let mut sampler = match Self::open_fitting(config, &spec, &cpus, &mut notes) {
-            Err(SamplerError::PermissionDenied { .. })
-                if spec.include_kernel && !matches!(config.target, Target::System) =>
-            {
-                notes.push("kernel frames excluded: not permitted for this user".into());
-                let spec = AttrSpec {
-                    include_kernel: false,
-                    ..spec
-                };
-                Self::open_fitting(config, &spec, &cpus, &mut notes)?
-            }
-            Err(SamplerError::Open { source, .. })
-                if kind == EventKind::Cycles
-                    && config.event == EventChoice::Auto
-                    && !is_permission(&source) =>
-            {
-                notes.push(format!(
-                    "cycles could not sample ({source}); using cpu-clock"
-                ));
-                let spec = AttrSpec {
-                    kind: EventKind::CpuClock,
-                    ..spec
-                };
-                Self::open_fitting(config, &spec, &cpus, &mut notes)?
-            }
-            other => other?,
-        };
-        sampler.info.notes = notes;
-        sampler.info.frequency = frequency;
-        info!(event = %sampler.info.event, frequency, kernel = sampler.info.kernel_included, idle_excluded = sampler.info.idle_excluded, events = sampler.info.events, "sampling events opened");
-        Ok(sampler)
-    }
-
-    /// [`Sampler::open_with`], halving the ring size while the locked-memory limit refuses it.
-    fn open_fitting(
-        config: &SamplerConfig,
-        spec: &AttrSpec,
-        cpus: &[u32],
-        notes: &mut Vec<String>,
-    ) -> Result<Sampler, SamplerError> {
-        let mut pages = config.ring_pages;
-        loop {
-            match Self::open_with(config, spec, cpus, pages) {
-                Err(SamplerError::RingMap { source, .. })
-                    if pages > MIN_RING_PAGES
-                        && matches!(
-                            source.raw_os_error(),
-                            Some(libc::EPERM) | Some(libc::ENOMEM)
-                        ) =>
-                {
-                    pages /= 2;
-                }
-                Ok(sampler) => {
-                    if pages != config.ring_pages {
-                        notes.push(format!(
-                            "ring buffers reduced from {} to {pages} pages per CPU by the locked-memory limit \
-                             (kernel.perf_event_mlock_kb, RLIMIT_MEMLOCK); expect lost samples at high rates",
-                            config.ring_pages
-                        ));
-                    }
-                    return Ok(sampler);
-                }
-                Err(err) => return Err(err),
-            }
-        }
-    }
-
-    fn open_with(
-        config: &SamplerConfig,
-        spec: &AttrSpec,
-        cpus: &[u32],
-        ring_pages: usize,
-    ) -> Result<Sampler, SamplerError> {
-        let ring_bytes = ring_pages * sys::page_size();
-        let sideband_pages = config.sideband_ring_pages.min(ring_pages);
-        let spec = &AttrSpec {
-            sideband_watermark: config
-                .sideband_wakeup
-                .watermark(sideband_pages * sys::page_size()),
-            // Wake at `wakeup_percent` of the ring (at least the byte watermark), and never
-            // later than three quarters of it.
-            wakeup_watermark: u32::try_from(
-                (spec.wakeup_watermark as usize)
-                    .max(ring_bytes / 100 * usize::from(config.wakeup_percent.min(75)))
-                    .min(ring_bytes / 4 * 3),
-            )
-            .unwrap_or(u32::MAX),
-            ..*spec
-        };
-        let setup = Setup {
-            target: config.target.clone(),
-            sample_attr: build_attr(spec),
-            frequency: spec.frequency,
-            sideband_attr: build_sideband_attr(spec),
-            switch_attr: config
-                .switches
-                .map(|s| crate::event::build_switch_attr(spec, s.period)),
-            ring_pages,
-            sideband_pages,
-        };
-        let (sample_attr, sideband_attr) = (setup.sample_attr, setup.sideband_attr);
-        let switch_attr = setup.switch_attr;
-        let cpu_samples = config.switches.is_none_or(|s| s.cpu_samples);
-        // Per CPU: one ring for samples, one for side-band records; further events on the
-        // same CPU write into them (SET_OUTPUT).
-        let mut sample_rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
-        let mut sideband_rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
-        let mut switch_rings: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
-        let mut redirected = Vec::new();
-        let open_err = |pid: i32, cpu: u32, source: io::Error| {
-            if is_permission(&source) {
-                permission_error(&config.target)
-            } else if source.raw_os_error() == Some(libc::ESRCH) && pid > 0 {
-                SamplerError::NoSuchProcess { pid: pid as u32 }
-            } else {
-                SamplerError::Open {
-                    what: format!("pid {pid}, cpu {cpu}"),
-                    source,
-                }
-            }
-        };
-        // Open one event and attach it to the CPU's ring (mapping the ring on first use).
-        let mut attach =
-            |attr, stream, pid: i32, index: usize, rings: &mut Vec<Option<Ring>>, pages| {
-                let cpu = cpus[index];
-                let fd = sys::perf_event_open(attr, pid, cpu as i32)
-                    .map_err(|e| (e.raw_os_error(), open_err(pid, cpu, e)))?;
-                let event = Event { fd, stream, cpu };
-                match &rings[index] {
-                    Some(ring) => {
-                        sys::set_output(&event.fd, &ring.event.fd).map_err(|source| {
-                            (
-                                None,
-                                SamplerError::Io {
-                                    what: "PERF_EVENT_IOC_SET_OUTPUT",
-                                    source,
-                                },
-                            )
-                        })?;
-                        redirected.push(event);
-                    }
-                    None => {
-                        let map = sys::RingMap::new(&event.fd, pages)
-                            .map_err(|source| (None, SamplerError::RingMap { pages, source }))?;
-                        rings[index] = Some(Ring {
-                            event,
-                            buffer: RingBuffer::new(map),
-                        });
-                    }
-                }
-                Ok::<(), (Option<i32>, SamplerError)>(())
-            };
-        match config.target {
-            Target::System => {
-                for (index, &cpu) in cpus.iter().enumerate() {
-                    let [samples, sideband, switches] = setup.open_cpu(cpu)?;
-                    sample_rings[index] = samples;
-                    sideband_rings[index] = sideband;
-                    switch_rings[index] = switches;
-                }
-            }
-            Target::Process { pid, .. } => {
-                // Threads can appear while we attach: list until no new one shows up.
-                let mut attached = BTreeSet::new();
-                loop {
-                    let tids = match tids_of(pid) {
-                        Ok(t) => t,
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                            return Err(SamplerError::NoSuchProcess { pid })
-                        }
-                        Err(source) => {
-                            return Err(SamplerError::Io {
-                                what: "listing the process's threads",
-                                source,
-                            })
-                        }
-                    };
-                    let new: Vec<u32> = tids.difference(&attached).copied().collect();
-                    if new.is_empty() {
-                        break;
-                    }
-                    'threads: for tid in new {
-                        attached.insert(tid);
-                        for index in 0..cpus.len() {
-                            let streams = [
-                                (
-                                    Some(&sample_attr).filter(|_| cpu_samples),
-                                    Stream::Samples,
-                                    &mut sample_rings,
-                                    ring_pages,
-                                ),
-                                (
-                                    Some(&sideband_attr),
-                                    Stream::Sideband,
-                                    &mut sideband_rings,
-                                    sideband_pages,
-                                ),
-                                (
-                                    switch_attr.as_ref(),
-                                    Stream::Switches,
-                                    &mut switch_rings,
-                                    ring_pages,
-                                ),
-                            ];
-                            for (attr, stream, rings, pages) in streams {
-                                let Some(attr) = attr else { continue };
-                                match attach(attr, stream, tid as i32, index, rings, pages) {
-                                    Ok(()) => {}
-                                    // A thread that exited between listing and opening.
-                                    Err((Some(libc::ESRCH), _)) if tid != pid => continue 'threads,
-                                    Err((_, e)) => return Err(e),
-                                }
-                            }
-                        }
-                    }
-                }
-                debug!(pid, threads = attached.len(), "attached to process");
-            }
-        }
-        let rings: Vec<Ring> = sample_rings
-            .into_iter()
-            .chain(sideband_rings)
-            .chain(switch_rings)
-            .flatten()
-            .collect();
-        let events = rings.len() + redirected.len();
-        let mut opened: Vec<u32> = rings.iter().map(|r| r.event.cpu).collect();
-        opened.sort_unstable();
-        opened.dedup();
-        let info = SessionInfo {
-            event: spec.kind,
-            frequency: spec.frequency,
-            kernel_included: spec.include_kernel,
-            idle_excluded: spec.idle_excluded(),
-            notes: Vec::new(),
-            events,
-            rings: rings.len(),
-            format: spec.format,
-        };
-        Ok(Sampler {
-            rings,
-            redirected,
-            info,
-            setup,
-            cpus: opened,
-            enabled: Cell::new(false),
-        })
-    }
-
     /// What was opened.
     pub fn info(&self) -> &SessionInfo {
         &self.info
@@ -797,6 +446,8 @@ fn period_argument(kind: EventKind, hz: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{EventChoice, SamplerConfig};
+    use crate::system::is_privileged;
 
     #[test]
     fn frequency_is_clamped_to_the_kernel_maximum() {

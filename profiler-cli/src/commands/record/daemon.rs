@@ -236,8 +236,21 @@ fn record(args: &RecordArgs, pid: Option<u32>, socket: &Path, quiet: bool) -> Re
         command.terminate();
     }
     let pprof_bytes = answer.body;
-    let mut decoded = pprof::decode(&pprof_bytes).context("reading profilerd's pprof profile")?;
     let timed = args.measure() != recorder::Measure::Cpu;
+    let profile = profile_of(&pprof_bytes, timed)?;
+    let f = Finished::of(&status);
+    let options = svg_options(args, &f, profile.total(), timed);
+    let written = write_recorded(&outputs, &profile, &options, &pprof_bytes)?;
+    if !quiet {
+        print_recorded(args, &f, &profile, socket, &written);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The profile of profilerd's pprof answer; `timed` (off CPU, wall-clock): counted in
+/// microseconds, else in samples.
+fn profile_of(pprof_bytes: &[u8], timed: bool) -> Result<profile::Profile> {
+    let mut decoded = pprof::decode(pprof_bytes).context("reading profilerd's pprof profile")?;
     if timed {
         // Off CPU and wall-clock, folded stacks and the SVG count microseconds (the time
         // each stack holds, in ns, is its second value).
@@ -248,37 +261,53 @@ fn record(args: &RecordArgs, pid: Option<u32>, socket: &Path, quiet: bool) -> Re
         }
     }
     // Folded stacks and the SVG count samples (the pprof's `samples/count` values).
-    let profile = from_pprof(&decoded)
+    Ok(from_pprof(&decoded)
         .context("reading profilerd's pprof profile")?
-        .profile;
-    let samples = profile.total();
-    let f = Finished::of(&status);
-    let truncated = if f.truncated {
+        .profile)
+}
+
+/// What the summary adds when the recording stopped at the daemon's byte budget.
+fn truncated_note(f: &Finished) -> &'static str {
+    if f.truncated {
         ", truncated (the daemon's recordings.max_bytes)"
     } else {
         ""
-    };
-    let options = profile::SvgOptions {
+    }
+}
+
+/// The SVG's title and subtitle for a recording of `samples` samples.
+fn svg_options(args: &RecordArgs, f: &Finished, samples: u64, timed: bool) -> profile::SvgOptions {
+    profile::SvgOptions {
         title: super::summary::title(args),
         subtitle: Some(format!(
-            "{} at {} Hz, {:.1} s, {samples} samples, {} lost{}{truncated}; via profilerd",
+            "{} at {} Hz, {:.1} s, {samples} samples, {} lost{}{}; via profilerd",
             f.event,
             f.frequency,
             f.seconds,
             f.lost,
-            if f.kernel { "" } else { ", user space only" }
+            if f.kernel { "" } else { ", user space only" },
+            truncated_note(f)
         )),
         microseconds: timed,
-    };
-    // Folded stacks, then pprof, then the SVG, as an embedded recording writes them.
+    }
+}
+
+/// Write folded stacks, then pprof (profilerd's answer as it is), then the SVG, as an
+/// embedded recording writes them; returns the files written.
+fn write_recorded(
+    outputs: &RecordOutputs,
+    profile: &profile::Profile,
+    options: &profile::SvgOptions,
+    pprof_bytes: &[u8],
+) -> Result<Vec<String>> {
     let folded_only = Outputs {
         svg: None,
         folded: outputs.folded.clone(),
     };
     let empty = || WhenEmpty::Skip("no samples were recorded");
-    let mut written = write_outputs(&folded_only, &profile, &options, empty())?;
+    let mut written = write_outputs(&folded_only, profile, options, empty())?;
     if let Some(path) = &outputs.pprof {
-        write_atomically(path, |out| Ok(out.write_all(&pprof_bytes)?))
+        write_atomically(path, |out| Ok(out.write_all(pprof_bytes)?))
             .with_context(|| format!("writing the pprof profile to {}", shown(path)))?;
         written.push(shown(path));
     }
@@ -286,37 +315,47 @@ fn record(args: &RecordArgs, pid: Option<u32>, socket: &Path, quiet: bool) -> Re
         svg: outputs.svg.clone(),
         folded: None,
     };
-    written.extend(write_outputs(&svg_only, &profile, &options, empty())?);
-    if !quiet {
-        eprintln!(
-            "profctl: {samples} samples in {:.1} s ({} at {} Hz{}), {} lost{truncated}, via profilerd at {}",
-            f.seconds,
-            f.event,
-            f.frequency,
-            if f.kernel {
-                ", with kernel frames"
-            } else {
-                ", user space only"
-            },
-            f.lost,
-            printable(&socket.display().to_string())
-        );
-        if timed {
-            eprintln!(
-                "profctl: {:.2} s recorded ({}); counts are microseconds",
-                profile.total() as f64 / 1e6,
-                if args.off_cpu {
-                    "blocked"
-                } else {
-                    "wall-clock"
-                }
-            );
-        }
-        if written.is_empty() {
-            eprintln!("profctl: no files written");
+    written.extend(write_outputs(&svg_only, profile, options, empty())?);
+    Ok(written)
+}
+
+/// The summary on stderr: what was recorded, how, and the files `written`.
+fn print_recorded(
+    args: &RecordArgs,
+    f: &Finished,
+    profile: &profile::Profile,
+    socket: &Path,
+    written: &[String],
+) {
+    let samples = profile.total();
+    eprintln!(
+        "profctl: {samples} samples in {:.1} s ({} at {} Hz{}), {} lost{}, via profilerd at {}",
+        f.seconds,
+        f.event,
+        f.frequency,
+        if f.kernel {
+            ", with kernel frames"
         } else {
-            eprintln!("profctl: wrote {}", written.join(", "));
-        }
+            ", user space only"
+        },
+        f.lost,
+        truncated_note(f),
+        printable(&socket.display().to_string())
+    );
+    if args.measure() != recorder::Measure::Cpu {
+        eprintln!(
+            "profctl: {:.2} s recorded ({}); counts are microseconds",
+            samples as f64 / 1e6,
+            if args.off_cpu {
+                "blocked"
+            } else {
+                "wall-clock"
+            }
+        );
     }
-    Ok(ExitCode::SUCCESS)
+    if written.is_empty() {
+        eprintln!("profctl: no files written");
+    } else {
+        eprintln!("profctl: wrote {}", written.join(", "));
+    }
 }

@@ -9,6 +9,13 @@ use recorder::{Measure, Recording, ResolveStats};
 
 use crate::cli::RecordArgs;
 
+/// Append a line to `out`, a `String` (writing to one cannot fail).
+macro_rules! say {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
 /// The SVG's title: what was recorded.
 pub fn title(args: &RecordArgs) -> String {
     match (&args.pid, args.command.is_empty()) {
@@ -117,13 +124,34 @@ pub fn print_summary(
     // Written at once at the end: stderr is unbuffered, and each piece of each line would
     // otherwise be a write of its own.
     let mut out = String::new();
-    macro_rules! say {
-        ($($arg:tt)*) => {{
-            let _ = writeln!(out, $($arg)*);
-        }};
+    recording_lines(&mut out, r);
+    naming_lines(&mut out, r, resolved);
+    if verbose {
+        own_costs(&mut out, r, &resolved.user);
     }
+    if let Some(status) = r.command_status {
+        if !status.success() {
+            say!(out, "profctl: the command exited with {status}");
+        }
+    }
+    if written.is_empty() {
+        say!(out, "profctl: no files written");
+    } else {
+        say!(
+            out,
+            "profctl: wrote {} ({} ms after recording ended)",
+            written.join(", "),
+            post.as_millis()
+        );
+    }
+    eprint!("{out}");
+}
+
+/// What was recorded: samples (or off-CPU time), lost, throttled, switches, malformed records.
+fn recording_lines(out: &mut String, r: &Recording) {
     if r.measure == Measure::OffCpu {
         say!(
+            out,
             "profctl: off-CPU recording of {:.1} s{}, embedded",
             r.duration.as_secs_f64(),
             if r.kernel_included {
@@ -134,6 +162,7 @@ pub fn print_summary(
         );
     } else {
         say!(
+            out,
             "profctl: {} samples in {:.1} s ({} at {} Hz{}), {} lost, {} throttled, embedded",
             r.stats.samples,
             r.duration.as_secs_f64(),
@@ -149,30 +178,41 @@ pub fn print_summary(
         );
     }
     if let Some(line) = switches_line(r) {
-        say!("profctl: {line}");
+        say!(out, "profctl: {line}");
     }
     if r.stats.malformed_records + r.stats.malformed_batches > 0 {
         say!(
+            out,
             "profctl: skipped {} malformed records and {} malformed ring batches",
             r.stats.malformed_records,
             r.stats.malformed_batches
         );
     }
+}
+
+/// How well stacks were walked and frames named, and what debuginfod fetched.
+fn naming_lines(out: &mut String, r: &Recording, resolved: &ResolveStats) {
     if let Some(q) = stack_quality(resolved) {
-        say!("profctl: user stacks ({} unwinding): {q}", r.call_graph);
+        say!(
+            out,
+            "profctl: user stacks ({} unwinding): {q}",
+            r.call_graph
+        );
         for (binary, counts) in resolved.unwind.worst_binaries(3) {
             say!(
+                out,
                 "profctl:   stacks ending in {}: {}",
                 crate::output::printable(binary),
                 counts.describe()
             );
         }
         if let Some(hint) = stack_size_hint(&resolved.unwind.overall, r.stack_bytes) {
-            say!("profctl:   {hint}");
+            say!(out, "profctl:   {hint}");
         }
     }
     let user = &resolved.user;
     say!(
+        out,
         "profctl: {:.1}% of frames unnamed ({} user addresses in {} files, {} kernel addresses)",
         resolved.unnamed_share() * 100.0,
         user.cache_misses,
@@ -181,34 +221,18 @@ pub fn print_summary(
     );
     if user.debuginfod_fetched > 0 || !user.debuginfod_failures.is_empty() {
         say!(
+            out,
             "profctl: debuginfod: {} debug files fetched",
             user.debuginfod_fetched
         );
         for failure in &user.debuginfod_failures {
             say!(
+                out,
                 "profctl:   could not fetch: {}",
                 crate::output::printable(&failure.to_string())
             );
         }
     }
-    if verbose {
-        own_costs(&mut out, r, user);
-    }
-    if let Some(status) = r.command_status {
-        if !status.success() {
-            say!("profctl: the command exited with {status}");
-        }
-    }
-    if written.is_empty() {
-        say!("profctl: no files written");
-    } else {
-        say!(
-            "profctl: wrote {} ({} ms after recording ended)",
-            written.join(", "),
-            post.as_millis()
-        );
-    }
-    eprint!("{out}");
 }
 
 /// `-v`: profctl's own CPU, wake-ups and page faults, and its address cache.
