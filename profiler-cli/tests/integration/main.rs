@@ -37,5 +37,7 @@ mod symbols;
 mod system;
 mod threads;
 mod timeline;
+mod ui;
 mod unwind;
 mod unwind_edges;
+mod webdriver;

@@ -254,6 +254,7 @@ function select(range) {
   $("range-bar").hidden = false;
   $("views").hidden = false;
   $("range-text").textContent = rangeText(range);
+  if (range.since !== undefined) Object.assign($("range-bar").dataset, { since: range.since.toFixed(3), until: range.until.toFixed(3) });
   if (range.since !== undefined) $("pprof").href = `/api/pprof?${query(selectionParams(range))}`;
   drawMarks();
   loadViews();
@@ -262,6 +263,9 @@ function select(range) {
 function setBase(range) {
   state.base = range;
   $("diff-text").textContent = range ? `against ${rangeText(range)}` : "";
+  const bar = $("range-bar").dataset;
+  if (range && range.since !== undefined) Object.assign(bar, { baseSince: range.since.toFixed(3), baseUntil: range.until.toFixed(3) });
+  else { delete bar.baseSince; delete bar.baseUntil; }
   $("no-diff").hidden = !range;
   $("diff-legend").hidden = !range;
   drawMarks();
