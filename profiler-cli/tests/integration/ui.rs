@@ -545,3 +545,53 @@ fn ui_in_a_browser_shows_files_exactly() {
         assert!(url.starts_with(&format!("http://{host}/")), "{url}");
     }
 }
+
+/// For bench/ui.sh (by hand, `--ignored`): `profctl ui` on the daemon at
+/// `PROFCTL_UI_BENCH_SOCKET`, a drag over the last hour of its timeline, and the page's own
+/// figure from the end of the drag to the flame graph drawn, printed (`drag to flame graph:
+/// N ms`), `PROFCTL_UI_BENCH_RUNS` times (5), each a range of its own. It judges no time.
+#[test]
+#[ignore = "a figure for bench/ui.sh, on a history it makes"]
+fn ui_drag_to_flame_time() {
+    let socket = PathBuf::from(
+        std::env::var_os("PROFCTL_UI_BENCH_SOCKET")
+            .expect("PROFCTL_UI_BENCH_SOCKET: the daemon's socket"),
+    );
+    let runs: u64 = std::env::var("PROFCTL_UI_BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5);
+    let dir = scratch();
+    let ui = UiServer::start(Some(&socket), &["--since", "65m"]);
+    let browser = Browser::start(dir.path());
+    browser.goto(&ui.url);
+    wait_until("the timeline drawn", Duration::from_secs(120), || {
+        let n = browser.eval(
+            "return document.querySelectorAll('#timeline rect[data-group]').length;",
+            json!([]),
+        );
+        if n.as_u64() > Some(0) {
+            Ok(())
+        } else {
+            Err(format!("{n}"))
+        }
+    });
+    browser.click("#live");
+    let mut drawn = 0;
+    for run in 0..runs {
+        browser.eval("delete document.body.dataset.flameMs;", json!([]));
+        let now = unix_now();
+        drag_over(&browser, (now - 3600.0 - run as f64, now - 1.0));
+        drawn = wait_flame(&browser, drawn);
+        let ms = wait_until("the page's figure", Duration::from_secs(60), || {
+            let v = browser.eval("return document.body.dataset.flameMs;", json!([]));
+            v.as_str().map(str::to_string).ok_or_else(|| format!("{v}"))
+        });
+        let range = selected(&browser, false).expect("a range");
+        let frames = frames(&browser, "#flame").len();
+        println!(
+            "drag to flame graph: {ms} ms ({:.0} s selected, {frames} frames)",
+            range.1 - range.0
+        );
+    }
+}

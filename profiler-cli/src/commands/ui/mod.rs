@@ -81,7 +81,7 @@ pub fn run(args: &UiArgs, socket: Option<&Path>, quiet: bool) -> Result<ExitCode
         drop(out);
         if !quiet {
             eprintln!(
-                "profctl ui: serving {} on 127.0.0.1:{port} ({} KB of page); open the link above (good for one visit); Ctrl-C stops",
+                "profctl: serving {} on 127.0.0.1:{port} ({} KB of page); open the link above (good for one visit); Ctrl-C stops",
                 match server.source.socket() {
                     Some(s) => format!("profilerd's history at {}", printable(&s.display().to_string())),
                     None => format!("{} files", server.source.files().len()),
@@ -201,7 +201,7 @@ fn open_browser(url: &str, quiet: bool) -> Option<PathBuf> {
             std::thread::spawn(move || child.wait());
         }
         Err(err) if !quiet => eprintln!(
-            "profctl ui: could not start {} ({err}); open the link yourself",
+            "profctl: could not start {} ({err}); open the link yourself",
             printable(&opener)
         ),
         Err(_) => {}
