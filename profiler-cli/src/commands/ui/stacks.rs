@@ -2,7 +2,7 @@
 //! alphabetical order (so that a tree built from sorted stacks lists siblings alphabetically,
 //! as inferno draws them), each stack a sequence of name ids, root first, with its count.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Frames past this depth are cut (a stack deeper than this ends at its 512th frame): the
 /// trees built from stacks are walked recursively.
@@ -28,7 +28,7 @@ pub struct About {
 pub struct Stacks {
     /// Names, sorted.
     pub names: Vec<String>,
-    /// Each stack's name ids, root first, and its count.
+    /// Each stack's name ids, root first, and its count; sorted by ids.
     pub stacks: Vec<(Box<[u32]>, u64)>,
     /// The sum of the counts.
     pub total: u64,
@@ -42,7 +42,7 @@ pub struct Stacks {
 
 /// Builds [`Stacks`]: names interned as they come, renumbered in order at the end.
 struct Builder<'a> {
-    ids: HashMap<&'a str, u32>,
+    ids: FxHashMap<&'a str, u32>,
     names: Vec<&'a str>,
     stacks: Vec<(Box<[u32]>, u64)>,
     total: u64,
@@ -52,7 +52,7 @@ struct Builder<'a> {
 impl<'a> Builder<'a> {
     fn new() -> Builder<'a> {
         Builder {
-            ids: HashMap::new(),
+            ids: FxHashMap::default(),
             names: Vec::new(),
             stacks: Vec::new(),
             total: 0,
@@ -91,6 +91,8 @@ impl<'a> Builder<'a> {
                 *id = rank[*id as usize];
             }
         }
+        // Sorted once here, so that the trees of the whole range sort a sorted list.
+        stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Stacks {
             names: order
                 .iter()
@@ -166,10 +168,12 @@ mod tests {
         assert_eq!(s.names, ["a", "b", "main", "y", "z"]);
         assert_eq!(s.total, 5);
         assert_eq!(s.stacks.len(), 2);
-        assert_eq!(&*s.stacks[0].0, &[1, 2, 4]);
+        // Sorted: a;main;y before b;main;z.
+        assert_eq!(&*s.stacks[0].0, &[0, 2, 3]);
+        assert_eq!(&*s.stacks[1].0, &[1, 2, 4]);
         assert_eq!(s.id_of("main"), Some(2));
         assert_eq!(s.id_of("nope"), None);
-        assert_eq!(s.functions(&s.stacks[0].0), &[2, 4]);
+        assert_eq!(s.functions(&s.stacks[1].0), &[2, 4]);
     }
 
     #[test]

@@ -12,84 +12,110 @@ pub const MAX_NODES: usize = 6000;
 /// The root's name id.
 const ROOT: u32 = u32::MAX;
 
-/// One frame of a tree.
+/// A call tree over sorted stacks. Stacks that share a prefix are neighbours, so each frame
+/// is a run of stacks: its count is a difference of prefix sums, and its children are found
+/// by binary search within the run. Only the frames kept are ever visited: no frame is built
+/// for the merged ones, whatever the number of stacks.
 #[derive(Debug)]
-struct Node {
-    name: u32,
-    value: u64,
-    base: u64,
-    children: Vec<u32>,
-}
-
-/// A call tree: frame 0 is the root (all stacks).
-#[derive(Debug)]
-pub struct Tree {
-    nodes: Vec<Node>,
+pub struct Tree<K> {
+    stacks: Vec<Weighted<K>>,
+    /// `values[i]`: the counts of the stacks before `i`; `bases` the same of the other side.
+    values: Vec<u64>,
+    bases: Vec<u64>,
 }
 
 /// One stack for [`Tree::build`]: frames (root first), its count, and its count on the other
 /// side of a diff.
 pub type Weighted<K> = (K, u64, u64);
 
-impl Tree {
+/// A frame: the run of stacks `[lo, hi)` that share its first `depth` frames.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    lo: usize,
+    hi: usize,
+    depth: usize,
+    name: u32,
+}
+
+impl<K: AsRef<[u32]>> Tree<K> {
     /// The tree of `stacks` (name ids, root first). Siblings come in the order of their ids.
-    pub fn build<K: AsRef<[u32]>>(mut stacks: Vec<Weighted<K>>) -> Tree {
+    pub fn build(mut stacks: Vec<Weighted<K>>) -> Tree<K> {
         stacks.sort_unstable_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
-        let mut nodes = vec![Node {
-            name: ROOT,
-            value: 0,
-            base: 0,
-            children: Vec::new(),
-        }];
-        // The nodes of the previous stack's frames.
-        let mut path: Vec<u32> = Vec::new();
-        let mut previous: &[u32] = &[];
-        for (key, value, base) in &stacks {
-            let frames = key.as_ref();
-            let common = frames
-                .iter()
-                .zip(previous)
-                .take_while(|(a, b)| a == b)
-                .count();
-            path.truncate(common);
-            for &name in &frames[common..] {
-                let id = nodes.len() as u32;
-                nodes.push(Node {
-                    name,
-                    value: 0,
-                    base: 0,
-                    children: Vec::new(),
-                });
-                let parent = path.last().copied().unwrap_or(0) as usize;
-                nodes[parent].children.push(id);
-                path.push(id);
-            }
-            for &n in path.iter().chain(std::iter::once(&0)) {
-                nodes[n as usize].value += value;
-                nodes[n as usize].base += base;
-            }
-            previous = frames;
+        let mut values = Vec::with_capacity(stacks.len() + 1);
+        let mut bases = Vec::with_capacity(stacks.len() + 1);
+        let (mut v, mut b) = (0u64, 0u64);
+        values.push(0);
+        bases.push(0);
+        for (_, value, base) in &stacks {
+            v += value;
+            b += base;
+            values.push(v);
+            bases.push(b);
         }
-        Tree { nodes }
+        Tree {
+            stacks,
+            values,
+            bases,
+        }
     }
 
     /// The root's count.
     pub fn total(&self) -> u64 {
-        self.nodes[0].value
+        self.values[self.stacks.len()]
     }
 
-    /// Frames kept at `min` (each frame at least `min` wide; the rest merged, one merged
-    /// frame per parent).
-    fn kept(&self, node: usize, min: u64) -> usize {
-        let mut merged = false;
+    fn value(&self, run: Run) -> u64 {
+        self.values[run.hi] - self.values[run.lo]
+    }
+
+    fn base(&self, run: Run) -> u64 {
+        self.bases[run.hi] - self.bases[run.lo]
+    }
+
+    fn root(&self) -> Run {
+        Run {
+            lo: 0,
+            hi: self.stacks.len(),
+            depth: 0,
+            name: ROOT,
+        }
+    }
+
+    /// Calls `each` with every child of `run`, in order.
+    fn children(&self, run: Run, mut each: impl FnMut(Run)) {
+        let d = run.depth;
+        let frames = |i: usize| self.stacks[i].0.as_ref();
+        // Stacks that end here come first (a prefix sorts before its extensions).
+        let mut i =
+            run.lo + self.stacks[run.lo..run.hi].partition_point(|s| s.0.as_ref().len() <= d);
+        while i < run.hi {
+            let name = frames(i)[d];
+            let j = i + self.stacks[i..run.hi].partition_point(|s| s.0.as_ref()[d] <= name);
+            each(Run {
+                lo: i,
+                hi: j,
+                depth: d + 1,
+                name,
+            });
+            i = j;
+        }
+    }
+
+    /// Frames kept at `min` (each at least `min` wide; the rest merged, one merged frame per
+    /// parent), counting no further than `cap`.
+    fn kept(&self, run: Run, min: u64, cap: usize) -> usize {
         let mut n = 1;
-        for &c in &self.nodes[node].children {
-            if self.nodes[c as usize].value >= min {
-                n += self.kept(c as usize, min);
+        let mut merged = false;
+        self.children(run, |child| {
+            if n > cap {
+                return;
+            }
+            if self.value(child) >= min {
+                n += self.kept(child, min, cap - n.min(cap));
             } else {
                 merged = true;
             }
-        }
+        });
         n + merged as usize
     }
 
@@ -99,7 +125,7 @@ impl Tree {
     pub fn to_json(&self, names: &[String], min_share: f64, diff: bool) -> String {
         let total = self.total();
         let mut min = ((total as f64 * min_share).ceil() as u64).max(1);
-        while self.kept(0, min) > MAX_NODES {
+        while self.kept(self.root(), min, MAX_NODES) > MAX_NODES {
             min = min.saturating_mul(2);
         }
         let mut out = Json {
@@ -111,7 +137,7 @@ impl Tree {
             diff,
         };
         out.text.push_str("{\"tree\":");
-        out.node(self, 0, min);
+        out.node(self, self.root(), min);
         let names: Vec<&str> = out
             .used
             .iter()
@@ -121,7 +147,7 @@ impl Tree {
             out.text,
             ",\"names\":{},\"total\":{total},\"base_total\":{},\"min_value\":{min},\"nodes\":{},\"merged_frames\":{}}}",
             serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
-            self.nodes[0].base,
+            self.base(self.root()),
             out.nodes,
             out.merged_frames
         );
@@ -155,27 +181,29 @@ impl Json {
 
     /// `{"n": name, "v": count, "b": other side's count, "c": [children]}`; a merged frame
     /// is `{"n": -2, "v": …, "k": frames merged}`.
-    fn node(&mut self, tree: &Tree, node: usize, min: u64) {
+    fn node<K: AsRef<[u32]>>(&mut self, tree: &Tree<K>, run: Run, min: u64) {
         self.nodes += 1;
-        let n = &tree.nodes[node];
-        let name = self.name(n.name);
-        let _ = write!(self.text, "{{\"n\":{name},\"v\":{}", n.value);
+        let name = self.name(run.name);
+        let _ = write!(self.text, "{{\"n\":{name},\"v\":{}", tree.value(run));
         if self.diff {
-            let _ = write!(self.text, ",\"b\":{}", n.base);
+            let _ = write!(self.text, ",\"b\":{}", tree.base(run));
         }
+        let mut kept = Vec::new();
         let (mut small, mut small_value, mut small_base) = (0usize, 0u64, 0u64);
-        let mut first = true;
-        for &c in &n.children {
-            let child = &tree.nodes[c as usize];
-            if child.value < min {
+        tree.children(run, |child| {
+            if tree.value(child) >= min {
+                kept.push(child);
+            } else {
                 small += 1;
-                small_value += child.value;
-                small_base += child.base;
-                continue;
+                small_value += tree.value(child);
+                small_base += tree.base(child);
             }
+        });
+        let mut first = true;
+        for child in kept {
             self.text.push_str(if first { ",\"c\":[" } else { "," });
             first = false;
-            self.node(tree, c as usize, min);
+            self.node(tree, child, min);
         }
         if small > 0 {
             self.nodes += 1;

@@ -68,7 +68,7 @@ fn first_call(stacks: &Stacks, key: &[u32], f: u32) -> Option<usize> {
 
 /// The callees of the function `f` (its id), merged over every call site: a tree whose root
 /// frame is `f`.
-fn callees(view: &View<'_>, f: u32) -> Tree {
+fn callees<'a>(view: &View<'a>, f: u32) -> Tree<&'a [u32]> {
     let stacks: Vec<Weighted<&[u32]>> = view
         .selected()
         .filter_map(|(k, c)| first_call(view.stacks, k, f).map(|i| (&k[i..], c, 0)))
@@ -78,7 +78,7 @@ fn callees(view: &View<'_>, f: u32) -> Tree {
 
 /// The callers of `f`, merged over every call: a tree whose root frame is `f`, its children
 /// its callers, theirs their callers.
-fn callers(view: &View<'_>, f: u32) -> Tree {
+fn callers(view: &View<'_>, f: u32) -> Tree<Vec<u32>> {
     let stacks: Vec<Weighted<Vec<u32>>> = view
         .selected()
         .filter_map(|(k, c)| {
