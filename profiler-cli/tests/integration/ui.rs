@@ -261,7 +261,7 @@ fn ui_in_a_browser_selects_a_burst_searches_sandwiches_diffs_and_shows_files() {
     let second = burst(&w.split, &["4", measured.to_str().unwrap()]);
     daemon.wait_slices_through(second.1);
 
-    let ui = UiServer::start(Some(&socket), &["--since", "2m"]);
+    let ui = UiServer::start(Some(&socket), &["--since", "1m"]);
     let browser = Browser::start(dir.path());
     browser.goto(&ui.url);
     // Both programs in the timeline.

@@ -84,18 +84,20 @@ function rangeText(r) {
 
 // ---------------------------------------------------------------- timeline
 
-async function loadTimeline() {
+// The timeline of the last `span` seconds. A refresh of the live timer whose answer comes
+// after "live" was unticked is dropped, so that the timeline stays still under the pointer.
+async function loadTimeline(fromTimer) {
   if (state.mode !== "daemon") return;
   const until = Date.now() / 1000;
   const since = until - state.span;
   const p = selectionParams({ since, until });
   p.by = $("by").value;
-  p.top = 8;
+  p.top = 12;
   if (state.sliceSeconds > 0) p.bucket = Math.max(Math.ceil(state.sliceSeconds), Math.ceil(state.span / 300));
   const id = ++state.timelineAsked;
   try {
     const answer = await api("timeline", p);
-    if (id !== state.timelineAsked) return;
+    if (id !== state.timelineAsked || (fromTimer && !$("live").checked)) return;
     state.sliceSeconds = answer.slice_seconds || state.sliceSeconds;
     state.timeline = answer;
     drawTimeline();
@@ -111,7 +113,7 @@ function scheduleRefresh() {
   const bucket = state.timeline ? state.timeline.timeline.bucket_seconds : 2;
   const every = Math.max(2, Math.min(bucket, 30)) * 1000;
   state.refreshTimer = setTimeout(async () => {
-    if (!state.dragging && document.visibilityState !== "hidden") await loadTimeline();
+    if (!state.dragging && document.visibilityState !== "hidden") await loadTimeline(true);
     scheduleRefresh();
   }, every);
 }
@@ -583,7 +585,7 @@ function readFilter() {
 }
 
 function refreshAll() {
-  loadTimeline();
+  loadTimeline(false);
   if (state.selection) loadViews();
 }
 
@@ -596,7 +598,7 @@ function setupControls() {
     refreshAll();
   });
   $("span").addEventListener("change", () => { state.span = +$("span").value; loadTimeline(); });
-  $("by").addEventListener("change", loadTimeline);
+  $("by").addEventListener("change", () => loadTimeline());
   $("measure").addEventListener("change", refreshAll);
   $("live").addEventListener("change", scheduleRefresh);
   $("search").addEventListener("input", () => { clearTimeout(searchTimer); searchTimer = setTimeout(runSearch, 150); highlight(); });
