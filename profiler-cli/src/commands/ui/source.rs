@@ -131,13 +131,17 @@ impl Source {
         if let Some(hit) = self.cached(&key) {
             return Ok(hit);
         }
+        let asked = Instant::now();
         let answer = self
             .daemon_get(&history::folded_path(since, until, &selection.filter))
             .await?;
+        let answered = asked.elapsed();
         // The same range asked twice at once: the second finds the first's answer.
         if let Some(hit) = self.cached(&key) {
             return Ok(hit);
         }
+        let bytes = answer.body.len();
+        let read = Instant::now();
         let stacks = tokio::task::spawn_blocking(move || {
             let about = About {
                 slices: answer.number(daemon_client::header::SLICES).unwrap_or(0),
@@ -156,6 +160,13 @@ impl Source {
             status: 500,
             message: "reading the daemon's answer failed".into(),
         })?;
+        tracing::info!(
+            daemon_ms = answered.as_millis() as u64,
+            read_ms = read.elapsed().as_millis() as u64,
+            bytes,
+            stacks = stacks.stacks.len(),
+            "a range of the history"
+        );
         let stacks = Arc::new(stacks);
         self.keep(key, Arc::clone(&stacks));
         Ok(stacks)
