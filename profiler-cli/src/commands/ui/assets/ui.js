@@ -415,7 +415,7 @@ function drawTree(box, answer, opts) {
   };
   // The zoomed frame's ancestors, full width, then the zoomed frame's tree.
   const chain = [];
-  for (let n = zoom.parent; n; n = n.parent) chain.unshift(n);
+  if (!opts.noAncestors) for (let n = zoom.parent; n; n = n.parent) chain.unshift(n);
   chain.forEach((n, i) => frames.push({ node: n, x: 0, w: 1, depth: i, ancestor: true }));
   if (zoom.v > 0) place(zoom, 0, 1, chain.length);
   const maxDepth = frames.reduce((m, f) => Math.max(m, f.depth), 0);
@@ -565,8 +565,10 @@ async function openSandwich(name) {
     box.hidden = false;
     $("sandwich-name").textContent = name;
     $("sandwich-figures").textContent = `self ${percent(answer.self, answer.samples)}, total ${percent(answer.total, answer.samples)}`;
-    drawTree($("callers"), prepare(answer.callers), {});
-    drawTree($("callees"), prepare(answer.callees), {});
+    // Each tree's root frame is the function itself (the "all" above it says nothing).
+    for (const [id, tree] of [["callers", prepare(answer.callers)], ["callees", prepare(answer.callees)]]) {
+      drawTree($(id), tree, { zoom: (tree.tree.c || [])[0], noAncestors: true });
+    }
     box.dataset.name = name;
     box.scrollIntoView({ block: "nearest" });
   } catch (err) {
