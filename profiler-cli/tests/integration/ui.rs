@@ -6,7 +6,7 @@
 //! the diff's other range marks `hot_a` grown; requests without the session cookie or with a
 //! foreign Host are refused, the page asks nothing of any other origin; and the same views of
 //! the range written as pprof (`profctl ui --input x.pb.gz`). The screenshot it takes is
-//! docs/ui.png (`PROFCTL_BLESS=1` writes it there).
+//! docs/ui.png, and the files test's docs/ui-files.png (`PROFCTL_BLESS=1` writes them there).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -238,19 +238,20 @@ fn requested_urls(browser: &Browser) -> Vec<String> {
         .collect()
 }
 
-/// Keeps the screenshot beside the test's outputs, and as docs/ui.png when blessing.
-fn keep_screenshot(png: &[u8], dir: &Path) {
+/// Keeps the screenshot as `name` beside the test's outputs, and in docs/ when blessing.
+fn keep_screenshot(png: &[u8], name: &str) {
     assert!(png.starts_with(b"\x89PNG"), "not a PNG");
-    std::fs::write(dir.join("ui.png"), png).unwrap();
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ui.png");
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::write(&out, png).unwrap();
     if std::env::var_os("PROFCTL_BLESS").is_some_and(|v| v == "1") {
-        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/ui.png");
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs")
+            .join(name);
         std::fs::write(&docs, png).unwrap();
         eprintln!("wrote {}", docs.display());
     } else {
         eprintln!(
-            "screenshot: {} (PROFCTL_BLESS=1 writes docs/ui.png)",
+            "screenshot: {} (PROFCTL_BLESS=1 writes docs/{name})",
             out.display()
         );
     }
@@ -348,7 +349,7 @@ fn ui_in_a_browser_selects_a_burst_searches_sandwiches_diffs_and_shows_files() {
         !highlighted.is_empty() && highlighted.iter().all(|n| *n == "hot_a"),
         "the frames highlighted: {highlighted:?}"
     );
-    keep_screenshot(&browser.screenshot(), dir.path());
+    keep_screenshot(&browser.screenshot(), "ui.png");
 
     // The sandwich of `work`: main calls it, it calls hot_a and mid.
     let (callers, callees) = sandwich(&browser, "work");
@@ -539,6 +540,7 @@ fn ui_in_a_browser_shows_files_exactly() {
             Err(format!("{v}"))
         }
     });
+    keep_screenshot(&browser.screenshot(), "ui-files.png");
     let host = format!("127.0.0.1:{}", ui.port);
     assert_eq!(raw_get(ui.port, "/api/info", &host, None).0, 403);
     let cookie = browser.cookie("profctl_ui");
