@@ -128,11 +128,11 @@ fn wait_flame(browser: &Browser, drawn: u64) -> u64 {
     })
 }
 
-/// Drags over `(from, to)` (UNIX seconds) of the timeline; the range the page selected
-/// (the page maps pixels to times, so it is read back).
+/// Drags over `(from, to)` (UNIX seconds) of the timeline, scrolled into view first (the
+/// page maps pixels to times: the range it selected is read back with [`selected`]).
 fn drag_over(browser: &Browser, (from, to): (f64, f64)) {
     let v = browser.eval(
-        "const s = document.getElementById('timeline'); const r = s.getBoundingClientRect();
+        "const s = document.getElementById('timeline'); s.scrollIntoView({block: 'center'}); const r = s.getBoundingClientRect();
          return [r.left, r.top, r.height, +s.dataset.left, +s.dataset.plotWidth, +s.dataset.since, +s.dataset.until];",
         json!([]),
     );
