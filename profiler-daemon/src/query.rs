@@ -540,6 +540,7 @@ mod tests {
 #[cfg(test)]
 mod bench {
     use super::*;
+    use std::path::Path;
 
     /// The process's CPU time so far (all its threads, ended ones included), seconds.
     fn cpu_seconds() -> f64 {
@@ -564,6 +565,48 @@ mod bench {
             .collect();
         names.sort();
         let s = 1_000_000_000u64;
+        if let Ok(state) = std::env::var("PROFILERD_BENCH_STATE") {
+            // A state directory as it is (roll-ups included): its last hour, file by file.
+            let week = std::time::Duration::from_secs(7 * 86_400);
+            let store = Store::open(Path::new(&state), week, u64::MAX, u64::MAX / 2).unwrap();
+            let sel = store.select(0, u64::MAX);
+            let until = sel.slices.iter().map(|m| m.end_ns).max().unwrap();
+            let since = until - 3600 * s;
+            let bounds = Bounds::new(1 << 30, std::time::Duration::from_secs(600));
+            let mut folding = Folding::new(u64::MAX);
+            for meta in store.select(since, until).slices {
+                let t = Instant::now();
+                let slice = store.read_in(&meta, since, until).unwrap().unwrap();
+                let read = t.elapsed();
+                let t = Instant::now();
+                folding
+                    .add_slice(&slice, &Filter::default(), Visibility::All)
+                    .unwrap();
+                if meta.rollup || read.as_millis() > 50 {
+                    eprintln!(
+                        "{}: read {read:?} ({} stacks), fold {:?}",
+                        if meta.rollup { "roll-up" } else { "slice" },
+                        slice.stacks.len(),
+                        t.elapsed()
+                    );
+                }
+            }
+            let t = Instant::now();
+            let lines = folding.lines();
+            eprintln!("lines: {:?}, {} lines", t.elapsed(), lines.len());
+            let t = Instant::now();
+            let f = folded(
+                &store,
+                since,
+                until,
+                &Filter::default(),
+                Visibility::All,
+                &bounds,
+            )
+            .unwrap();
+            eprintln!("the whole query: {:?}, {} files", t.elapsed(), f.slices);
+            return;
+        }
         let now = crate::state::unix_now_ns() / (10 * s) * (10 * s);
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("slices")).unwrap();

@@ -139,7 +139,8 @@ fn drag_over(browser: &Browser, (from, to): (f64, f64)) {
     let n = |i: usize| v[i].as_f64().unwrap();
     let (left, top, height, plot_left, plot_w, since, until) =
         (n(0), n(1), n(2), n(3), n(4), n(5), n(6));
-    let x = |t: f64| left + plot_left + (t - since) / (until - since) * plot_w;
+    // Times outside the timeline (a clock that moved on while it stood still) at its edges.
+    let x = |t: f64| left + plot_left + ((t - since) / (until - since)).clamp(0.0, 1.0) * plot_w;
     browser.drag(x(from), x(to), top + height / 2.0);
 }
 
