@@ -557,6 +557,10 @@ mod bench {
     #[test]
     #[ignore = "a figure, by hand, on slices it is given"]
     fn query_hour() {
+        let s = 1_000_000_000u64;
+        if let Ok(state) = std::env::var("PROFILERD_BENCH_STATE") {
+            return query_state(Path::new(&state), s);
+        }
         let src = std::env::var("PROFILERD_BENCH_SLICES").expect("PROFILERD_BENCH_SLICES=DIR");
         let mut names: Vec<_> = std::fs::read_dir(&src)
             .unwrap()
@@ -564,49 +568,6 @@ mod bench {
             .filter(|p| p.to_string_lossy().ends_with(".pb.gz"))
             .collect();
         names.sort();
-        let s = 1_000_000_000u64;
-        if let Ok(state) = std::env::var("PROFILERD_BENCH_STATE") {
-            // A state directory as it is (roll-ups included): its last hour, file by file.
-            let week = std::time::Duration::from_secs(7 * 86_400);
-            let store = Store::open(Path::new(&state), week, u64::MAX, u64::MAX / 2).unwrap();
-            let sel = store.select(0, u64::MAX);
-            let until = sel.slices.iter().map(|m| m.end_ns).max().unwrap();
-            let since = until - 3600 * s;
-            let bounds = Bounds::new(1 << 30, std::time::Duration::from_secs(600));
-            let mut folding = Folding::new(u64::MAX);
-            for meta in store.select(since, until).slices {
-                let t = Instant::now();
-                let slice = store.read_in(&meta, since, until).unwrap().unwrap();
-                let read = t.elapsed();
-                let t = Instant::now();
-                folding
-                    .add_slice(&slice, &Filter::default(), Visibility::All)
-                    .unwrap();
-                if meta.rollup || read.as_millis() > 50 {
-                    eprintln!(
-                        "{}: read {read:?} ({} stacks), fold {:?}",
-                        if meta.rollup { "roll-up" } else { "slice" },
-                        slice.stacks.len(),
-                        t.elapsed()
-                    );
-                }
-            }
-            let t = Instant::now();
-            let lines = folding.lines();
-            eprintln!("lines: {:?}, {} lines", t.elapsed(), lines.len());
-            let t = Instant::now();
-            let f = folded(
-                &store,
-                since,
-                until,
-                &Filter::default(),
-                Visibility::All,
-                &bounds,
-            )
-            .unwrap();
-            eprintln!("the whole query: {:?}, {} files", t.elapsed(), f.slices);
-            return;
-        }
         let now = crate::state::unix_now_ns() / (10 * s) * (10 * s);
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("slices")).unwrap();
@@ -642,5 +603,49 @@ mod bench {
                 f.text.len()
             );
         }
+    }
+
+    /// A state directory as it is (roll-ups included, `PROFILERD_BENCH_STATE`): its last
+    /// hour, file by file (read and fold times), then as one query.
+    fn query_state(state: &Path, s: u64) {
+        let week = std::time::Duration::from_secs(7 * 86_400);
+        let now = crate::state::unix_now_ns();
+        let store = Store::open(state, week, u64::MAX, now).unwrap();
+        let sel = store.select(0, u64::MAX);
+        let until = sel.slices.iter().map(|m| m.end_ns).max().unwrap();
+        let since = until - 3600 * s;
+        let bounds = Bounds::new(1 << 30, std::time::Duration::from_secs(600));
+        let mut folding = Folding::new(u64::MAX);
+        for meta in store.select(since, until).slices {
+            let t = Instant::now();
+            let slice = store.read_in(&meta, since, until).unwrap().unwrap();
+            let read = t.elapsed();
+            let t = Instant::now();
+            folding
+                .add_slice(&slice, &Filter::default(), Visibility::All)
+                .unwrap();
+            if meta.rollup || read.as_millis() > 50 {
+                eprintln!(
+                    "{}: read {read:?} ({} stacks), fold {:?}",
+                    if meta.rollup { "roll-up" } else { "slice" },
+                    slice.stacks.len(),
+                    t.elapsed()
+                );
+            }
+        }
+        let t = Instant::now();
+        let lines = folding.lines();
+        eprintln!("lines: {:?}, {} lines", t.elapsed(), lines.len());
+        let t = Instant::now();
+        let f = folded(
+            &store,
+            since,
+            until,
+            &Filter::default(),
+            Visibility::All,
+            &bounds,
+        )
+        .unwrap();
+        eprintln!("the whole query: {:?}, {} files", t.elapsed(), f.slices);
     }
 }
