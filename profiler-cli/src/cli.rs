@@ -27,7 +27,7 @@ pub struct Cli {
     /// profilerd's socket, for the commands that ask the daemon.
     #[arg(long, global = true, value_name = "PATH", help = concat!(
         "profilerd's socket, for the commands that ask the daemon (flamegraph, top, diff, ",
-        "timeline, status, and record --pid when it answers). Default: $PROFILERD_SOCKET, else ",
+        "timeline, status, ui, and record --pid when it answers). Default: $PROFILERD_SOCKET, else ",
         daemon_api::default_socket!()))]
     pub socket: Option<PathBuf>,
     /// The subcommand.
@@ -89,6 +89,41 @@ pub enum Command {
         mut_arg("since", |a| a.required(true)),
     )]
     Timeline(TimelineArgs),
+    /// A page in the browser over profilerd's history (or over files, --input): the CPU
+    /// timeline, live; drag over it for the range's flame graph, top functions, a function's
+    /// callers and callees, filters and a diff with another range. Served on 127.0.0.1 to
+    /// whoever holds the one-time link it prints; it asks the daemon as the user running it.
+    #[command(after_help = UI_EXAMPLES)]
+    Ui(UiArgs),
+}
+
+/// `profctl ui --help` examples.
+const UI_EXAMPLES: &str = "Examples:
+  profctl ui                                   the last hour of profilerd's history, live
+  profctl ui --since 6h --no-open              print the link only (e.g. over ssh -L PORT:127.0.0.1:PORT)
+  profctl ui --input cpu.pb.gz before.folded   files, no daemon
+
+The link holds a one-time token: the first visit turns it into a cookie of that browser, and
+every later request must carry it. Only GET requests whose Host is 127.0.0.1, [::1] or
+localhost are served. Ctrl-C stops the server.";
+
+/// Arguments of `profctl ui`.
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// How much of the history the timeline shows at first (as `flamegraph --since`); the
+    /// page can widen it.
+    #[arg(long, value_name = "TIME", value_parser = parse_time, conflicts_with = "input")]
+    pub since: Option<TimeArg>,
+    /// Show these files (pprof, gzipped or not, or folded stacks) instead of the daemon's
+    /// history: no daemon needed.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub input: Vec<PathBuf>,
+    /// The port on 127.0.0.1 (default: a free one).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub port: u16,
+    /// Do not open a browser; only print the link.
+    #[arg(long)]
+    pub no_open: bool,
 }
 
 /// `profctl timeline --help` examples.

@@ -1,6 +1,7 @@
 //! Ranges of profilerd's history: the `GET /v1/folded` query for a time range and a filter,
 //! and its answer as a [`profile::Profile`] with what the daemon said of it; the
-//! `GET /v1/pprof` and `GET /v1/timeline` queries.
+//! `GET /v1/pprof` and `GET /v1/timeline` queries (each as a blocking call, and as the
+//! request path for callers with a runtime of their own: `commands/ui`).
 
 use std::path::Path;
 
@@ -91,6 +92,28 @@ pub struct RangeProfile {
     pub kernel: bool,
 }
 
+/// The request for the folded stacks of `since..until` (UNIX seconds).
+pub fn folded_path(since: f64, until: f64, filter: &RangeFilter) -> Result<String> {
+    Ok(format!(
+        "/v1/folded?{}",
+        to_query(&filter.params(since, until)?)
+    ))
+}
+
+impl RangeProfile {
+    /// The daemon's answer to [`folded_path`] (a success).
+    pub fn of_answer(answer: &daemon_client::Answer) -> RangeProfile {
+        RangeProfile {
+            profile: folded_profile(&String::from_utf8_lossy(&answer.body)),
+            slices: answer.number(header::SLICES).unwrap_or(0),
+            skipped: answer.number(header::SKIPPED_SLICES).unwrap_or(0),
+            frequency: answer.number(header::FREQUENCY).unwrap_or(0),
+            event: answer.text(header::EVENT).unwrap_or("unknown").to_string(),
+            kernel: answer.number(header::KERNEL_FRAMES) == Some(1),
+        }
+    }
+}
+
 /// The folded stacks of `since..until` (UNIX seconds, `since` before `until`) from the daemon
 /// at `socket`.
 pub fn folded_range(
@@ -99,16 +122,8 @@ pub fn folded_range(
     until: f64,
     filter: &RangeFilter,
 ) -> Result<RangeProfile> {
-    let query = format!("/v1/folded?{}", to_query(&filter.params(since, until)?));
-    let answer = daemon_client::get(socket, &query)?.ok()?;
-    Ok(RangeProfile {
-        profile: folded_profile(&String::from_utf8_lossy(&answer.body)),
-        slices: answer.number(header::SLICES).unwrap_or(0),
-        skipped: answer.number(header::SKIPPED_SLICES).unwrap_or(0),
-        frequency: answer.number(header::FREQUENCY).unwrap_or(0),
-        event: answer.text(header::EVENT).unwrap_or("unknown").to_string(),
-        kernel: answer.number(header::KERNEL_FRAMES) == Some(1),
-    })
+    let answer = daemon_client::get(socket, &folded_path(since, until, filter)?)?.ok()?;
+    Ok(RangeProfile::of_answer(&answer))
 }
 
 /// A time range of the daemon's history as a pprof profile, and what the daemon said of it.
@@ -129,6 +144,14 @@ pub struct RangePprof {
     pub kernel: bool,
 }
 
+/// The request for `since..until` (UNIX seconds) as a pprof profile.
+pub fn pprof_path(since: f64, until: f64, filter: &RangeFilter) -> Result<String> {
+    Ok(format!(
+        "/v1/pprof?{}",
+        to_query(&filter.params(since, until)?)
+    ))
+}
+
 /// `since..until` (UNIX seconds) from the daemon at `socket` as a pprof profile
 /// (`GET /v1/pprof`).
 pub fn pprof_range(
@@ -137,8 +160,7 @@ pub fn pprof_range(
     until: f64,
     filter: &RangeFilter,
 ) -> Result<RangePprof> {
-    let query = format!("/v1/pprof?{}", to_query(&filter.params(since, until)?));
-    let answer = daemon_client::get(socket, &query)?.ok()?;
+    let answer = daemon_client::get(socket, &pprof_path(since, until, filter)?)?.ok()?;
     Ok(RangePprof {
         samples: answer.number(header::SAMPLES).unwrap_or(0),
         slices: answer.number(header::SLICES).unwrap_or(0),
@@ -167,10 +189,21 @@ pub struct TimelineQuery {
 /// slice length in seconds (0 when it did not say).
 pub fn timeline_range(
     socket: &Path,
-    (since, until): (f64, f64),
+    range: (f64, f64),
     filter: &RangeFilter,
     query: &TimelineQuery,
 ) -> Result<(Vec<u8>, f64)> {
+    let answer = daemon_client::get(socket, &timeline_path(range, filter, query)?)?.ok()?;
+    let slice = answer.number(header::SLICE_NS).unwrap_or(0) as f64 / 1e9;
+    Ok((answer.body, slice))
+}
+
+/// The request for the timeline of `since..until` (UNIX seconds).
+pub fn timeline_path(
+    (since, until): (f64, f64),
+    filter: &RangeFilter,
+    query: &TimelineQuery,
+) -> Result<String> {
     let params = TimelineParams {
         bucket: query.bucket,
         by: Some(query.by),
@@ -178,10 +211,7 @@ pub fn timeline_range(
         function: query.function.clone(),
         ..TimelineParams::with_range(filter.params(since, until)?)
     };
-    let path = format!("/v1/timeline?{}", to_query(&params));
-    let answer = daemon_client::get(socket, &path)?.ok()?;
-    let slice = answer.number(header::SLICE_NS).unwrap_or(0) as f64 / 1e9;
-    Ok((answer.body, slice))
+    Ok(format!("/v1/timeline?{}", to_query(&params)))
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::commands::{diff, flamegraph, record, status, symbolize, top};
+use crate::commands::{diff, flamegraph, record, status, symbolize, top, ui};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         cli::Command::Diff(args) => diff::run(&args, socket, cli.quiet),
         cli::Command::Timeline(args) => commands::timeline::run(&args, socket, cli.quiet),
         cli::Command::Status => status::run(socket),
+        cli::Command::Ui(args) => ui::run(&args, socket, cli.quiet),
     };
     match result {
         Ok(code) => code,

@@ -3,7 +3,7 @@
 //! counted as each new stack is added, so that a query stops at its bound before it holds
 //! more than about that much (not after turning each stack into text: depth × name length).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::access::Visibility;
 use crate::filter::Filter;
@@ -27,8 +27,8 @@ pub struct OverBound;
 #[derive(Debug)]
 pub struct Folding {
     names: Vec<Box<str>>,
-    ids: HashMap<Box<str>, u32>,
-    lines: HashMap<Box<[u32]>, Totals>,
+    ids: FxHashMap<Box<str>, u32>,
+    lines: FxHashMap<Box<[u32]>, Totals>,
     /// Bytes the lines will render to (each line counted with 22 bytes for its count).
     bytes: u64,
     max_bytes: u64,
@@ -44,8 +44,8 @@ impl Folding {
     pub fn new(max_bytes: u64) -> Folding {
         Folding {
             names: Vec::new(),
-            ids: HashMap::new(),
-            lines: HashMap::new(),
+            ids: FxHashMap::default(),
+            lines: FxHashMap::default(),
             bytes: 0,
             max_bytes,
             key: Vec::new(),
@@ -76,8 +76,10 @@ impl Folding {
         filter: &Filter,
         visibility: Visibility,
     ) -> Result<u64, OverBound> {
-        // The slice's names sanitized and interned once, when first used.
+        // The slice's names sanitized and interned once, when first used; its command names
+        // too (by the text the slice holds: most stacks share a few).
         let mut remap: Vec<Option<u32>> = vec![None; slice.names.len()];
+        let mut comms: FxHashMap<(Option<&str>, u32), u32> = FxHashMap::default();
         let unknown = self.intern("[unknown]");
         let mut samples = 0;
         for s in &slice.stacks {
@@ -90,7 +92,16 @@ impl Folding {
             }
             let mut key = std::mem::take(&mut self.key);
             key.clear();
-            key.push(self.intern(&comm_of(s)));
+            let comm_key = (s.comm.as_deref(), if s.comm.is_some() { 0 } else { s.pid });
+            let comm = match comms.get(&comm_key) {
+                Some(&id) => id,
+                None => {
+                    let id = self.intern(&comm_of(s));
+                    comms.insert(comm_key, id);
+                    id
+                }
+            };
+            key.push(comm);
             for &f in frames.iter().chain(&marker) {
                 let id = match remap.get(f as usize) {
                     Some(Some(id)) => *id,

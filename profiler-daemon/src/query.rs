@@ -536,3 +536,116 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod bench {
+    use super::*;
+    use std::path::Path;
+
+    /// The process's CPU time so far (all its threads, ended ones included), seconds.
+    fn cpu_seconds() -> f64 {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        ticks / 100.0
+    }
+
+    /// By hand: `PROFILERD_BENCH_SLICES=DIR cargo test --release -p profiler-daemon --bin
+    /// profilerd query_hour -- --ignored --nocapture`: an hour of 10-s slices made of DIR's
+    /// slices (hard links, round robin), and the query of that hour five times: wall and CPU
+    /// time (bench/ui.sh prints the same through the API).
+    #[test]
+    #[ignore = "a figure, by hand, on slices it is given"]
+    fn query_hour() {
+        let s = 1_000_000_000u64;
+        if let Ok(state) = std::env::var("PROFILERD_BENCH_STATE") {
+            return query_state(Path::new(&state), s);
+        }
+        let src = std::env::var("PROFILERD_BENCH_SLICES").expect("PROFILERD_BENCH_SLICES=DIR");
+        let mut names: Vec<_> = std::fs::read_dir(&src)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(".pb.gz"))
+            .collect();
+        names.sort();
+        let now = crate::state::unix_now_ns() / (10 * s) * (10 * s);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("slices")).unwrap();
+        for k in 0..361u64 {
+            let start = now - (361 - k) * 10 * s;
+            std::fs::hard_link(
+                &names[k as usize % names.len()],
+                dir.path()
+                    .join(format!("slices/{start}-{}.pb.gz", start + 10 * s)),
+            )
+            .unwrap();
+        }
+        let week = std::time::Duration::from_secs(7 * 86_400);
+        let store = Store::open(dir.path(), week, u64::MAX, now).unwrap();
+        let bounds = Bounds::new(1 << 30, std::time::Duration::from_secs(600));
+        for _ in 0..5 {
+            let (t, c) = (Instant::now(), cpu_seconds());
+            let f = folded(
+                &store,
+                now - 3600 * s,
+                now,
+                &Filter::default(),
+                Visibility::All,
+                &bounds,
+            )
+            .unwrap();
+            eprintln!(
+                "query of an hour: {:.0} ms, {:.0} ms of CPU, {} files, {} lines, {} bytes",
+                t.elapsed().as_secs_f64() * 1e3,
+                (cpu_seconds() - c) * 1e3,
+                f.slices,
+                f.text.lines().count(),
+                f.text.len()
+            );
+        }
+    }
+
+    /// A state directory as it is (roll-ups included, `PROFILERD_BENCH_STATE`): its last
+    /// hour, file by file (read and fold times), then as one query.
+    fn query_state(state: &Path, s: u64) {
+        let week = std::time::Duration::from_secs(7 * 86_400);
+        let now = crate::state::unix_now_ns();
+        let store = Store::open(state, week, u64::MAX, now).unwrap();
+        let sel = store.select(0, u64::MAX);
+        let until = sel.slices.iter().map(|m| m.end_ns).max().unwrap();
+        let since = until - 3600 * s;
+        let bounds = Bounds::new(1 << 30, std::time::Duration::from_secs(600));
+        let mut folding = Folding::new(u64::MAX);
+        for meta in store.select(since, until).slices {
+            let t = Instant::now();
+            let slice = store.read_in(&meta, since, until).unwrap().unwrap();
+            let read = t.elapsed();
+            let t = Instant::now();
+            folding
+                .add_slice(&slice, &Filter::default(), Visibility::All)
+                .unwrap();
+            if meta.rollup || read.as_millis() > 50 {
+                eprintln!(
+                    "{}: read {read:?} ({} stacks), fold {:?}",
+                    if meta.rollup { "roll-up" } else { "slice" },
+                    slice.stacks.len(),
+                    t.elapsed()
+                );
+            }
+        }
+        let t = Instant::now();
+        let lines = folding.lines();
+        eprintln!("lines: {:?}, {} lines", t.elapsed(), lines.len());
+        let t = Instant::now();
+        let f = folded(
+            &store,
+            since,
+            until,
+            &Filter::default(),
+            Visibility::All,
+            &bounds,
+        )
+        .unwrap();
+        eprintln!("the whole query: {:?}, {} files", t.elapsed(), f.slices);
+    }
+}

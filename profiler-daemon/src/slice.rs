@@ -307,6 +307,8 @@ impl Slice {
             }
             location_function.push(function as u32 - 1);
         }
+        // Each string as a label key, once (not a comparison of texts per label).
+        let keys: Vec<LabelKey> = p.string_table.iter().map(|s| LabelKey::of(s)).collect();
         let mut stacks = Vec::with_capacity(p.sample.len());
         for s in &p.sample {
             let mut frames = Vec::with_capacity(s.location_id.len());
@@ -344,23 +346,27 @@ impl Slice {
             };
             for label in &s.label {
                 let num = u32::try_from(label.num).ok();
-                match string(label.key)? {
-                    "pid" => stack.pid = num.unwrap_or(0),
-                    "tid" => stack.tid = num.unwrap_or(0),
-                    "uid" => stack.uid = num,
-                    "process_start" => stack.process_start = label.num.max(0) as u64,
-                    "kernel_frames" => {
+                let key = usize::try_from(label.key)
+                    .ok()
+                    .and_then(|k| keys.get(k))
+                    .ok_or(SliceError::Invalid("a string index out of range"))?;
+                match key {
+                    LabelKey::Pid => stack.pid = num.unwrap_or(0),
+                    LabelKey::Tid => stack.tid = num.unwrap_or(0),
+                    LabelKey::Uid => stack.uid = num,
+                    LabelKey::ProcessStart => stack.process_start = label.num.max(0) as u64,
+                    LabelKey::KernelFrames => {
                         stack.kernel_frames = num.unwrap_or(0).min(stack.frames.len() as u32)
                     }
-                    "comm" => stack.comm = Some(string(label.str)?.to_string()),
-                    "cgroup" => stack.cgroup = Some(string(label.str)?.to_string()),
-                    "ancestors" => {
+                    LabelKey::Comm => stack.comm = Some(string(label.str)?.to_string()),
+                    LabelKey::Cgroup => stack.cgroup = Some(string(label.str)?.to_string()),
+                    LabelKey::Ancestors => {
                         stack.ancestors = string(label.str)?
                             .split(' ')
                             .filter_map(|p| p.parse().ok())
                             .collect()
                     }
-                    _ => {}
+                    LabelKey::Other => {}
                 }
             }
             stacks.push(stack);
@@ -372,6 +378,37 @@ impl Slice {
             names,
             stacks,
         })
+    }
+}
+
+/// The labels a slice's samples carry, by their key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LabelKey {
+    Pid,
+    Tid,
+    Uid,
+    ProcessStart,
+    KernelFrames,
+    Comm,
+    Cgroup,
+    Ancestors,
+    /// Any other string (other labels are ignored).
+    Other,
+}
+
+impl LabelKey {
+    fn of(key: &str) -> LabelKey {
+        match key {
+            "pid" => LabelKey::Pid,
+            "tid" => LabelKey::Tid,
+            "uid" => LabelKey::Uid,
+            "process_start" => LabelKey::ProcessStart,
+            "kernel_frames" => LabelKey::KernelFrames,
+            "comm" => LabelKey::Comm,
+            "cgroup" => LabelKey::Cgroup,
+            "ancestors" => LabelKey::Ancestors,
+            _ => LabelKey::Other,
+        }
     }
 }
 

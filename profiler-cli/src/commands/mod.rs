@@ -9,3 +9,4 @@ pub mod status;
 pub mod symbolize;
 pub mod timeline;
 pub mod top;
+pub mod ui;

@@ -42,5 +42,7 @@ mod symbols;
 mod system;
 mod threads;
 mod timeline;
+mod ui;
 mod unwind;
 mod unwind_edges;
+mod webdriver;
