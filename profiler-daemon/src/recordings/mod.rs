@@ -81,6 +81,9 @@ struct Outcome {
     /// What time the slice's stacks hold.
     measure: Measure,
     samples_read: u64,
+    /// Samples (µs for off-CPU and wall-clock time) of the recorded processes the requester
+    /// may not see: not theirs as the kernel judges who may trace a process.
+    samples_hidden: u64,
     lost: u64,
     event: String,
     frequency: u64,
@@ -143,6 +146,11 @@ pub struct RecordingStatus {
     pub samples: Option<u64>,
     /// When done: samples read (before the selection).
     pub samples_read: Option<u64>,
+    /// When done: samples of the recorded processes left out because the requester may not
+    /// see them (microseconds for off-CPU and wall-clock time): processes that are not
+    /// theirs as the kernel judges who may trace one (a set-uid or set-gid program, one not
+    /// dumpable).
+    pub samples_hidden: Option<u64>,
     /// When done: samples the kernel dropped.
     pub lost: Option<u64>,
     /// When done: the event sampled on.
@@ -215,7 +223,7 @@ pub enum Removal {
     /// No such recording, or not the requester's.
     NotFound,
     /// It was running: stopped (or stopping); its result is named and kept.
-    Stopping(RecordingStatus),
+    Stopping(Box<RecordingStatus>),
     /// Finished: forgotten.
     Removed,
 }
@@ -247,6 +255,7 @@ impl Entry {
             started_ns: self.started_ns,
             samples: None,
             samples_read: None,
+            samples_hidden: None,
             lost: None,
             event: None,
             frequency_used: None,
@@ -262,6 +271,7 @@ impl Entry {
                 status.state = "done";
                 status.samples = Some(o.slice.samples());
                 status.samples_read = Some(o.samples_read);
+                status.samples_hidden = Some(o.samples_hidden);
                 status.lost = Some(o.lost);
                 status.event = Some(o.event.clone());
                 status.frequency_used = Some(o.frequency);
@@ -504,10 +514,10 @@ impl Recordings {
         if let Some(stop) = entry.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
             // Running: stopped; its result is named and kept.
             let _ = stop.send(());
-            return Removal::Stopping(entry.status());
+            return Removal::Stopping(Box::new(entry.status()));
         }
         if entry.running() {
-            return Removal::Stopping(entry.status());
+            return Removal::Stopping(Box::new(entry.status()));
         }
         self.table
             .lock()

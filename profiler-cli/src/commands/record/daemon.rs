@@ -218,6 +218,10 @@ struct Finished {
     kernel: bool,
     /// Stopped at the daemon's byte budget for a recording.
     truncated: bool,
+    /// Samples the daemon read, before it selected the recorded processes.
+    samples_read: u64,
+    /// Samples of the recorded processes the user may not see (µs for time measures).
+    samples_hidden: u64,
 }
 
 impl Finished {
@@ -232,7 +236,44 @@ impl Finished {
                 .to_string(),
             kernel: field(status, "kernel").as_bool().unwrap_or(false),
             truncated: field(status, "truncated").as_bool().unwrap_or(false),
+            samples_read: field(status, "samples_read").as_u64().unwrap_or(0),
+            samples_hidden: field(status, "samples_hidden").as_u64().unwrap_or(0),
         }
+    }
+
+    /// Why a recording of `pid` holds nothing, as far as the daemon's status says.
+    fn why_empty(&self, pid: u32, timed: bool) -> String {
+        if self.samples_hidden > 0 {
+            let what = if timed { "µs" } else { "samples" };
+            return format!(
+                "profilerd recorded {} {what} of process {pid} and what it started, but none of \
+                 a process that is yours as the kernel judges who may trace it (a set-uid or \
+                 set-gid program, or one that is not dumpable); root and the daemon's \
+                 access.admin_group see them",
+                self.samples_hidden
+            );
+        }
+        if self.samples_read == 0 {
+            let lost = if self.lost > 0 {
+                format!(" ({} lost)", self.lost)
+            } else {
+                String::new()
+            };
+            let did = if timed {
+                "neither ran nor waited"
+            } else {
+                "did not run on a CPU"
+            };
+            return format!(
+                "profilerd read no samples in {:.1} s{lost}: process {pid} {did} while it was \
+                 recorded",
+                self.seconds
+            );
+        }
+        format!(
+            "profilerd read {} samples, none of process {pid} or what it started",
+            self.samples_read
+        )
     }
 }
 
@@ -277,6 +318,12 @@ fn record(args: &RecordArgs, pid: Option<u32>, socket: &Path, quiet: bool) -> Re
         .profile;
     let samples = profile.total();
     let f = Finished::of(&status);
+    if samples == 0 {
+        eprintln!(
+            "profctl: no samples: {}",
+            printable(&f.why_empty(pid, timed))
+        );
+    }
     let truncated = if f.truncated {
         ", truncated (the daemon's recordings.max_bytes)"
     } else {
@@ -325,7 +372,7 @@ fn record(args: &RecordArgs, pid: Option<u32>, socket: &Path, quiet: bool) -> Re
             f.lost,
             printable(&socket.display().to_string())
         );
-        if timed {
+        if timed && samples > 0 {
             eprintln!(
                 "profctl: {:.2} s recorded ({}); counts are microseconds",
                 profile.total() as f64 / 1e6,
@@ -343,4 +390,28 @@ fn record(args: &RecordArgs, pid: Option<u32>, socket: &Path, quiet: bool) -> Re
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_recording_says_why() {
+        let status = |fields: serde_json::Value| Finished::of(&fields);
+        let hidden = status(serde_json::json!({
+            "seconds": 2.0, "samples_read": 120, "samples_hidden": 118,
+        }));
+        let why = hidden.why_empty(42, false);
+        assert!(
+            why.contains("118 samples of process 42") && why.contains("set-uid"),
+            "{why}"
+        );
+        let idle = status(serde_json::json!({"seconds": 3.04, "samples_read": 0, "lost": 2}));
+        let why = idle.why_empty(42, true);
+        assert!(why.contains("no samples in 3.0 s (2 lost)"), "{why}");
+        assert!(why.contains("neither ran nor waited"), "{why}");
+        let others = status(serde_json::json!({"samples_read": 9}));
+        assert!(others.why_empty(42, false).contains("none of process 42"));
+    }
 }
