@@ -13,6 +13,7 @@ mod daemon_limits;
 mod daemon_offcpu;
 mod daemon_ops;
 mod daemon_reload;
+mod daemon_rename;
 mod daemon_rollup;
 mod daemon_serve;
 mod daemon_share;
