@@ -14,6 +14,7 @@ use crate::filter::Filter;
 use crate::folding::Folding;
 use crate::measure::{user_frames, Measure};
 use crate::slice::{Slice, SliceError};
+use crate::store::open::Querier;
 use crate::store::{SliceMeta, Store};
 
 /// Why a query was not answered.
@@ -156,6 +157,8 @@ pub struct Bounds {
     pub timeout: std::time::Duration,
     /// Set when the client went away.
     pub cancel: Cancel,
+    /// Whom snapshots of the open slices are asked for (a user's are spaced).
+    pub querier: Querier,
 }
 
 impl Bounds {
@@ -182,6 +185,7 @@ impl Bounds {
             timeout,
             deadline: Instant::now() + timeout,
             cancel: Cancel::default(),
+            querier: Querier::Daemon,
         }
     }
 }
@@ -196,7 +200,7 @@ pub fn folded(
     bounds: &Bounds,
 ) -> Result<Folded, QueryError> {
     let _release = ReleaseMemory;
-    let selection = store.select(since_ns, until_ns);
+    let selection = store.select_for(bounds.querier, since_ns, until_ns);
     let mut folding = Folding::new(bounds.max_bytes);
     let mut out = Folded {
         complete_until_ns: selection.complete_until_ns,

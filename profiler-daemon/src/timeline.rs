@@ -172,7 +172,10 @@ pub fn timeline(
     let _release = crate::query::ReleaseMemory;
     let mut sums = Sums::default();
     let mut out = Timeline::default();
-    for meta in &store.select(request.since_ns, request.until_ns).slices {
+    for meta in &store
+        .select_for(bounds.querier, request.since_ns, request.until_ns)
+        .slices
+    {
         bounds.check()?;
         let rollup = match store.read_members(meta, bounds.max_bytes) {
             Ok(Some(r)) => r,

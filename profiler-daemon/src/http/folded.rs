@@ -18,6 +18,7 @@ use crate::http::limits::Slot;
 use crate::measure::Measure;
 use crate::query::{self, Folded};
 use crate::state::unix_now_ns;
+use crate::store::open::Querier;
 
 /// Query parameters of `GET /v1/folded`.
 #[derive(Debug, Deserialize)]
@@ -133,6 +134,7 @@ pub fn accept(
     let mut bounds = query::Bounds::from_api(&config.api);
     let (cancel, cancel_on_drop) = query::Cancel::new();
     bounds.cancel = cancel;
+    bounds.querier = Querier::User(peer.uid);
     Ok(Accepted {
         visibility: state.visibility(peer),
         config,
