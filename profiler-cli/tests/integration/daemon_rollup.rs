@@ -78,7 +78,7 @@ fn write_config(dir: &Path, cap: f64) -> std::path::PathBuf {
 }
 
 /// The churn driver (tests/workloads/churn.c), built once.
-fn churn() -> std::path::PathBuf {
+pub(crate) fn churn() -> std::path::PathBuf {
     let out = workloads().dir.join("churn");
     if !out.exists() {
         compile_with(

@@ -17,6 +17,7 @@ mod daemon_rename;
 mod daemon_rollup;
 mod daemon_serve;
 mod daemon_share;
+mod daemon_snapshots;
 mod daemon_users;
 mod docs;
 mod errors;
