@@ -13,6 +13,7 @@ use crate::config::Api;
 use crate::filter::Filter;
 use crate::folding::Folding;
 use crate::measure::{user_frames, Measure};
+pub(crate) use crate::slice::samples_of;
 use crate::slice::{Slice, SliceError};
 use crate::store::open::Querier;
 use crate::store::{SliceMeta, Store};
@@ -352,15 +353,6 @@ pub fn merged(
         }
     }
     Ok((out, counts))
-}
-
-/// `cpu_ns` in samples of `period_ns`, rounded to the nearest (a stack with any CPU time
-/// counts at least one).
-pub(crate) fn samples_of(cpu_ns: u64, period_ns: u64) -> u64 {
-    if cpu_ns == 0 || period_ns == 0 || period_ns == u64::MAX {
-        return 0;
-    }
-    ((u128::from(cpu_ns) + u128::from(period_ns / 2)) / u128::from(period_ns)).max(1) as u64
 }
 
 #[cfg(test)]

@@ -209,6 +209,7 @@ impl Slice {
                 },
                 label: keys.labels(stack, &mut strings, ns_u),
                 slice_counts: Vec::new(),
+                slice_cpu_ns: Vec::new(),
             })
             .collect();
         let mut sample_type = vec![
@@ -373,6 +374,15 @@ impl Slice {
             stacks,
         })
     }
+}
+
+/// `cpu_ns` in samples of `period_ns`, rounded to the nearest (a stack with any CPU time
+/// counts at least one).
+pub fn samples_of(cpu_ns: u64, period_ns: u64) -> u64 {
+    if cpu_ns == 0 || period_ns == 0 || period_ns == u64::MAX {
+        return 0;
+    }
+    ((u128::from(cpu_ns) + u128::from(period_ns / 2)) / u128::from(period_ns)).max(1) as u64
 }
 
 /// A profile as a slice or roll-up file's bytes: protobuf, gzipped.

@@ -196,7 +196,7 @@ pub fn timeline(
                 .map(|n| n == f.as_ref() || profile::sanitize_frame(n) == f)
                 .collect()
         });
-        for (s, counts) in rollup.slice.stacks.iter().zip(&rollup.counts) {
+        for (i, s) in rollup.slice.stacks.iter().enumerate() {
             if !filter.admits(s, visibility) || s.count == 0 {
                 continue;
             }
@@ -217,12 +217,11 @@ pub fn timeline(
             if request.by == GroupBy::Pid {
                 sums.name(group, s);
             }
-            for &(m, count) in counts {
+            for (m, time) in rollup.member_times(i, time_ns) {
                 let Some(&span) = rollup.members.get(m as usize) else {
                     continue;
                 };
-                let cpu = time_ns as f64 * count as f64 / s.count as f64;
-                sums.add(group, cpu, span, request);
+                sums.add(group, time as f64, span, request);
             }
         }
         if sums.bytes() > bounds.max_bytes {

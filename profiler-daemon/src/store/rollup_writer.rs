@@ -207,6 +207,7 @@ impl RollupBuilder {
         let mut comments = vec![fixed(FORMAT_COMMENT), fixed(ROLLUP_COMMENT)];
         comments.extend((0..self.members.len() as i64).map(|m| layout.members + m));
         prost::encoding::int64::encode_packed(13, &comments, &mut out.buf);
+        prost::encoding::uint64::encode_packed(100, &self.member_periods, &mut out.buf);
         Ok(())
     }
 
@@ -221,7 +222,7 @@ impl RollupBuilder {
     ) -> io::Result<Vec<(u32, bool)>> {
         let threads = self.threads.items();
         let sequences = self.sequences.ordered();
-        let (starts, pairs) = self.member_counts();
+        let (starts, order) = self.entries_by_stack();
         let off_cpu = self.stacks.iter().any(|s| s.off_cpu_ns > 0);
         // Location id of (name, kernel) at 2 * name + kernel; 0: none yet.
         let mut location_of = vec![0u32; 2 * self.names.len()];
@@ -231,6 +232,7 @@ impl RollupBuilder {
             value: Vec::new(),
             label: Vec::new(),
             slice_counts: Vec::new(),
+            slice_cpu_ns: Vec::new(),
         };
         for (i, stack) in self.stacks.iter().enumerate() {
             let frames = sequences[stack.sequence as usize];
@@ -257,10 +259,15 @@ impl RollupBuilder {
             let ppid = chains[thread.ancestors as usize].first().copied();
             labels(&mut sample.label, thread, stack.kernel_frames, layout, ppid);
             sample.slice_counts.clear();
-            for &(member, count) in &pairs[starts[i] as usize..starts[i + 1] as usize] {
+            sample.slice_cpu_ns.clear();
+            for &(member, k) in &order[starts[i] as usize..starts[i + 1] as usize] {
+                let count = self.entries[k as usize].count;
                 sample
                     .slice_counts
                     .extend([u64::from(member), u64::from(count)]);
+                if let Some(cpu) = &self.entry_cpu {
+                    sample.slice_cpu_ns.push(cpu[k as usize]);
+                }
             }
             out.message(2, &sample)?;
         }
@@ -362,6 +369,39 @@ mod tests {
         let rollup = Rollup::decode(&built(&[s.clone(), next.clone()])).unwrap();
         assert_eq!(rollup.slice.samples(), s.samples() + next.samples());
         assert_eq!(rollup.restrict(0, next.start_ns).samples(), s.samples());
+    }
+
+    #[test]
+    fn members_at_other_frequencies_round_trip_with_their_cpu_times() {
+        use crate::store::rollup_builder::tests::slow;
+        let slices: Vec<Slice> = (0..12)
+            .map(|i| {
+                if (4..8).contains(&i) {
+                    slow(i)
+                } else {
+                    slice(i)
+                }
+            })
+            .collect();
+        let bytes = built(&slices);
+        let whole = Rollup::build(&slices);
+        assert!(whole.member_cpu.is_some());
+        let read = Rollup::decode(&bytes).unwrap();
+        assert_eq!(read, whole);
+        // The slow members alone: their CPU time, counted at their own period.
+        let (a, b) = (slices[4].start_ns, slices[8].start_ns);
+        let got = read.restrict(a, b);
+        assert_eq!(got.period_ns, slices[4].period_ns);
+        let cpu = |s: &Slice| s.stacks.iter().map(|st| st.cpu_ns).sum::<u64>();
+        assert_eq!(cpu(&got), slices[4..8].iter().map(cpu).sum::<u64>());
+        assert_eq!(
+            got.samples(),
+            slices[4..8].iter().map(Slice::samples).sum::<u64>()
+        );
+        // Across the change: samples at the shortest period.
+        let got = Rollup::decode(&bytes).unwrap().restrict(a, b + 1);
+        assert_eq!(got.period_ns, slices[0].period_ns);
+        assert_eq!(cpu(&got), slices[4..9].iter().map(cpu).sum::<u64>());
     }
 
     #[test]
