@@ -8,6 +8,7 @@
 mod cgroup;
 mod common;
 mod daemon;
+mod daemon_frequency;
 mod daemon_fresh;
 mod daemon_limits;
 mod daemon_offcpu;
