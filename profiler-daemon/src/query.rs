@@ -302,6 +302,8 @@ pub fn merged(
                 continue;
             }
             let mut stack = s.clone();
+            // Seconds of its own slice: meaningless in the merged one.
+            stack.seconds = Default::default();
             if slice.period_ns != out.period_ns && filter.measure == Measure::Cpu {
                 // Sampled at another frequency (the budget or a reload changed it): counted
                 // for its CPU time, in samples of the merged slice's period.

@@ -2,8 +2,8 @@
 //! Google's `profile.proto`, except `Profile` and `Sample`, declared here with the proto's
 //! field numbers because profilerd's roll-ups add fields of their own, numbered from 100,
 //! which pprof tools skip: to `Profile` each member's period, to `Sample` the per-member
-//! counts and (when the hour's frequency changed) CPU times. A slice leaves them empty, so
-//! slices are plain pprof.
+//! counts, the samples per second and (when the hour's frequency changed) CPU times. A slice
+//! holds only the samples per second.
 
 #![allow(missing_docs)] // The proto's own field comments are the documentation.
 
@@ -61,6 +61,10 @@ pub struct Sample {
     /// count) pairs, flattened, packed.
     #[prost(uint64, repeated, packed = "true", tag = "100")]
     pub slice_counts: Vec<u64>,
+    /// profilerd's own field, in slices and roll-ups: the stack's samples per second, as
+    /// (gap in seconds, count) varint pairs (`seconds.rs`), kept as read.
+    #[prost(bytes = "bytes", tag = "101")]
+    pub second_counts: prost::bytes::Bytes,
     /// profilerd's own field, in roll-ups whose CPU time does not follow from their counts
     /// and periods (the frequency changed within the hour): the CPU time, ns, of each
     /// (member, count) pair of `slice_counts`, in the same order, packed.

@@ -260,6 +260,8 @@ fn append(
             s.frames.extend(marker);
             s.kernel_frames = 0;
         }
+        // Seconds of its window: the recording is one profile.
+        s.seconds = Default::default();
         kept.push(s);
     }
     let mut intern = |n: String| {

@@ -279,6 +279,7 @@ fn slice_at_changing_frequency(i: u64) -> Slice {
             st.cpu_ns += 9 * (st.count / 2) * s.period_ns;
         }
     }
+    crate::slice::tests::spread_seconds(&mut s, i);
     s
 }
 

@@ -102,6 +102,13 @@ impl Rollup {
         let mut stacks: Vec<SliceStack> = Vec::new();
         let mut counts: Vec<Vec<(u32, u64)>> = Vec::new();
         let mut cpu: Vec<Vec<u64>> = Vec::new();
+        let mut seconds: Vec<Vec<(u32, u64)>> = Vec::new();
+        let bases = crate::seconds::member_seconds(
+            &slices
+                .iter()
+                .map(|s| (s.start_ns, s.end_ns))
+                .collect::<Vec<_>>(),
+        );
         let mut members = Vec::with_capacity(slices.len());
         let mut remap: Vec<u32> = Vec::new();
         let first_period = slices.first().map_or(0, |s| s.period_ns);
@@ -151,10 +158,17 @@ impl Rollup {
                         count: 0,
                         cpu_ns: 0,
                         off_cpu_ns: 0,
+                        seconds: Default::default(),
                     });
                     counts.push(Vec::new());
                     cpu.push(Vec::new());
+                    seconds.push(Vec::new());
                 }
+                seconds[i].extend(
+                    s.seconds
+                        .iter()
+                        .map(|(k, c)| ((bases[m] + u64::from(k)) as u32, c)),
+                );
                 stacks[i].count += s.count;
                 stacks[i].cpu_ns += s.cpu_ns;
                 stacks[i].off_cpu_ns += s.off_cpu_ns;
@@ -169,6 +183,17 @@ impl Rollup {
                     }
                 }
             }
+        }
+        for (stack, mut these) in stacks.iter_mut().zip(seconds) {
+            these.sort_unstable_by_key(|p| p.0);
+            let mut merged: Vec<(u32, u64)> = Vec::with_capacity(these.len());
+            for (second, count) in these {
+                match merged.last_mut() {
+                    Some((s, c)) if *s == second => *c += count,
+                    _ => merged.push((second, count)),
+                }
+            }
+            stack.seconds = crate::seconds::SecondCounts::encode(merged);
         }
         Rollup {
             slice: Slice {
@@ -291,7 +316,8 @@ impl Rollup {
     }
 
     /// The stacks of the members that overlap `[since_ns, until_ns)` (a slice overlapping the
-    /// range counts whole, as when the members were files of their own), as one slice.
+    /// range counts whole, as when the members were files of their own), as one slice,
+    /// without per-second counts.
     ///
     /// The slice's period is the shortest of those members'; when they were sampled at
     /// different frequencies, each CPU stack counts its CPU time in samples of it (as a query
@@ -312,6 +338,11 @@ impl Rollup {
         let shortest = periods().min().unwrap_or(self.slice.period_ns);
         let mixed = periods().any(|p| p != shortest);
         let all_inside = inside.iter().all(|&i| i);
+        // Numbered across the members, the per-second counts mean nothing without them: a
+        // restricted roll-up is read for its stacks only (the timeline reads the members).
+        for stack in &mut self.slice.stacks {
+            stack.seconds = Default::default();
+        }
         if all_inside && !mixed {
             return self.slice;
         }
@@ -388,6 +419,7 @@ pub(crate) mod tests {
         for st in &mut s.stacks {
             st.cpu_ns = st.count * s.period_ns;
         }
+        crate::slice::tests::spread_seconds(&mut s, i);
         s
     }
 

@@ -239,6 +239,18 @@ pub(crate) struct Entry {
     pub count: u32,
 }
 
+/// One stack's samples in one second of one member (the member: where it lies in
+/// `seconds`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SecondEntry {
+    /// The stack.
+    pub stack: u32,
+    /// The second of its member (0: the wall-clock second the member's start falls in).
+    pub second: u32,
+    /// Samples in it (a count past `u32::MAX` takes several entries).
+    pub count: u32,
+}
+
 /// An hour's roll-up in the making (see the module's documentation).
 #[derive(Debug)]
 pub struct RollupBuilder {
@@ -273,6 +285,11 @@ pub struct RollupBuilder {
     pub(crate) entries: Vec<Entry>,
     /// Where each member's entries end in `entries`.
     pub(crate) member_ends: Vec<u32>,
+    /// The (stack, second, count) entries of every member's per-second counts, member after
+    /// member (stacks without them have none).
+    pub(crate) seconds: Vec<SecondEntry>,
+    /// Where each member's per-second entries end in `seconds`.
+    pub(crate) second_ends: Vec<u32>,
     /// Scratch: a slice's name ids in the hour's, a stack's frames, the stacks of the slice
     /// being folded (stack → its entry).
     remap: Vec<u32>,
@@ -301,6 +318,8 @@ impl RollupBuilder {
             state: RandomState::new(),
             entries: Vec::new(),
             member_ends: Vec::new(),
+            seconds: Vec::new(),
+            second_ends: Vec::new(),
             remap: Vec::new(),
             frames: Vec::new(),
             seen: HashMap::new(),
@@ -361,9 +380,11 @@ impl RollupBuilder {
             };
             let thread = self.threads.intern(thread);
             let times = (s.cpu_ns, s.off_cpu_ns);
-            self.add(sequence, s.kernel_frames, thread, s.count, times, s.cpu_ns);
+            let stack = self.add(sequence, s.kernel_frames, thread, s.count, times, s.cpu_ns);
+            self.add_seconds(stack, s.seconds.iter());
         }
         self.member_ends.push(self.entries.len() as u32);
+        self.second_ends.push(self.seconds.len() as u32);
         let bytes = self.memory();
         if bytes > self.limit {
             return Err(BuildError::TooLarge {
@@ -372,6 +393,65 @@ impl RollupBuilder {
             });
         }
         Ok(())
+    }
+
+    /// Add `stack`'s samples per second in the member being folded.
+    fn add_seconds(&mut self, stack: u32, counts: impl Iterator<Item = (u32, u64)>) {
+        for (second, mut count) in counts {
+            while count > 0 {
+                let part = count.min(u64::from(u32::MAX));
+                room(&mut self.seconds, 1);
+                self.seconds.push(SecondEntry {
+                    stack,
+                    second,
+                    count: part as u32,
+                });
+                count -= part;
+            }
+        }
+    }
+
+    /// Each stack's samples per second over the members (numbered across them: see
+    /// `seconds.rs`), seconds ascending, each once: `(starts, pairs)`, stack `i`'s at
+    /// `pairs[starts[i]..starts[i + 1]]`.
+    pub(crate) fn second_counts(&self) -> (Vec<u32>, Vec<(u32, u64)>) {
+        let bases = crate::seconds::member_seconds(&self.members);
+        let mut starts = vec![0u32; self.stacks.len() + 1];
+        for e in &self.seconds {
+            starts[e.stack as usize + 1] += 1;
+        }
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let mut next = starts.clone();
+        let mut pairs = vec![(0u32, 0u64); self.seconds.len()];
+        let mut member = 0usize;
+        for (k, e) in self.seconds.iter().enumerate() {
+            while self.second_ends[member] as usize <= k {
+                member += 1;
+            }
+            let global = bases[member].saturating_add(u64::from(e.second));
+            let at = &mut next[e.stack as usize];
+            pairs[*at as usize] = (global.min(u64::from(u32::MAX)) as u32, u64::from(e.count));
+            *at += 1;
+        }
+        // Each stack's by second, each second once (a stack twice in a slice).
+        let mut merged = Vec::with_capacity(pairs.len());
+        let mut out_starts = Vec::with_capacity(starts.len());
+        out_starts.push(0u32);
+        for i in 0..self.stacks.len() {
+            let these = &mut pairs[starts[i] as usize..starts[i + 1] as usize];
+            these.sort_unstable_by_key(|p| p.0);
+            let first = merged.len();
+            for &(second, count) in these.iter() {
+                match merged[first..].last_mut() {
+                    Some((s, c)) if *s == second => *c += count,
+                    _ => merged.push((second, count)),
+                }
+            }
+            out_starts.push(merged.len() as u32);
+        }
+        (out_starts, merged)
     }
 
     /// Whether every CPU stack of `slice` holds its count times the hour's one period so far
@@ -551,6 +631,18 @@ impl RollupBuilder {
             out.member_ends.push(out.entries.len() as u32);
             start = end as usize;
         }
+        // The kept stacks' seconds, member by member.
+        let mut start = 0;
+        for &end in &self.second_ends {
+            for e in &self.seconds[start..end as usize] {
+                if let Some(Some(new)) = stacks.get(e.stack as usize) {
+                    room(&mut out.seconds, 1);
+                    out.seconds.push(SecondEntry { stack: *new, ..*e });
+                }
+            }
+            out.second_ends.push(out.seconds.len() as u32);
+            start = end as usize;
+        }
         // The times are the hour's totals, not the members'.
         for (old, new) in self.stacks.iter().zip(&stacks) {
             if let Some(new) = new {
@@ -577,6 +669,8 @@ impl RollupBuilder {
             + self.member_ends.capacity() * 4
             + self.members.capacity() * size_of::<(u64, u64)>()
             + self.member_periods.capacity() * 8
+            + self.seconds.capacity() * size_of::<SecondEntry>()
+            + self.second_ends.capacity() * 4
             + self.entry_cpu.as_ref().map_or(0, |c| c.capacity() * 8)
     }
 
@@ -656,6 +750,7 @@ pub(crate) mod tests {
         for st in &mut s.stacks {
             st.cpu_ns = st.count * s.period_ns;
         }
+        crate::slice::tests::spread_seconds(&mut s, i);
         s
     }
 
@@ -709,6 +804,7 @@ pub(crate) mod tests {
             st.count = st.count.div_ceil(10);
             st.cpu_ns = st.count * s.period_ns;
         }
+        crate::slice::tests::spread_seconds(&mut s, i);
         s
     }
 

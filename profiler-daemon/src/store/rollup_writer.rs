@@ -13,6 +13,7 @@ use std::io::{self, Write};
 use prost::encoding::{encode_key, encode_varint, WireType};
 use prost::Message;
 
+use crate::seconds::SecondCounts;
 use crate::slice::{FORMAT_COMMENT, MAX_SLICE_BYTES, OFF_CPU_TYPE};
 use crate::slice_proto as pprof;
 use crate::store::rollup::ROLLUP_COMMENT;
@@ -223,6 +224,7 @@ impl RollupBuilder {
         let threads = self.threads.items();
         let sequences = self.sequences.ordered();
         let (starts, order) = self.entries_by_stack();
+        let (second_starts, seconds) = self.second_counts();
         let off_cpu = self.stacks.iter().any(|s| s.off_cpu_ns > 0);
         // Location id of (name, kernel) at 2 * name + kernel; 0: none yet.
         let mut location_of = vec![0u32; 2 * self.names.len()];
@@ -232,6 +234,7 @@ impl RollupBuilder {
             value: Vec::new(),
             label: Vec::new(),
             slice_counts: Vec::new(),
+            second_counts: Default::default(),
             slice_cpu_ns: Vec::new(),
         };
         for (i, stack) in self.stacks.iter().enumerate() {
@@ -269,6 +272,8 @@ impl RollupBuilder {
                     sample.slice_cpu_ns.push(cpu[k as usize]);
                 }
             }
+            let these = &seconds[second_starts[i] as usize..second_starts[i + 1] as usize];
+            sample.second_counts = SecondCounts::encode(these.iter().copied()).0;
             out.message(2, &sample)?;
         }
         Ok(locations)
@@ -363,6 +368,9 @@ mod tests {
     fn counts_past_u32_and_a_stack_twice_in_a_slice_add_up() {
         let mut s = slice(0);
         s.stacks[0].count = u64::from(u32::MAX) + 5;
+        crate::slice::tests::spread_seconds(&mut s, 0);
+        // One second past u32::MAX too.
+        s.stacks[0].seconds = crate::seconds::SecondCounts::encode([(2, s.stacks[0].count)]);
         let twice = s.stacks[0].clone();
         s.stacks.push(twice);
         let next = slice(1);
