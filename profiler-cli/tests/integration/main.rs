@@ -16,6 +16,7 @@ mod daemon_ops;
 mod daemon_reload;
 mod daemon_rename;
 mod daemon_rollup;
+mod daemon_seconds;
 mod daemon_serve;
 mod daemon_share;
 mod daemon_snapshots;

@@ -525,4 +525,57 @@ mod cost {
             memory as f64 / 1e6
         );
     }
+
+    /// What keeping each stack's samples per second costs on real slices (bench/daemon.sh
+    /// runs it on its runs' slices): the slice files as written, the same slices without
+    /// their per-second counts (as written before they were kept), and the roll-up of all of
+    /// them each way (file and compact form). `PROFILERD_BENCH_SLICES=DIR cargo test
+    /// --release -p profiler-daemon --bin profilerd seconds_cost -- --ignored --nocapture`;
+    /// prints one line: `seconds_cost: slices N with W without O rollup_with RW
+    /// rollup_without RO compact_with CW compact_without CO` (bytes).
+    #[test]
+    #[ignore]
+    fn seconds_cost() {
+        let Ok(dir) = std::env::var("PROFILERD_BENCH_SLICES") else {
+            return;
+        };
+        let mut paths: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let n = p.to_str().unwrap();
+                n.ends_with(".pb.gz") && !n.ends_with(".hour.pb.gz")
+            })
+            .collect();
+        paths.sort();
+        let (mut with, mut without) = (0u64, 0u64);
+        let mut b_with = RollupBuilder::new(usize::MAX);
+        let mut b_without = RollupBuilder::new(usize::MAX);
+        for p in &paths {
+            let bytes = std::fs::read(p).unwrap();
+            with += bytes.len() as u64;
+            let s = Slice::decode(&bytes).unwrap();
+            let span = (s.start_ns, s.end_ns);
+            b_with.fold(&s, span).unwrap();
+            let mut bare = s;
+            for st in &mut bare.stacks {
+                st.seconds = Default::default();
+            }
+            without += bare.encode().len() as u64;
+            b_without.fold(&bare, span).unwrap();
+        }
+        let size = |b: &RollupBuilder| {
+            let mut out = Vec::new();
+            b.write_to(&mut out).unwrap();
+            out.len()
+        };
+        println!(
+            "seconds_cost: slices {} with {with} without {without} rollup_with {} rollup_without {} compact_with {} compact_without {}",
+            paths.len(),
+            size(&b_with),
+            size(&b_without),
+            b_with.memory(),
+            b_without.memory()
+        );
+    }
 }
