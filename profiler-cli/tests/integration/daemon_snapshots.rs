@@ -3,7 +3,8 @@
 //! the default slice length, under a process churn (many distinct stacks in the open slices)
 //! and a CPU cap set just above the daemon's own steady cost: over several budget windows the
 //! sampling frequency stays at its configured value (`budget_frequency_changes` unchanged),
-//! and the loop costs at most one snapshot per spacing (2 s) rather than one a second. (The
+//! and the loop costs a burst of two snapshots and then one per spacing (2 s), rather than
+//! one a second. (The
 //! drain thread's normalizing of each snapshot used to count as the sampling pipeline's CPU.)
 
 use std::fs;
@@ -163,7 +164,8 @@ fn daemon_a_users_query_loop_never_lowers_the_frequency() {
         answered >= 3 && taken >= 3,
         "the loop asked for fresh answers: {answered} answered, {taken} snapshots"
     );
-    let most = LOOP.as_secs() / SPACING_S + 2;
+    // A burst of two, then one per spacing (and one more that may fall due at the end).
+    let most = LOOP.as_secs() / SPACING_S + 3;
     assert!(
         taken <= most,
         "{taken} snapshots in {LOOP:?} for one user: spaced by {SPACING_S} s, at most {most}"

@@ -5,10 +5,10 @@
 //!
 //! A query whose range reaches past the newest slice written asks for a snapshot unless the
 //! last one is recent enough (within [`FRESH_LAG`] of what it wants), and unless the same
-//! user asked for one less than [`SNAPSHOT_SPACING`] ago (it then waits for that spacing to
-//! pass, or for another user's snapshot, so that one user's loop of queries costs at most
-//! one snapshot per spacing); the pipeline's drain
-//! loop wakes, reads every ring and hands each open window on, normalized, through the naming
+//! user has used up its snapshots (a burst of [`SNAPSHOT_BURST`], then one per
+//! [`SNAPSHOT_SPACING`]: it then waits for the next, or for another user's snapshot, so that
+//! one user's loop of queries costs at most one snapshot per spacing while a few queries in a
+//! row wait for nothing); the pipeline's drain loop wakes, reads every ring and hands each open window on, normalized, through the naming
 //! queue behind the closed slices already in it (so when the snapshot is named, every slice
 //! closed before it is written); the naming thread names it and publishes it here. Queries
 //! that come meanwhile wait for the same snapshot: one is named for any number of them. A
@@ -27,11 +27,17 @@ use crate::store::{unix_now_ns, Index, Selection, SliceMeta, Store};
 /// queries within a second share one.
 pub const FRESH_LAG: Duration = Duration::from_secs(1);
 
-/// Least time between two snapshots one user's queries ask for: a user whose last request
-/// was more recent waits for the rest of it (or for a snapshot another asked for) before
-/// asking again. The snapshots' work is not the sampling pipeline's (the budget counts it as
-/// housekeeping), but it is CPU a loop of queries would otherwise spend every [`FRESH_LAG`].
+/// How often one user's queries may ask for a snapshot of the open slices, past a burst of
+/// [`SNAPSHOT_BURST`]: a user who has used them up waits for the next (or for a snapshot
+/// another asked for) before asking again. The snapshots' work is not the sampling
+/// pipeline's (the budget counts it as housekeeping), but it is CPU a loop of queries would
+/// otherwise spend every [`FRESH_LAG`].
 pub const SNAPSHOT_SPACING: Duration = Duration::from_secs(2);
+
+/// Snapshots one user may ask for at once (a token bucket of this size, one token back per
+/// [`SNAPSHOT_SPACING`]): a few queries in a row (`profctl top` after `profctl flamegraph`)
+/// wait for nothing.
+pub const SNAPSHOT_BURST: f64 = 2.0;
 
 /// Who a query asks snapshots of the open slices for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -39,7 +45,7 @@ pub enum Querier {
     /// The daemon itself (tests, internal reads): never spaced.
     #[default]
     Daemon,
-    /// A user of the API socket, by uid: spaced by [`SNAPSHOT_SPACING`].
+    /// A user of the API socket, by uid: spaced by [`SNAPSHOT_SPACING`] past a burst.
     User(u32),
     /// The scrape listener: never spaced (a scrape needs the open slices as they stand at
     /// the end of its window; `scrape.max_concurrent` and its whole seconds bound it), but
@@ -85,9 +91,10 @@ pub(super) struct OpenState {
     pub refused: u64,
     /// Snapshots published.
     pub published: u64,
-    /// When each user last asked for a snapshot, within [`SNAPSHOT_SPACING`] (older entries
-    /// are dropped as new ones come: at most the users that asked within it).
-    pub last_asked: HashMap<u32, Instant>,
+    /// The snapshots each user may still ask for, as of when: a token bucket (see
+    /// [`SNAPSHOT_BURST`]). Full buckets are dropped as requests come: at most the users that
+    /// asked within the last `SNAPSHOT_BURST` spacings.
+    pub allowance: HashMap<u32, (f64, Instant)>,
 }
 
 impl OpenState {
@@ -96,25 +103,36 @@ impl OpenState {
         self.snapshot.as_ref().map_or(0, |s| s.taken_ns)
     }
 
+    /// The snapshots `uid` may ask for at `now` (its bucket refilled).
+    fn tokens(&self, uid: u32, now: Instant) -> f64 {
+        self.allowance
+            .get(&uid)
+            .map_or(SNAPSHOT_BURST, |&(tokens, at)| {
+                let back = now.duration_since(at).as_secs_f64() / SNAPSHOT_SPACING.as_secs_f64();
+                (tokens + back).min(SNAPSHOT_BURST)
+            })
+    }
+
     /// How long `querier` must still wait before it may ask for a snapshot (None: it may now).
     fn spacing_left(&self, querier: Querier) -> Option<Duration> {
         let Querier::User(uid) = querier else {
             return None;
         };
-        let at = self.last_asked.get(&uid)?;
-        SNAPSHOT_SPACING
-            .checked_sub(at.elapsed())
-            .filter(|d| !d.is_zero())
+        let missing = 1.0 - self.tokens(uid, Instant::now());
+        (missing > 0.0).then(|| SNAPSHOT_SPACING.mul_f64(missing))
     }
 
-    /// `querier` asked for a snapshot at `now`.
+    /// `querier` asked for a snapshot at `now`: one token of its bucket taken.
     fn note_asked(&mut self, querier: Querier, now: Instant) {
         let Querier::User(uid) = querier else {
             return;
         };
-        self.last_asked
-            .retain(|_, at| now.duration_since(*at) < SNAPSHOT_SPACING);
-        self.last_asked.insert(uid, now);
+        let left = self.tokens(uid, now) - 1.0;
+        // A bucket refilled by now is as good as none.
+        self.allowance.retain(|_, &mut (tokens, at)| {
+            now.duration_since(at) < SNAPSHOT_SPACING.mul_f64(SNAPSHOT_BURST - tokens)
+        });
+        self.allowance.insert(uid, (left.max(0.0), now));
     }
 
     /// Drop the open slices that the written slice `key` supersedes.
@@ -514,23 +532,32 @@ mod tests {
             assert!(sel.complete_until_ns > t);
             began.elapsed()
         };
+        // A burst of two at once.
         assert!(fresh(Querier::User(5)) < Duration::from_secs(1));
-        assert_eq!(asked.load(Ordering::SeqCst), 1);
-        // The same user at once again: waits for the rest of its spacing, then asks.
-        let waited = fresh(Querier::User(5));
-        assert!(
-            waited >= SNAPSHOT_SPACING - Duration::from_millis(200),
-            "{waited:?}"
-        );
+        assert!(fresh(Querier::User(5)) < Duration::from_secs(1));
         assert_eq!(asked.load(Ordering::SeqCst), 2);
+        // The same user at once again: waits for its next snapshot, then asks.
+        let waited = fresh(Querier::User(5));
+        assert!(waited >= SNAPSHOT_SPACING.mul_f64(0.8), "{waited:?}");
+        assert_eq!(asked.load(Ordering::SeqCst), 3);
         // Another user, and the daemon itself, are not held by that user's spacing.
         assert!(fresh(Querier::User(6)) < Duration::from_secs(1));
         assert!(fresh(Querier::Daemon) < Duration::from_secs(1));
         assert!(fresh(Querier::Scrape) < Duration::from_secs(1));
-        assert_eq!(asked.load(Ordering::SeqCst), 5);
+        assert_eq!(asked.load(Ordering::SeqCst), 6);
         // A user's query the last snapshot answers (within the lag) asks for nothing.
         let sel = store.select_for(Querier::User(6), t - 60 * S, now());
         assert!(sel.complete_until_ns > t);
-        assert_eq!(asked.load(Ordering::SeqCst), 5);
+        assert_eq!(asked.load(Ordering::SeqCst), 6);
+        // Over a loop, one snapshot per spacing.
+        let began = Instant::now();
+        for _ in 0..3 {
+            fresh(Querier::User(5));
+        }
+        assert!(
+            began.elapsed() >= SNAPSHOT_SPACING.mul_f64(2.6),
+            "{:?}",
+            began.elapsed()
+        );
     }
 }
