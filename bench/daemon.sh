@@ -20,7 +20,10 @@
 #      targets: < 0.2% of one core at 99 Hz, < 1% at 999 Hz (steady);
 #   2. RSS (VmRSS) at the end of the 99 Hz run (target < 64 MB), with smaps_rollup kept;
 #   3. bytes of history per hour: the slices directory after the run, over the run's wall time,
-#      against perf.data's bytes per hour at the same frequency;
+#      against perf.data's bytes per hour at the same frequency; and what the per-second counts
+#      of each stack (docs/daemon.md, "Timeline") add to it: the same slices written without
+#      them (what the history took before they were kept), and the roll-up of the run's slices
+#      each way (`seconds_cost`, a test of the daemon's run on the run's slices: it needs cargo);
 #   4. query time, `profctl flamegraph --since 1h --folded F` and `--since 24h`, on a history of
 #      24 h built from the 99 Hz run's slices (hard links renamed with shifted times: the store
 #      indexes files by name), the daemon restarted on it (with the 99 Hz run's caches, as a
@@ -183,6 +186,17 @@ echo "load after sampling:$(uptime | sed 's/.*load average://')"
 
 # bytes of history per hour
 hist_bph() { calc "$(du -sb "$T/$1/state/slices" | cut -f1) * 3600 / $(wall "$T/$1.cpu")"; }
+# seconds_cost NAME: "WITH WITHOUT ROLLUP_WITH ROLLUP_WITHOUT COMPACT_WITH COMPACT_WITHOUT" bytes
+# of the run's slices with and without their per-second counts (profiler-daemon's seconds_cost)
+seconds_cost() {
+    (cd "$ROOT" && PROFILERD_BENCH_SLICES="$T/$1/state/slices" cargo test --release -q \
+        -p profiler-daemon --bin profilerd seconds_cost -- --ignored --nocapture 2>/dev/null) |
+        awk '$1 == "seconds_cost:" { print $5, $7, $9, $11, $13, $15 }'
+}
+for f in 99 999; do
+    note "per-second counts at $f Hz: the slices re-encoded without them (cargo test --release)"
+    seconds_cost "d$f" >"$T/d$f.seconds" || true
+done
 perf_bph() { calc "$(stat -c %s "$T/$1.data") * 3600 / $(wall "$T/$1.cpu")"; }
 
 # ------------------------------------------------------------ query history
@@ -330,6 +344,14 @@ row "  peak (VmHWM, MB)" "$(mb "$((D99_HWM * 1024))")"
 for f in 99 999; do
     row "history at $f Hz (MB per hour)" "$(mb "$(hist_bph "d$f")")" \
         "$(mb "$(perf_bph "p$f")")" "$(ratio "$(hist_bph "d$f")" "$(perf_bph "p$f")")"
+    if read -r SW SWO RW RWO CW CWO <"$T/d$f.seconds" && [ "${SW:-0}" -gt 0 ]; then
+        row "  without per-second counts (before)" "$(mb "$(calc "$(hist_bph "d$f") * $SWO / $SW")")"
+        row "  per-second counts add (MB per hour)" "$(mb "$(calc "$(hist_bph "d$f") * ($SW - $SWO) / $SW")")" \
+            "" "" "" "+$(printf %.1f "$(calc "100 * ($SW - $SWO) / $SWO")")% slices, +$(printf %.1f "$(calc "100 * ($RW - $RWO) / $RWO")")% roll-up"
+        row "  roll-up compact form with / without (MB)" "$(mb "$CW") / $(mb "$CWO")"
+    else
+        row "  without per-second counts (before)" "?" "" "" "" "(seconds_cost did not run)"
+    fi
 done
 row "query 1 h, median of $QUERIES (ms)" "$Q1_MED" "$(printf %.0f "$PERF_Q1")" "$(ratio "$Q1_MED" "$PERF_Q1")" \
     "< 200 ms" "$(pass_lt "$Q1_MED" 200)"

@@ -133,11 +133,14 @@ const TIMELINE_EXAMPLES: &str = "Examples:
   profctl timeline --since 10m --bucket 5s --comm nginx --by pid
   profctl timeline --since 2h --function malloc         when was malloc hot?
   profctl timeline --since 1d -o day.svg                an SVG (open it in a browser)
-  profctl timeline --since 30m --json                   {\"bucket_seconds\": .., \"buckets\": [..]}
+  profctl timeline --since 30m --json                   {\"bucket_seconds\": .., \"resolution_seconds\": .., \"buckets\": [..]}
 
 A bucket's CPU is its samples' CPU time over its length, in cores (1.0: one CPU busy all the
-time). The daemon's slices (10 s by default) are the finest grain: a slice's CPU is spread
-evenly over its span. Without --bucket, about 60 buckets, none shorter than a slice.";
+time). The daemon keeps each stack's samples per second, whatever its slice length: the
+resolution is a second (the chart, the SVG and the JSON say it). Slices kept without
+per-second counts (written by an older daemon) are spread evenly over their span: a bucket
+finer than that is widened to it, with a note. Without --bucket, about 60 buckets, none
+shorter than a second.";
 
 /// What `profctl timeline` groups CPU by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -180,8 +183,9 @@ pub struct TimelineArgs {
     /// Write the timeline as an SVG here (instead of the chart in the terminal).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Print the timeline as JSON: {"bucket_seconds": N, "buckets": [{"start": UNIX-SECONDS,
-    /// "cpu": {"GROUP": cores, ...}}, ...]}.
+    /// Print the timeline as JSON: {"bucket_seconds": N, "resolution_seconds": R, "buckets":
+    /// [{"start": UNIX-SECONDS, "cpu": {"GROUP": cores, ...}}, ...]} (and "note" when the
+    /// buckets were widened to the data's resolution).
     #[arg(long, conflicts_with = "output")]
     pub json: bool,
 }

@@ -35,6 +35,7 @@ mod pipeline_cpu;
 mod query;
 mod recordings;
 mod reload;
+mod seconds;
 mod service;
 mod slice;
 mod slice_proto;

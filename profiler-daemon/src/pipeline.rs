@@ -16,7 +16,8 @@
 //! windows, normalized, behind the closed slices already queued (one snapshot at most in the
 //! queue, in a place of its own: a closed slice never loses its place to one); the naming
 //! thread names them with the same symbol service and publishes them in the store. Their
-//! cost is the queries' (housekeeping to the budget), never the drain's wait.
+//! cost is the queries' (housekeeping to the budget, on both threads: the drain thread's
+//! normalizing, timed by the recorder, and the naming), never the drain's wait.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -208,6 +209,8 @@ fn sample(
         if let Some(snapshot) = closed.snapshot {
             open.push(closed);
             if snapshot.last {
+                // The queries' work, not sampling's: housekeeping to the budget.
+                shared.budget.pipeline.add_housekeeping(snapshot.cpu);
                 let windows = std::mem::take(&mut open);
                 queue_snapshot(&slices, windows, snapshot.taken, &stopping, shared);
             }

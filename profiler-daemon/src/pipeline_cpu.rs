@@ -1,8 +1,9 @@
 //! What the sampling pipeline's own threads cost in CPU, which the budget judges: the drain
 //! and naming threads register themselves, their CPU time is read from
-//! `/proc/self/task/TID/schedstat` (ns on a CPU), and the naming thread's housekeeping (roll-up
-//! folds, retention, symbol trims, cache saves) is timed with its thread CPU clock and
-//! subtracted. Queries, recordings, the API, and the housekeeping thread are not counted.
+//! `/proc/self/task/TID/schedstat` (ns on a CPU), and their housekeeping (the naming thread's
+//! roll-up folds, retention, symbol trims, cache saves and naming of snapshots of the open
+//! slices; the drain thread's normalizing of those snapshots) is timed with the thread's CPU
+//! clock and subtracted. Queries, recordings, the API, and the housekeeping thread are not counted.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,6 +54,14 @@ impl PipelineCpu {
         self.housekeeping_ns
             .fetch_add(spent.as_nanos() as u64, Ordering::Relaxed);
         out
+    }
+
+    /// Count `spent`, CPU time a registered thread measured itself spending on housekeeping
+    /// (the drain thread's normalizing of a snapshot of the open slices, timed by the
+    /// recorder), as [`PipelineCpu::housekeeping`] counts what it runs.
+    pub fn add_housekeeping(&self, spent: Duration) {
+        self.housekeeping_ns
+            .fetch_add(spent.as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// The registered threads' CPU time now (a thread gone counts 0).

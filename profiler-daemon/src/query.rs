@@ -13,7 +13,9 @@ use crate::config::Api;
 use crate::filter::Filter;
 use crate::folding::Folding;
 use crate::measure::{user_frames, Measure, MeasureSlices};
+pub(crate) use crate::slice::samples_of;
 use crate::slice::{Slice, SliceError};
+use crate::store::open::Querier;
 use crate::store::{SliceMeta, Store};
 
 /// Why a query was not answered.
@@ -156,6 +158,8 @@ pub struct Bounds {
     pub timeout: std::time::Duration,
     /// Set when the client went away.
     pub cancel: Cancel,
+    /// Whom snapshots of the open slices are asked for (a user's are spaced).
+    pub querier: Querier,
 }
 
 impl Bounds {
@@ -182,6 +186,7 @@ impl Bounds {
             timeout,
             deadline: Instant::now() + timeout,
             cancel: Cancel::default(),
+            querier: Querier::Daemon,
         }
     }
 }
@@ -196,7 +201,7 @@ pub fn folded(
     bounds: &Bounds,
 ) -> Result<Folded, QueryError> {
     let _release = ReleaseMemory;
-    let selection = store.select(since_ns, until_ns);
+    let selection = store.select_for(bounds.querier, since_ns, until_ns);
     let mut folding = Folding::new(bounds.max_bytes);
     let mut out = Folded {
         complete_until_ns: selection.complete_until_ns,
@@ -297,6 +302,8 @@ pub fn merged(
                 continue;
             }
             let mut stack = s.clone();
+            // Seconds of its own slice: meaningless in the merged one.
+            stack.seconds = Default::default();
             if slice.period_ns != out.period_ns && filter.measure == Measure::Cpu {
                 // Sampled at another frequency (the budget or a reload changed it): counted
                 // for its CPU time, in samples of the merged slice's period.
@@ -348,15 +355,6 @@ pub fn merged(
         }
     }
     Ok((out, counts))
-}
-
-/// `cpu_ns` in samples of `period_ns`, rounded to the nearest (a stack with any CPU time
-/// counts at least one).
-pub(crate) fn samples_of(cpu_ns: u64, period_ns: u64) -> u64 {
-    if cpu_ns == 0 || period_ns == 0 || period_ns == u64::MAX {
-        return 0;
-    }
-    ((u128::from(cpu_ns) + u128::from(period_ns / 2)) / u128::from(period_ns)).max(1) as u64
 }
 
 #[cfg(test)]

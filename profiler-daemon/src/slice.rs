@@ -10,6 +10,7 @@ use profile::FrameId;
 use sampler::EventKind;
 use symbolize::service::NamedStack;
 
+use crate::seconds::{first_second, SecondCounts, NANOS};
 use crate::slice_proto as proto;
 
 /// Format version, in the profile's first comment (`profilerd slice v1`).
@@ -75,6 +76,11 @@ pub struct SliceStack {
     /// a roll-up's per-member counts keep each member's time; `cpu_ns` 0);
     /// 0 for a CPU stack. Only with `[sampling] off_cpu` (the history's `measure=off_cpu` and `wall`).
     pub off_cpu_ns: u64,
+    /// A CPU stack's samples per second of the slice (adding up to `count`; see
+    /// `seconds.rs`); of a roll-up's stack, numbered across its members. Empty when not known
+    /// (off-CPU stacks, slices written before they were kept, answers merged from several
+    /// slices).
+    pub seconds: SecondCounts,
 }
 
 impl Slice {
@@ -116,7 +122,19 @@ impl Slice {
         let mut names: Vec<String> = Vec::new();
         let mut ids: HashMap<FrameId, u32> = HashMap::new();
         let mut out = Vec::with_capacity(stacks.len());
-        for (stack, named) in window.stacks.iter().zip(stacks) {
+        // The window's seconds in the slice's: its second 0 is the whole UNIX second its
+        // start falls in; the recorder's grid began at a whole second too (as its clocks
+        // stood then: rounded to the nearest).
+        let start_ns = window.start.saturating_add(unix_offset_ns);
+        let shift = window.seconds.as_ref().map_or(0, |s| {
+            let grid = s
+                .start
+                .saturating_add(unix_offset_ns)
+                .saturating_add(NANOS / 2)
+                / NANOS;
+            grid as i64 - (first_second(start_ns) / NANOS) as i64
+        });
+        for (i, (stack, named)) in window.stacks.iter().zip(stacks).enumerate() {
             let thread = &window.threads[stack.thread as usize];
             let frames = named
                 .frames
@@ -155,6 +173,13 @@ impl Slice {
                     stack.period.max(1)
                 } else {
                     0
+                },
+                // An off-CPU interval is counted at its switch out, not over the seconds it
+                // lasted: its stack keeps its slice's resolution.
+                seconds: if stack.weight.is_off_cpu() {
+                    SecondCounts::default()
+                } else {
+                    shifted(window.seconds_of(i), shift)
                 },
             });
         }
@@ -209,6 +234,8 @@ impl Slice {
                 },
                 label: keys.labels(stack, &mut strings, ns_u),
                 slice_counts: Vec::new(),
+                second_counts: stack.seconds.0.clone(),
+                slice_cpu_ns: Vec::new(),
             })
             .collect();
         let mut sample_type = vec![
@@ -337,11 +364,18 @@ impl Slice {
                 Some(_) => return Err(SliceError::Invalid("a sample with negative off-CPU time")),
                 None => 0,
             };
+            let seconds = SecondCounts(s.second_counts.clone());
+            if !seconds.is_empty() && !seconds.check(count) {
+                return Err(SliceError::Invalid(
+                    "a sample's counts per second do not add up to its count",
+                ));
+            }
             let mut stack = SliceStack {
                 frames,
                 count,
                 cpu_ns,
                 off_cpu_ns,
+                seconds,
                 ..Default::default()
             };
             for label in &s.label {
@@ -412,6 +446,29 @@ impl LabelKey {
     }
 }
 
+/// `cpu_ns` in samples of `period_ns`, rounded to the nearest (a stack with any CPU time
+/// counts at least one).
+pub fn samples_of(cpu_ns: u64, period_ns: u64) -> u64 {
+    if cpu_ns == 0 || period_ns == 0 || period_ns == u64::MAX {
+        return 0;
+    }
+    ((u128::from(cpu_ns) + u128::from(period_ns / 2)) / u128::from(period_ns)).max(1) as u64
+}
+
+/// Per-second counts of a window (its grid's seconds) in a slice's seconds, `shift` later
+/// (a second before the slice's first lands in it).
+fn shifted(counts: &[profile::SecondCount], shift: i64) -> SecondCounts {
+    let mut pairs: Vec<(u32, u64)> = Vec::with_capacity(counts.len());
+    for c in counts {
+        let second = (i64::from(c.second) + shift).clamp(0, i64::from(u32::MAX)) as u32;
+        match pairs.last_mut() {
+            Some((s, n)) if *s == second => *n += u64::from(c.count),
+            _ => pairs.push((second, u64::from(c.count))),
+        }
+    }
+    SecondCounts::encode(pairs)
+}
+
 /// A profile as a slice or roll-up file's bytes: protobuf, gzipped.
 pub fn encode_profile(profile: &proto::Profile) -> Vec<u8> {
     gzip(&profile.encode_to_vec())
@@ -445,7 +502,9 @@ pub fn decode_profile_within(bytes: &[u8], limit: u64) -> Result<proto::Profile,
             SliceError::TooLarge
         });
     }
-    proto::Profile::decode(raw.as_slice()).map_err(|e| SliceError::Protobuf(e.to_string()))
+    // From a shared buffer: the per-second counts are kept as slices of it, not copied.
+    proto::Profile::decode(prost::bytes::Bytes::from(raw))
+        .map_err(|e| SliceError::Protobuf(e.to_string()))
 }
 
 /// Why a slice file could not be read back.

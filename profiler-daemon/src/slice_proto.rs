@@ -1,7 +1,9 @@
 //! The pprof messages of slice and roll-up files: the `pprof` crate's generated types of
 //! Google's `profile.proto`, except `Profile` and `Sample`, declared here with the proto's
-//! field numbers because profilerd's roll-ups add field 100 to `Sample` (the per-member
-//! counts; pprof tools skip it, and a slice leaves it empty, so slices are plain pprof).
+//! field numbers because profilerd's roll-ups add fields of their own, numbered from 100,
+//! which pprof tools skip: to `Profile` each member's period, to `Sample` the per-member
+//! counts, the samples per second and (when the hour's frequency changed) CPU times. A slice
+//! holds only the samples per second.
 
 #![allow(missing_docs)] // The proto's own field comments are the documentation.
 
@@ -40,6 +42,10 @@ pub struct Profile {
     pub default_sample_type: i64,
     #[prost(int64, tag = "15")]
     pub doc_url: i64,
+    /// profilerd's own field, in roll-ups only: each member slice's period (ns per sample),
+    /// packed. Absent in roll-ups written before it: every member then has `period`.
+    #[prost(uint64, repeated, packed = "true", tag = "100")]
+    pub member_period_ns: Vec<u64>,
 }
 
 /// A stack (leaf first) with its values and labels.
@@ -55,4 +61,13 @@ pub struct Sample {
     /// count) pairs, flattened, packed.
     #[prost(uint64, repeated, packed = "true", tag = "100")]
     pub slice_counts: Vec<u64>,
+    /// profilerd's own field, in slices and roll-ups: the stack's samples per second, as
+    /// (gap in seconds, count) varint pairs (`seconds.rs`), kept as read.
+    #[prost(bytes = "bytes", tag = "101")]
+    pub second_counts: prost::bytes::Bytes,
+    /// profilerd's own field, in roll-ups whose CPU time does not follow from their counts
+    /// and periods (the frequency changed within the hour): the CPU time, ns, of each
+    /// (member, count) pair of `slice_counts`, in the same order, packed.
+    #[prost(uint64, repeated, packed = "true", tag = "102")]
+    pub slice_cpu_ns: Vec<u64>,
 }

@@ -33,6 +33,7 @@ pub(crate) fn example(start_ns: u64) -> Slice {
                 count: 30,
                 cpu_ns: 30 * 10_101_010,
                 off_cpu_ns: 0,
+                seconds: Default::default(),
             },
             SliceStack {
                 frames: vec![5, 0, 3, 4],
@@ -47,6 +48,7 @@ pub(crate) fn example(start_ns: u64) -> Slice {
                 count: 7,
                 cpu_ns: 7 * 10_101_010,
                 off_cpu_ns: 0,
+                seconds: Default::default(),
             },
             SliceStack {
                 // "main" also as a kernel frame: its own location.
@@ -62,9 +64,120 @@ pub(crate) fn example(start_ns: u64) -> Slice {
                 count: 1,
                 cpu_ns: 10_101_010,
                 off_cpu_ns: 0,
+                seconds: Default::default(),
             },
         ],
     }
+}
+
+/// Give each CPU stack of `slice` per-second counts: its count spread over up to three of
+/// the slice's seconds, chosen by `salt` and the stack.
+pub(crate) fn spread_seconds(slice: &mut Slice, salt: u64) {
+    let seconds = crate::seconds::seconds_in((slice.start_ns, slice.end_ns));
+    for (k, st) in slice.stacks.iter_mut().enumerate() {
+        if st.off_cpu_ns > 0 || st.count == 0 {
+            st.seconds = Default::default();
+            continue;
+        }
+        let first = (salt + 3 * k as u64) % seconds;
+        let mut picked: Vec<u32> = (0..3).map(|j| ((first + 4 * j) % seconds) as u32).collect();
+        picked.sort_unstable();
+        picked.dedup();
+        let n = (picked.len() as u64).min(st.count);
+        let pairs: Vec<(u32, u64)> = picked[..n as usize]
+            .iter()
+            .enumerate()
+            .map(|(j, &sec)| {
+                let part = st.count / n + u64::from((j as u64) < st.count % n);
+                (sec, part)
+            })
+            .collect();
+        st.seconds = crate::seconds::SecondCounts::encode(pairs);
+    }
+}
+
+#[test]
+fn per_second_counts_round_trip_and_must_add_up() {
+    let mut slice = example(1_700_000_000_000_000_000);
+    spread_seconds(&mut slice, 7);
+    assert!(slice.stacks.iter().all(|s| !s.seconds.is_empty()));
+    let decoded = Slice::decode(&slice.encode()).unwrap();
+    assert_eq!(decoded, slice);
+    // Counts per second that do not add up to the stack's count: refused.
+    let mut bad = slice.clone();
+    bad.stacks[0].count += 1;
+    bad.stacks[0].cpu_ns += bad.period_ns;
+    assert!(matches!(
+        Slice::decode(&bad.encode()),
+        Err(SliceError::Invalid(_))
+    ));
+}
+
+#[test]
+fn a_named_window_keeps_its_stacks_seconds_on_the_wall_clocks_grid() {
+    use profile::{
+        NormalizedStack, NormalizedWindow, SecondCount, StackEnd, StackWeight, ThreadLabels,
+    };
+    const S: u64 = 1_000_000_000;
+    // A window from monotonic 50.4 s; the wall clock 1_700_000_000.3 s ahead: it starts at
+    // UNIX 1_700_000_050.7 s, and its grid's second 0 began at UNIX 1_700_000_050 s
+    // (monotonic 49.7 s).
+    let offset = 1_700_000_000 * S + 300_000_000;
+    let mut seconds = profile::WindowSeconds::new(49 * S + 700_000_000);
+    let c = |second, count| SecondCount { second, count };
+    seconds.push(&[c(0, 2), c(3, 5)]);
+    let window = NormalizedWindow {
+        start: 50 * S + 400_000_000,
+        end: 60 * S + 400_000_000,
+        threads: vec![ThreadLabels {
+            pid: 7,
+            tid: 7,
+            ..ThreadLabels::default()
+        }],
+        stacks: vec![NormalizedStack {
+            thread: 0,
+            frames_start: 0,
+            kernel_len: 0,
+            user_len: 0,
+            user_end: StackEnd::Complete,
+            count: 7,
+            period: 7 * 1_000_000,
+            weight: StackWeight::OnCpu,
+        }],
+        seconds: Some(seconds),
+        ..NormalizedWindow::default()
+    };
+    let profile = profile::Profile::new();
+    let named = [NamedStack {
+        frames: Vec::new(),
+        kernel_frames: 0,
+    }];
+    let slice = Slice::from_named(
+        &window,
+        &profile,
+        &named,
+        1_000_000,
+        EventKind::CpuClock,
+        offset,
+    );
+    assert_eq!(slice.start_ns, 1_700_000_050 * S + 700_000_000);
+    assert_eq!(
+        slice.stacks[0].seconds.iter().collect::<Vec<_>>(),
+        [(0, 2), (3, 5)],
+        "second 0: the one its start falls in"
+    );
+    // The grid read a moment off (its clocks read at another time than the naming's).
+    let mut early = window.clone();
+    early.seconds.as_mut().unwrap().start -= 2_000_000;
+    let slice = Slice::from_named(
+        &early,
+        &profile,
+        &named,
+        1_000_000,
+        EventKind::CpuClock,
+        offset,
+    );
+    assert_eq!(slice.stacks[0].seconds.iter().next(), Some((0, 2)));
 }
 
 #[test]

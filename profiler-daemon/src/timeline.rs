@@ -1,8 +1,11 @@
 //! The CPU timeline of a time range: each bucket's CPU in cores, by group (command name,
 //! process, user or cgroup), the top groups kept and the rest as "other"; optionally only the
 //! CPU spent with a function on the stack. Read from the same stored files as the other
-//! queries (`query`), each member slice of a roll-up placed at its own time; a slice's CPU is
-//! spread evenly over its span, so the slice length is the finest grain.
+//! queries (`query`), each member slice of a roll-up placed at its own time, each stack's CPU
+//! in the wall-clock seconds its samples fell in (`seconds.rs`): 1-s resolution whatever the
+//! slice length. A stack without per-second counts (a slice written before they were kept,
+//! off-CPU time) is spread evenly over its slice, whose span is then the answer's resolution
+//! ([`Timeline::resolution_ns`]: the coarsest of what it drew from).
 
 use std::collections::HashMap;
 
@@ -11,6 +14,7 @@ use crate::filter::Filter;
 use crate::folding::comm_of;
 use crate::measure::MeasureSlices;
 use crate::query::{Bounds, QueryError};
+use crate::seconds::{member_seconds, second_span, NANOS};
 use crate::slice::{SliceError, SliceStack};
 use crate::store::Store;
 
@@ -69,6 +73,9 @@ pub struct Timeline {
     pub slices: u64,
     /// Files skipped as corrupt or truncated.
     pub skipped: u64,
+    /// The coarsest time resolution of the data drawn, ns: a second, or the span of a slice
+    /// whose stacks have no per-second counts (a second when nothing was drawn).
+    pub resolution_ns: u64,
 }
 
 /// What a process's group is named after.
@@ -160,8 +167,15 @@ pub fn timeline(
 ) -> Result<Timeline, QueryError> {
     let _release = crate::query::ReleaseMemory;
     let mut sums = Sums::default();
-    let mut out = Timeline::default();
-    for meta in &store.select(request.since_ns, request.until_ns).slices {
+    let mut out = Timeline {
+        resolution_ns: NANOS,
+        ..Timeline::default()
+    };
+    let in_range = |(a, b): (u64, u64)| a < request.until_ns && b > request.since_ns;
+    for meta in &store
+        .select_for(bounds.querier, request.since_ns, request.until_ns)
+        .slices
+    {
         bounds.check()?;
         let rollup = match store.read_members(meta, bounds.max_bytes) {
             Ok(Some(r)) => r,
@@ -173,6 +187,7 @@ pub fn timeline(
             }
         };
         out.slices += 1;
+        let bases = member_seconds(&rollup.members);
         let preempted = crate::measure::preempted_frame(&rollup.slice.names);
         let wanted: Option<Vec<bool>> = request.function.as_deref().map(|f| {
             let f = profile::sanitize_frame(f);
@@ -182,7 +197,7 @@ pub fn timeline(
                 .map(|n| n == f.as_ref() || profile::sanitize_frame(n) == f)
                 .collect()
         });
-        for (s, counts) in rollup.slice.stacks.iter().zip(&rollup.counts) {
+        for (i, s) in rollup.slice.stacks.iter().enumerate() {
             if !filter.admits(s, visibility) || s.count == 0 {
                 continue;
             }
@@ -203,12 +218,46 @@ pub fn timeline(
             if request.by == GroupBy::Pid {
                 sums.name(group, s);
             }
-            for &(m, count) in counts {
-                let Some(&span) = rollup.members.get(m as usize) else {
-                    continue;
+            if s.seconds.is_empty() {
+                // Known per slice only: spread over each member's span.
+                for (m, time) in rollup.member_times(i, time_ns) {
+                    let Some(&span) = rollup.members.get(m as usize) else {
+                        continue;
+                    };
+                    if in_range(span) {
+                        out.resolution_ns = out.resolution_ns.max(span.1 - span.0);
+                    }
+                    sums.add(group, time as f64, span, request);
+                }
+                continue;
+            }
+            // Each member's time, shared out between its seconds by their counts.
+            let mut parts = rollup.counts[i]
+                .iter()
+                .zip(rollup.member_times(i, time_ns))
+                .map(|(&(m, count), (_, time))| (m as usize, count, time))
+                .peekable();
+            let mut member = 0usize;
+            for (second, count) in s.seconds.iter() {
+                let second = u64::from(second);
+                while bases.get(member + 1).is_some_and(|&next| next <= second) {
+                    member += 1;
+                }
+                let (Some(&span), Some(&base)) = (rollup.members.get(member), bases.get(member))
+                else {
+                    break;
                 };
-                let cpu = time_ns as f64 * count as f64 / s.count as f64;
-                sums.add(group, cpu, span, request);
+                while parts.peek().is_some_and(|p| p.0 < member) {
+                    parts.next();
+                }
+                let Some(&(m, in_member, time)) = parts.peek() else {
+                    break;
+                };
+                if m != member || in_member == 0 {
+                    continue;
+                }
+                let cpu = time as f64 * count as f64 / in_member as f64;
+                sums.add(group, cpu, second_span(span, second - base), request);
             }
         }
         if sums.bytes() > bounds.max_bytes {
@@ -378,5 +427,133 @@ mod tests {
         assert_eq!(out[0].cpu["a"], 0.5);
         assert_eq!(out[1].cpu["a"], 0.1);
         assert!(out[2].cpu.is_empty());
+    }
+
+    /// Slices of 10 s from `H + 0.4 s` (not on whole seconds) in which one thread is busy
+    /// (one core: 100 samples of 10 ms a second) in the UNIX seconds `H + 13` to `H + 20` and
+    /// `H + 43` to `H + 50`, with per-second counts; slices 2 and 3 at half the frequency.
+    fn bursts() -> Vec<crate::slice::Slice> {
+        use crate::seconds::{second_span, seconds_in, SecondCounts};
+        use crate::slice::{Slice, SliceStack};
+        const H: u64 = 1_700_002_800 * S;
+        let busy = |second: u64| (13..21).contains(&second) || (43..51).contains(&second);
+        (0..6u64)
+            .map(|k| {
+                let span = (
+                    H + k * 10 * S + 400_000_000,
+                    H + (k + 1) * 10 * S + 400_000_000,
+                );
+                let period = if (2..4).contains(&k) {
+                    20_000_000
+                } else {
+                    10_000_000
+                };
+                let mut pairs = Vec::new();
+                for j in 0..seconds_in(span) {
+                    let (a, b) = second_span(span, j);
+                    let second = (a / S) - H / S;
+                    let count = (b - a) / period;
+                    if busy(second) && count > 0 {
+                        pairs.push((j as u32, count));
+                    }
+                }
+                let count: u64 = pairs.iter().map(|p| p.1).sum();
+                Slice {
+                    start_ns: span.0,
+                    end_ns: span.1,
+                    period_ns: period,
+                    names: vec!["burn".into()],
+                    stacks: vec![SliceStack {
+                        frames: vec![0],
+                        pid: 9,
+                        tid: 9,
+                        comm: Some("burner".into()),
+                        count,
+                        cpu_ns: count * period,
+                        seconds: SecondCounts::encode(pairs),
+                        ..SliceStack::default()
+                    }],
+                }
+            })
+            .filter(|s| s.stacks[0].count > 0)
+            .collect()
+    }
+
+    /// The burner's cores in each bucket of `bucket` s from `H + 5 s` to `H + 60 s`, and the
+    /// resolution told.
+    fn burner(store: &Store, bucket: u64) -> (Vec<f64>, u64) {
+        const H: u64 = 1_700_002_800 * S;
+        let request = Request {
+            since_ns: H + 5 * S,
+            until_ns: H + 60 * S,
+            bucket_ns: bucket * S,
+            by: GroupBy::Comm,
+            top: 5,
+            function: None,
+        };
+        let t = timeline(
+            store,
+            &request,
+            &Filter::default(),
+            Visibility::All,
+            &bounds(),
+        )
+        .unwrap();
+        let cores = t
+            .buckets
+            .iter()
+            .map(|b| b.cpu.get("burner").copied().unwrap_or(0.0))
+            .collect();
+        (cores, t.resolution_ns)
+    }
+
+    #[test]
+    fn cpu_is_placed_in_the_seconds_it_was_sampled_in_whatever_the_slice() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Duration::from_secs(1 << 30), 1 << 30, 0).unwrap();
+        let slices = bursts();
+        for slice in &slices {
+            store.write(slice, 0).unwrap();
+        }
+        let (cores, resolution) = burner(&store, 1);
+        assert_eq!(resolution, S);
+        // Buckets from H + 5: the bursts are buckets 8 to 15 and 38 to 45, whole.
+        for (b, c) in cores.iter().enumerate() {
+            let busy = (8..16).contains(&b) || (38..46).contains(&b);
+            assert_eq!(*c, if busy { 1.0 } else { 0.0 }, "bucket {b}: {cores:?}");
+        }
+        let (fives, _) = burner(&store, 5);
+        assert_eq!(
+            fives,
+            [0.0, 0.4, 1.0, 0.2, 0.0, 0.0, 0.0, 0.4, 1.0, 0.2, 0.0]
+        );
+
+        // The same slices as one roll-up (two frequencies in it): the same buckets.
+        let dir = tempfile::tempdir().unwrap();
+        let rolled = Store::open(dir.path(), Duration::from_secs(1 << 30), 1 << 30, 0).unwrap();
+        let mut builder = crate::store::rollup_builder::RollupBuilder::new(1 << 30);
+        for slice in &slices {
+            builder.fold(slice, (slice.start_ns, slice.end_ns)).unwrap();
+        }
+        let members = builder.members().to_vec();
+        let key = (members[0].0, members[members.len() - 1].1);
+        rolled
+            .write_rollup_with(key, &members, |file| builder.write_to(file))
+            .unwrap();
+        assert_eq!(burner(&rolled, 1), (cores, S));
+        assert_eq!(burner(&rolled, 5).0, fives);
+
+        // A slice written before per-second counts were kept: spread over its span, which the
+        // resolution says.
+        let dir = tempfile::tempdir().unwrap();
+        let old = Store::open(dir.path(), Duration::from_secs(1 << 30), 1 << 30, 0).unwrap();
+        // The slice from H + 10.4 s (busy from H + 13 s to its end): 7.4 s of CPU over 10 s.
+        let mut slice = slices[0].clone();
+        assert_eq!(slice.start_ns % (10 * S), 400_000_000);
+        slice.stacks[0].seconds = Default::default();
+        old.write(&slice, 0).unwrap();
+        let (cores, resolution) = burner(&old, 10);
+        assert_eq!(resolution, 10 * S);
+        assert_eq!(cores[..3], [0.0, 0.71, 0.03], "{cores:?}");
     }
 }

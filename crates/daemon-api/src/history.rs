@@ -229,6 +229,14 @@ impl TimelineParams {
 pub struct TimelineAnswer {
     /// Bucket length, seconds.
     pub bucket_seconds: u64,
+    /// The coarsest time resolution of the data the buckets were drawn from, whole seconds:
+    /// 1, or the length of slices kept without per-second counts (None from a daemon that
+    /// did not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution_seconds: Option<u64>,
+    /// Why the buckets are longer than asked (the data's resolution), when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Every bucket of the range, oldest first, empty ones included.
     pub buckets: Vec<TimelineBucket>,
 }

@@ -87,6 +87,12 @@ pub struct RecordingStatus {
     /// When done: samples read (before the selection).
     #[serde(default)]
     pub samples_read: Option<u64>,
+    /// When done: samples of the recorded processes left out because the requester may not
+    /// see them (microseconds for off-CPU and wall-clock time): processes that are not
+    /// theirs as the kernel judges who may trace one (a set-uid or set-gid program, one not
+    /// dumpable).
+    #[serde(default)]
+    pub samples_hidden: Option<u64>,
     /// When done: samples the kernel dropped.
     #[serde(default)]
     pub lost: Option<u64>,

@@ -21,27 +21,64 @@ pub(crate) fn read_status(pid: u32) -> Option<(u32, Option<u32>)> {
 /// (ptrace_may_access): the uid its real, effective and saved uids all are, when its real,
 /// effective and saved gids are one too and it is dumpable (its /proc directory is then
 /// owned by that uid; the kernel gives a process that is not to root); else [`UNKNOWN_UID`]
-/// (a set-uid or set-gid program, or one that changed its ids). With `name`, only when the
-/// process is called that (None otherwise, or when /proc does not have it).
-pub(crate) fn read_owner(pid: u32, name: Option<&str>) -> Option<u32> {
+/// (a set-uid or set-gid program, or one that changed its ids). None when /proc does not
+/// have it.
+fn read_owner(pid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let status = parse_status(&status)?;
-    if name.is_some_and(|n| n != status.name) {
+    Some(owner(pid, status.one_uid))
+}
+
+/// [`read_owner`], only when the process on `pid` is the one that was there at `alive_ns`
+/// (CLOCK_MONOTONIC, the records' clock): it started by then (its start time, field 22 of
+/// /proc/PID/stat, read after the owner, so that a pid reused in between shows the later
+/// start). Two live processes never share a pid, so a process that started by `alive_ns` and
+/// is alive now is the one that was there then; a process on a reused pid started after the
+/// earlier one ended. A rename (prctl PR_SET_NAME) changes nothing of this.
+pub(crate) fn read_owner_if_there_at(pid: u32, alive_ns: u64) -> Option<u32> {
+    let uid = read_owner(pid)?;
+    let started = read_start_ns(pid)?;
+    if started > alive_ns.saturating_add(START_SLACK_NS) {
         debug!(
             pid,
-            ?name,
-            now = status.name,
-            "not reading the uid of a renamed process"
+            started, alive_ns, "not reading the uid of a pid another process now has"
         );
         return None;
     }
-    Some(owner(pid, status.one_uid))
+    Some(uid)
+}
+
+/// Slack for reading two clocks one after the other when converting a process's start to
+/// CLOCK_MONOTONIC (the start itself is rounded down to a clock tick, which only makes it
+/// earlier).
+const START_SLACK_NS: u64 = 1_000_000;
+
+/// When the process on `pid` started, CLOCK_MONOTONIC ns, rounded down to a clock tick:
+/// field 22 of /proc/PID/stat (ticks of CLOCK_BOOTTIME since boot) less the time the machine
+/// spent suspended so far (so never later than the true start).
+pub(crate) fn read_start_ns(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let ticks = parse_start_ticks(&stat)?;
+    let per_tick = 1_000_000_000 / crate::sys::clock_ticks_per_second();
+    Some(
+        ticks
+            .saturating_mul(per_tick)
+            .saturating_sub(crate::sys::boottime_lead_ns()),
+    )
+}
+
+/// Field 22 (`starttime`) of a /proc/PID/stat line: counted after the command name's closing
+/// parenthesis, the last one in the line (the name itself may hold any).
+fn parse_start_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // Fields 3 onwards follow the name: field 22 is the 20th of them.
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Who may see the process on `pid` now ([`UNKNOWN_UID`] when no user may trace it: see
 /// [`ProcessTable::uid`](crate::ProcessTable::uid)); None when /proc does not have it.
 pub fn owner_of(pid: u32) -> Option<u32> {
-    read_owner(pid, None)
+    read_owner(pid)
 }
 
 /// `one_uid` when the process on `pid` is dumpable (its /proc directory is that uid's).
@@ -54,5 +91,35 @@ pub(crate) fn owner(pid: u32, one_uid: Option<u32>) -> u32 {
             _ => UNKNOWN_UID,
         },
         None => UNKNOWN_UID,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_is_read_after_the_last_parenthesis() {
+        let line = "42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 123456 1000 10";
+        assert_eq!(parse_start_ticks(line), Some(123_456));
+        assert_eq!(parse_start_ticks("42 (x) S 1"), None);
+        assert_eq!(parse_start_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn this_process_was_there_since_it_started_and_not_before() {
+        let me = std::process::id();
+        let started = read_start_ns(me).expect("our own start");
+        let now = crate::sys::monotonic_ns();
+        assert!(started <= now, "{started} > {now}");
+        let uid = read_owner(me).expect("our own owner");
+        assert_eq!(read_owner_if_there_at(me, now), Some(uid));
+        // A time before this process started names an earlier process on the pid.
+        let before = started.saturating_sub(1_000_000_000);
+        assert!(
+            before > 0,
+            "the machine booted less than a second before the test"
+        );
+        assert_eq!(read_owner_if_there_at(me, before), None);
     }
 }

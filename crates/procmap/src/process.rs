@@ -112,10 +112,10 @@ pub(crate) struct Process {
     pub(crate) dropped: u64,
     /// (time, owner), sorted by time: the uid whose user may trace it, or [`UNKNOWN_UID`].
     pub(crate) uids: Vec<(u64, u32)>,
-    /// The last exec whose uid was not read yet: its time and the name it took. Read when
-    /// the process is first sampled after it ([`ProcessTable::read_exec_uid`]); most
-    /// short-lived processes never are.
-    pub(crate) exec_uid_unread: Option<(u64, u32)>,
+    /// The time of the last exec whose uid was not read yet. Read when the process is first
+    /// sampled after it ([`ProcessTable::read_exec_uid`]); most short-lived processes never
+    /// are.
+    pub(crate) exec_uid_unread: Option<u64>,
     /// The pid of the process that created it (its FORK record's, or `PPid:` in /proc for a
     /// process read there), when known. Not changed by reparenting: "descendants of N" are
     /// the processes N and its descendants created.

@@ -74,3 +74,36 @@ pub(crate) fn become_fs_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<(
     }
     Ok(())
 }
+
+/// Clock ticks a second in /proc's times (`USER_HZ`, 100 on Linux).
+pub(crate) fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf takes a plain integer and reads no memory of ours.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(ticks).ok().filter(|&t| t > 0).unwrap_or(100)
+}
+
+/// `clock`'s time now, ns.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec to the valid, exclusively borrowed `ts`.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// CLOCK_MONOTONIC now, ns (the clock of the samples' and records' times).
+#[cfg(test)]
+pub(crate) fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// How far CLOCK_BOOTTIME (the clock of a process's start in /proc) is ahead of
+/// CLOCK_MONOTONIC now, ns: the time the machine spent suspended.
+pub(crate) fn boottime_lead_ns() -> u64 {
+    let mono = clock_ns(libc::CLOCK_MONOTONIC);
+    clock_ns(libc::CLOCK_BOOTTIME).saturating_sub(mono)
+}

@@ -547,38 +547,44 @@ fn uid_is_read_inherited_and_unknown_after_exec_until_read() {
     assert_eq!(t.uid(child, 15), Some(4242), "before the exec");
     t.read_exec_uid(child, 25);
     assert_eq!(t.uid(child, 25), Some(UNKNOWN_UID));
-    // Exec of a live process: read again, from the exec on.
+    // Exec of a live process: read again, from the exec on. The process on the pid must
+    // have started by the exec (records' times are CLOCK_MONOTONIC): an exec at a time before
+    // this process started is another process's, on a pid since reused.
+    let now = crate::sys::monotonic_ns();
     t.fork(own, parent, own, parent, 100);
     assert_eq!(t.uid(own, 105), Some(4242));
-    t.set_comm(own, own, 110, "someone-else", true);
+    t.set_comm(own, own, 110, parsed.name, true);
     t.read_exec_uid(own, 115);
     assert_eq!(
         t.uid(own, 115),
         Some(UNKNOWN_UID),
-        "another name: not this process"
+        "the process on the pid started after the exec: not this one"
     );
-    t.set_comm(own, own, 120, parsed.name, true);
+    // Renamed since the exec (/proc shows another name than the exec gave): still this
+    // process, read.
+    t.set_comm(own, own, now, "before-rename", true);
+    t.set_comm(own, own, now + 1, parsed.name, false);
     assert_eq!(
-        t.uid(own, 125),
+        t.uid(own, now + 5),
         Some(UNKNOWN_UID),
         "unknown from the exec until read"
     );
-    t.read_exec_uid(own, 119);
+    t.read_exec_uid(own, now - 1);
     assert_eq!(
-        t.uid(own, 125),
+        t.uid(own, now + 5),
         Some(UNKNOWN_UID),
         "a sample before the exec reads nothing"
     );
     // A fork before the parent was sampled reads the parent's, for the child.
     let grandchild = u32::MAX - 5;
-    t.fork(grandchild, own, grandchild, own, 122);
-    assert_eq!(t.uid(grandchild, 123), Some(euid), "read at the fork");
-    assert_eq!(t.uid(own, 125), Some(euid));
+    t.fork(grandchild, own, grandchild, own, now + 2);
+    assert_eq!(t.uid(grandchild, now + 3), Some(euid), "read at the fork");
+    assert_eq!(t.uid(own, now + 5), Some(euid), "whatever its name now");
     assert_eq!(t.uid(own, 115), Some(UNKNOWN_UID));
     assert_eq!(t.uid(own, 5), Some(euid), "the synthesized process before");
     // Forgotten with its process.
     t.exit(child, child, 200);
-    t.prune(300);
+    t.prune(now + 300);
     assert_eq!(t.uid(child, 25), None);
 }
 

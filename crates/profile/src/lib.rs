@@ -1,7 +1,8 @@
 //! Stack aggregation and output.
 //!
 //! [`Stack`] is a sampled stack as a type; [`RawStacks`] counts them on the per-sample path
-//! (one hash lookup, no allocation for a stack seen before); a [`NormalizedWindow`] is a closed
+//! (one hash lookup, no allocation for a stack seen before), and optionally per second
+//! ([`WindowSeconds`]); a [`NormalizedWindow`] is a closed
 //! time window in a self-contained form that can be symbolized anywhere; [`Profile`] holds
 //! symbolized stacks and writes folded stacks and SVG flamegraphs; [`function_counts`] and
 //! [`largest_changes`] sum a profile by function and compare two.
@@ -12,6 +13,7 @@ mod normalized;
 mod profile;
 mod quality;
 mod raw_stacks;
+mod seconds;
 mod stack;
 mod svg;
 mod wait;
@@ -24,6 +26,7 @@ pub use normalized::{Frame, NormalizedStack, NormalizedWindow, ThreadLabels, Win
 pub use profile::{FrameId, Profile};
 pub use quality::{EndCounts, UnwindQuality};
 pub use raw_stacks::{RawStack, RawStackStats, RawStacks, SampleOrigin};
+pub use seconds::{CurrentRun, SecondCount, SecondTally, WindowSeconds};
 pub use stack::{call_site, Stack, StackEnd};
 pub use svg::SvgOptions;
 pub use wait::{StackWeight, WaitKind};

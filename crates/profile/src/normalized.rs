@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::quality::UnwindQuality;
+use crate::seconds::{SecondCount, WindowSeconds};
 use crate::stack::StackEnd;
 use crate::wait::StackWeight;
 
@@ -115,6 +116,8 @@ pub struct NormalizedWindow {
     pub stacks: Vec<NormalizedStack>,
     /// How the unwound user stacks ended, overall and by the binary each stopped in.
     pub quality: UnwindQuality,
+    /// Each stack's samples per second (in `stacks` order), when the recorder counted them.
+    pub seconds: Option<WindowSeconds>,
 }
 
 impl NormalizedWindow {
@@ -127,6 +130,12 @@ impl NormalizedWindow {
             &self.frames[start..kernel_end],
             &self.frames[kernel_end..end],
         )
+    }
+
+    /// The samples of stack `i` (an index into `stacks`) per second, when counted (else
+    /// empty).
+    pub fn seconds_of(&self, i: usize) -> &[SecondCount] {
+        self.seconds.as_ref().map_or(&[], |s| s.of(i))
     }
 
     /// Samples in the window.

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use rustc_hash::FxBuildHasher;
 
+use crate::seconds::{CurrentRun, SecondTally, WindowSeconds};
 use crate::stack::{Stack, StackEnd};
 use crate::wait::StackWeight;
 
@@ -42,6 +43,18 @@ pub struct RawStackStats {
     pub period: u64,
     /// Time of the first sample (the process model is consulted at this time).
     pub first_time: u64,
+    /// The stack's index: the order it was first seen in.
+    index: u32,
+    /// The second its samples are being counted in (with per-second counts).
+    run: CurrentRun,
+}
+
+impl RawStackStats {
+    /// The stack's index: the order it was first seen in (its per-second counts are
+    /// [`WindowSeconds::of`] it).
+    pub fn index(&self) -> usize {
+        self.index as usize
+    }
 }
 
 /// A distinct stack as sampled: thread plus stack.
@@ -57,12 +70,14 @@ pub struct RawStack<'a> {
     pub weight: StackWeight,
 }
 
-/// Sample counts per distinct (thread, stack).
+/// Sample counts per distinct (thread, stack), and optionally per second.
 #[derive(Debug, Default)]
 pub struct RawStacks {
     map: HashMap<Box<[u64]>, RawStackStats, FxBuildHasher>,
     scratch: Vec<u64>,
     samples: u64,
+    /// Per-second counts, when asked for ([`RawStacks::with_seconds`]).
+    seconds: Option<SecondTally>,
 }
 
 fn decode(key: &[u64]) -> RawStack<'_> {
@@ -85,6 +100,15 @@ impl RawStacks {
     /// An empty table.
     pub fn new() -> RawStacks {
         RawStacks::default()
+    }
+
+    /// An empty table that also counts each stack's samples per second, of a grid whose
+    /// second 0 begins at `start` (CLOCK_MONOTONIC ns; see [`WindowSeconds`]).
+    pub fn with_seconds(start: u64) -> RawStacks {
+        RawStacks {
+            seconds: Some(SecondTally::new(start)),
+            ..RawStacks::default()
+        }
     }
 
     /// Count one sample of `stack` taken as `origin` says. Samples of different identities
@@ -116,17 +140,36 @@ impl RawStacks {
             stats.count += 1;
             stats.period += period;
             stats.first_time = stats.first_time.min(time);
+            if let Some(tally) = self.seconds.as_mut() {
+                tally.count(stats.index, &mut stats.run, time);
+            }
             return false;
         }
-        self.map.insert(
-            self.scratch.as_slice().into(),
-            RawStackStats {
-                count: 1,
-                period,
-                first_time: time,
-            },
-        );
+        let mut stats = RawStackStats {
+            count: 1,
+            period,
+            first_time: time,
+            index: self.map.len() as u32,
+            run: CurrentRun::default(),
+        };
+        if let Some(tally) = self.seconds.as_mut() {
+            tally.count(stats.index, &mut stats.run, time);
+        }
+        self.map.insert(self.scratch.as_slice().into(), stats);
         true
+    }
+
+    /// The per-second counts of every stack, by [`RawStackStats::index`] (None without
+    /// [`RawStacks::with_seconds`]).
+    pub fn seconds(&self) -> Option<WindowSeconds> {
+        let tally = self.seconds.as_ref()?;
+        let mut current = vec![CurrentRun::default(); self.map.len()];
+        for stats in self.map.values() {
+            if let Some(c) = current.get_mut(stats.index as usize) {
+                *c = stats.run;
+            }
+        }
+        Some(tally.counts(self.map.len(), |i| current[i]))
     }
 
     /// Every distinct stack with its counts.
@@ -157,12 +200,16 @@ impl RawStacks {
             .map(|k| k.len() * 8 + per_entry)
             .sum::<usize>()
             + self.scratch.capacity() * 8
+            + self.seconds.as_ref().map_or(0, SecondTally::heap_bytes)
     }
 
     /// Forget everything (after a flush).
     pub fn clear(&mut self) {
         self.map.clear();
         self.samples = 0;
+        if let Some(tally) = self.seconds.as_mut() {
+            *tally = SecondTally::new(tally.start());
+        }
     }
 }
 
@@ -246,5 +293,36 @@ mod tests {
         assert!(found.contains(&stack(&[7], &[8, 9], StackEnd::Truncated)));
         assert!(found.contains(&stack(&[7, 8], &[9], StackEnd::Truncated)));
         assert!(found.contains(&stack(&[7], &[8, 9], StackEnd::Spliced)));
+    }
+
+    #[test]
+    fn with_seconds_each_stack_is_counted_by_second_too() {
+        let start = 1_000_000_000;
+        let mut r = RawStacks::with_seconds(start);
+        let a = stack(&[], &[3, 4], StackEnd::Complete);
+        let b = stack(&[], &[5], StackEnd::Complete);
+        for (s, t) in [
+            (&a, 0.2),
+            (&b, 0.3),
+            (&a, 1.4),
+            (&a, 1.5),
+            (&b, 3.0),
+            (&a, 0.9),
+        ] {
+            let time = start + (t * 1e9) as u64;
+            r.add(&origin(1, 2, 0, time, 10), s);
+        }
+        let seconds = r.seconds().expect("counted");
+        let by = |user: usize| {
+            let (_, stats) = r.iter().find(|(s, _)| s.stack.user.len() == user).unwrap();
+            seconds
+                .of(stats.index())
+                .iter()
+                .map(|c| (c.second, c.count))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(by(2), [(0, 2), (1, 2)]);
+        assert_eq!(by(1), [(0, 1), (3, 1)]);
+        assert!(RawStacks::new().seconds().is_none());
     }
 }

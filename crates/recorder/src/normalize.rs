@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 
 use procmap::{FileId, ProcessTable};
-use profile::{Frame, NormalizedStack, NormalizedWindow, RawStacks, ThreadLabels, WindowFile};
+use profile::{
+    Frame, NormalizedStack, NormalizedWindow, RawStacks, ThreadLabels, WindowFile, WindowSeconds,
+};
 use rustc_hash::FxBuildHasher;
 
 use procmap::live_path;
@@ -31,7 +33,13 @@ pub(crate) fn normalize(
     };
     let mut files: HashMap<FileId, u32, FxBuildHasher> = HashMap::default();
     let mut threads: HashMap<ThreadLabels, u32> = HashMap::new();
+    // Per-second counts by the raw stacks' index, handed on in the window's stack order.
+    let by_index = stacks.seconds();
+    let mut seconds = by_index.as_ref().map(|s| WindowSeconds::new(s.start));
     for (raw, stats) in stacks.iter() {
+        if let (Some(out), Some(all)) = (seconds.as_mut(), by_index.as_ref()) {
+            out.push(all.of(stats.index()));
+        }
         let pid = raw.pid;
         let time = stats.first_time;
         let labels = ThreadLabels {
@@ -100,6 +108,7 @@ pub(crate) fn normalize(
             weight: raw.weight,
         });
     }
+    window.seconds = seconds;
     window.threads = vec![ThreadLabels::default(); threads.len()];
     for (labels, index) in threads {
         window.threads[index as usize] = labels;

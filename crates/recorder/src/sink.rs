@@ -243,6 +243,7 @@ impl Collector<'_> {
     /// `taken` (the windows stay open); one empty window when none is open.
     fn snapshot_open(&mut self, taken: u64) {
         let started = std::time::Instant::now();
+        let cpu = crate::ProcessUsage::this_thread().cpu();
         let (processes, pinned) = (&self.processes, &self.pinned);
         let mut windows: Vec<profile::NormalizedWindow> = self
             .windows
@@ -258,6 +259,7 @@ impl Collector<'_> {
         }
         let tracked = self.tracked();
         let n = windows.len();
+        let cpu = crate::ProcessUsage::this_thread().cpu().saturating_sub(cpu);
         for (i, window) in windows.into_iter().enumerate() {
             (self.on_window)(ClosedWindow {
                 window,
@@ -268,6 +270,7 @@ impl Collector<'_> {
                 snapshot: Some(crate::OpenSnapshot {
                     taken,
                     last: i + 1 == n,
+                    cpu,
                 }),
             });
         }

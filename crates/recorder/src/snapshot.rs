@@ -70,6 +70,9 @@ pub struct OpenSnapshot {
     /// The last window of this snapshot (the windows of one snapshot come one after the
     /// other, oldest first; a snapshot of no open window is one empty window, `last`).
     pub last: bool,
+    /// The CPU time the drain thread spent normalizing the snapshot's windows: work done for
+    /// whoever asked, not for sampling (a budget may count it apart).
+    pub cpu: std::time::Duration,
 }
 
 #[cfg(test)]

@@ -4,6 +4,12 @@
 //! only once every ring has been drained past its end by a margin (`grace`); a sample that still
 //! arrives for a closed window (a ring left unread for longer than that) goes to the oldest open
 //! window and is counted as late.
+//!
+//! Windows of a length also count each stack's samples per second (`profile::WindowSeconds`),
+//! on a grid of the wall clock's seconds: second 0 of a window begins when the UNIX time was
+//! the whole second its start falls in (read when the window opens, so that a step of the
+//! wall clock moves the grid of the windows after it), so that seconds of different windows,
+//! and the buckets a reader draws on whole UNIX seconds, line up.
 
 use std::collections::VecDeque;
 
@@ -72,10 +78,19 @@ impl Windows {
             self.open.push_back(OpenWindow {
                 start,
                 end,
-                stacks: RawStacks::new(),
+                stacks: self.new_stacks(start),
             });
         }
         self.open[at].stacks.add(origin, stack)
+    }
+
+    /// The stacks of a window starting at `start`: counted per second too when windows have
+    /// a length.
+    fn new_stacks(&self, start: u64) -> RawStacks {
+        match self.length {
+            Some(_) => RawStacks::with_seconds(wall_second_before(start)),
+            None => RawStacks::new(),
+        }
     }
 
     /// Take the oldest window if it ended at least `grace` ns before `now`.
@@ -91,10 +106,10 @@ impl Windows {
             return None;
         }
         self.first_index += 1;
-        Some(self.open.pop_front().unwrap_or(OpenWindow {
+        Some(self.open.pop_front().unwrap_or_else(|| OpenWindow {
             start,
             end,
-            stacks: RawStacks::new(),
+            stacks: self.new_stacks(start),
         }))
     }
 
@@ -123,6 +138,20 @@ impl Windows {
             (n + w.stacks.len(), b + w.stacks.heap_bytes())
         })
     }
+}
+
+/// The CLOCK_MONOTONIC time at which the wall clock (UNIX time) read the whole second that
+/// the monotonic time `t` falls in, as the two clocks stand now.
+fn wall_second_before(t: u64) -> u64 {
+    const NANOS: u64 = 1_000_000_000;
+    let mono = crate::sys::monotonic_ns();
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    // The wall clock's lead over the monotonic one, modulo a second.
+    let lead = (unix % NANOS + NANOS - mono % NANOS) % NANOS;
+    let into_second = (t % NANOS + lead) % NANOS;
+    t.saturating_sub(into_second)
 }
 
 #[cfg(test)]
@@ -181,5 +210,35 @@ mod tests {
         let all: Vec<OpenWindow> = w.drain_all().collect();
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].stacks.samples(), 2);
+    }
+
+    #[test]
+    fn windows_of_a_length_count_by_wall_clock_second() {
+        let now = crate::sys::monotonic_ns();
+        let mut w = Windows::new(Some(10_000_000_000), now);
+        w.add(&at(now + 2_500_000_000), &S);
+        w.add(&at(now + 2_600_000_000), &S);
+        w.add(&at(now + 7_000_000_000), &S);
+        let window = w.drain_all().next().unwrap();
+        let seconds = window.stacks.seconds().expect("per second");
+        // Second 0 began at a whole second of the wall clock, at most a second before.
+        assert!(seconds.start <= now && now - seconds.start < 1_000_000_000);
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let grid_unix = seconds.start + (unix - crate::sys::monotonic_ns());
+        let off = grid_unix % 1_000_000_000;
+        assert!(
+            !(5_000_000..=995_000_000).contains(&off),
+            "{off} ns past a second"
+        );
+        let (_, stats) = window.stacks.iter().next().unwrap();
+        let counts: u32 = seconds.of(stats.index()).iter().map(|c| c.count).sum();
+        assert_eq!(counts, 3);
+        // One window for the whole session: no per-second counts.
+        let mut one = Windows::new(None, 5);
+        one.add(&at(10), &S);
+        assert!(one.drain_all().next().unwrap().stacks.seconds().is_none());
     }
 }

@@ -69,15 +69,24 @@ pub fn run(args: &TimelineArgs, socket: Option<&Path>, quiet: bool) -> Result<Ex
         ),
         None => format!("{time} by {}", by.as_str()),
     };
+    // A daemon that does not say keeps no per-second counts: its slices are its resolution.
+    let resolution = timeline
+        .resolution_seconds
+        .unwrap_or(slice_seconds.ceil() as u64)
+        .max(1);
     let subtitle = format!(
-        "{range}, {} buckets of {} s, in {unit}",
+        "{range}, {} buckets of {} s, in {unit}, at {resolution}-s resolution",
         timeline.buckets.len(),
         timeline.bucket_seconds
     );
-    if !quiet && slice_seconds > timeline.bucket_seconds as f64 {
-        eprintln!(
-            "profctl: note: profilerd keeps {slice_seconds:.0}-s slices: each slice's CPU is spread evenly over its buckets"
-        );
+    if !quiet {
+        if let Some(note) = &timeline.note {
+            eprintln!("profctl: note: {}", printable(note));
+        } else if resolution > timeline.bucket_seconds {
+            eprintln!(
+                "profctl: note: profilerd keeps {resolution}-s slices without per-second counts: each slice's CPU is spread evenly over its buckets"
+            );
+        }
     }
     match &args.output {
         Some(path) => {

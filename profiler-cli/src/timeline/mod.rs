@@ -38,6 +38,11 @@ impl Bucket {
 pub struct Timeline {
     /// Bucket length, seconds.
     pub bucket_seconds: u64,
+    /// The coarsest time resolution of the data drawn, seconds (None: a daemon that does not
+    /// say, whose slices are its resolution).
+    pub resolution_seconds: Option<u64>,
+    /// The daemon's note, when it widened the buckets asked for to the data's resolution.
+    pub note: Option<String>,
     /// Buckets, oldest first.
     pub buckets: Vec<Bucket>,
 }
@@ -52,6 +57,8 @@ impl Timeline {
         }
         Ok(Timeline {
             bucket_seconds: answer.bucket_seconds,
+            resolution_seconds: answer.resolution_seconds,
+            note: answer.note,
             buckets: answer
                 .buckets
                 .into_iter()
@@ -99,7 +106,7 @@ pub(crate) mod tests {
     /// Three 5-s buckets: a busy one, an idle one, a mixed one.
     pub fn example() -> Timeline {
         Timeline::parse(
-            br#"{"bucket_seconds": 5, "buckets": [
+            br#"{"bucket_seconds": 5, "resolution_seconds": 1, "buckets": [
                 {"start": 1700000000, "cpu": {"burst": 1.0, "other": 0.05}},
                 {"start": 1700000005, "cpu": {}},
                 {"start": 1700000010, "cpu": {"burst": 0.5, "sshd": 0.25, "other": 0.1}}]}"#,
@@ -111,6 +118,7 @@ pub(crate) mod tests {
     fn parse_and_groups() {
         let t = example();
         assert_eq!(t.bucket_seconds, 5);
+        assert_eq!((t.resolution_seconds, t.note.as_deref()), (Some(1), None));
         assert_eq!(t.groups(), ["burst", "sshd", OTHER]);
         assert_eq!(t.buckets[2].of("sshd"), 0.25);
         assert!((t.peak() - 1.05).abs() < 1e-9);

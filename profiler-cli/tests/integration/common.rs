@@ -55,13 +55,13 @@ pub fn profctl() -> &'static Path {
 /// The workload binaries, built once per test run.
 pub struct Workloads {
     pub dir: PathBuf,
-    /// `split [--threads] SECONDS|forever [OUTFILE]`
+    /// `split [--threads] [--rename] SECONDS|forever [OUTFILE]`
     pub split: PathBuf,
     /// `forker BURNER PARENT_SECONDS CHILD_SECONDS`
     pub forker: PathBuf,
     /// `burner CPU_SECONDS`
     pub burner: PathBuf,
-    /// `waits split SECONDS OUTFILE [--libc]` | `waits busy SECONDS OUTFILE RATE` |
+    /// `waits split SECONDS OUTFILE [--libc] [--rename]` | `waits busy SECONDS OUTFILE RATE` |
     /// `waits lock SECONDS`
     pub waits: PathBuf,
 }

@@ -30,7 +30,7 @@ const HZ: u64 = 299;
 const ROLLUPS_KEPT: u64 = 72;
 
 /// A GET over the daemon's socket: (headers, body) of a 200 answer.
-fn get(socket: &Path, path: &str) -> (String, String) {
+pub(crate) fn get(socket: &Path, path: &str) -> (String, String) {
     let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(s, "GET {path} HTTP/1.0\r\nHost: profilerd\r\n\r\n").unwrap();
@@ -42,7 +42,7 @@ fn get(socket: &Path, path: &str) -> (String, String) {
 }
 
 /// A header's value.
-fn header(head: &str, name: &str) -> String {
+pub(crate) fn header(head: &str, name: &str) -> String {
     head.lines()
         .find_map(|l| l.strip_prefix(&format!("{name}: ")))
         .unwrap_or_default()
@@ -51,7 +51,7 @@ fn header(head: &str, name: &str) -> String {
 }
 
 /// The roll-up files under `dir`: (start, end) in seconds.
-fn rollups(dir: &Path) -> Vec<(f64, f64)> {
+pub(crate) fn rollups(dir: &Path) -> Vec<(f64, f64)> {
     fs::read_dir(dir.join("state/slices"))
         .unwrap()
         .filter_map(|e| {
@@ -78,7 +78,7 @@ fn write_config(dir: &Path, cap: f64) -> std::path::PathBuf {
 }
 
 /// The churn driver (tests/workloads/churn.c), built once.
-fn churn() -> std::path::PathBuf {
+pub(crate) fn churn() -> std::path::PathBuf {
     let out = workloads().dir.join("churn");
     if !out.exists() {
         compile_with(

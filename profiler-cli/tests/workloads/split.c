@@ -12,13 +12,15 @@
  * rather than against wall-clock assumptions.
  *
  * Usage:
- *   split [--threads] SECONDS|forever [OUTFILE]
+ *   split [--threads] [--rename] SECONDS|forever [OUTFILE]
  *
  *   SECONDS   CPU seconds to burn (per thread with --threads), fractional ok.
  *   forever   run until SIGINT/SIGTERM; OUTFILE is rewritten every ~100 ms
  *             and once more when the signal arrives.
  *   --threads two pthreads: one hot_a-heavy (6:3:1), one hot_b-heavy (1:6:3);
  *             the measurement is summed over both threads.
+ *   --rename  the main thread names itself "split-renamed" (prctl PR_SET_NAME) right after
+ *             it starts, and "split-again" a second later, as servers and setproctitle do.
  *   OUTFILE   where to write "hot_a NS\nhot_b NS\nhot_c NS\n" (default stdout).
  *
  * Every hot function calls clock_gettime, so it is not a leaf function and
@@ -31,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -117,6 +120,13 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop_requested = 1;
+}
+
+/* --rename: the second rename, a second after the first (prctl is a plain system call). */
+static void on_alarm(int sig)
+{
+    (void)sig;
+    prctl(PR_SET_NAME, "split-again");
 }
 
 static void calibrate(void)
@@ -226,14 +236,23 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    int threads = 0, argi = 1;
-    if (argi < argc && strcmp(argv[argi], "--threads") == 0) {
-        threads = 1;
-        argi++;
+    int threads = 0, rename_self = 0, argi = 1;
+    for (; argi < argc && strncmp(argv[argi], "--", 2) == 0; argi++) {
+        if (strcmp(argv[argi], "--threads") == 0)
+            threads = 1;
+        else if (strcmp(argv[argi], "--rename") == 0)
+            rename_self = 1;
+        else
+            break;
     }
     if (argi >= argc) {
-        fprintf(stderr, "usage: %s [--threads] SECONDS|forever [OUTFILE]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--threads] [--rename] SECONDS|forever [OUTFILE]\n", argv[0]);
         return 2;
+    }
+    if (rename_self) {
+        prctl(PR_SET_NAME, "split-renamed");
+        signal(SIGALRM, on_alarm);
+        alarm(1);
     }
     double seconds = strcmp(argv[argi], "forever") == 0 ? -1.0 : atof(argv[argi]);
     if (argi + 1 < argc)

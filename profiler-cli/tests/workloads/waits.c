@@ -2,7 +2,7 @@
  * waits.c - a thread with a known split of wall-clock time between running and waiting,
  * for off-CPU and wall-clock profiles.
  *
- *   waits split SECONDS OUTFILE [--libc]
+ *   waits split SECONDS OUTFILE [--libc] [--rename]
  *     The main thread (comm "waits") runs rounds of about 10 ms for SECONDS of wall time:
  *       main -> round -> spin        ~20 %  on CPU
  *       main -> round -> nap         ~30 %  in nanosleep
@@ -13,7 +13,9 @@
  *     "spin NS\nnap NS\nwait_pipe NS\n".
  *     The system calls are made inline (no C library wrapper between the function and the
  *     kernel), so that a frame-pointer walk sees the function that waits; with --libc they
- *     go through the C library's read() and nanosleep() (for DWARF unwinding).
+ *     go through the C library's read() and nanosleep() (for DWARF unwinding). With
+ *     --rename the main thread names itself "waits-renamed" (prctl PR_SET_NAME) right after
+ *     it starts and "waits-again" a second later.
  *
  *   waits busy SECONDS OUTFILE RATE
  *     The split above in rounds five times shorter (about 2 ms: some 1000 switches a second
@@ -27,6 +29,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,17 +252,32 @@ static int run_lock(double seconds)
     return 0;
 }
 
+/* --rename: the second rename, a second after the first (prctl is a plain system call). */
+static void on_alarm(int sig)
+{
+    (void)sig;
+    prctl(PR_SET_NAME, "waits-again");
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 4 && !strcmp(argv[1], "split")) {
-        use_libc = argc >= 5 && !strcmp(argv[4], "--libc");
+        for (int i = 4; i < argc; i++) {
+            if (!strcmp(argv[i], "--libc")) {
+                use_libc = 1;
+            } else if (!strcmp(argv[i], "--rename")) {
+                prctl(PR_SET_NAME, "waits-renamed");
+                signal(SIGALRM, on_alarm);
+                alarm(1);
+            }
+        }
         return run_split(atof(argv[2]), argv[3]);
     }
     if (argc >= 5 && !strcmp(argv[1], "busy"))
         return run_busy(atof(argv[2]), argv[3], atof(argv[4]));
     if (argc >= 3 && !strcmp(argv[1], "lock"))
         return run_lock(atof(argv[2]));
-    fprintf(stderr, "usage: waits split SECONDS OUTFILE [--libc] | waits busy SECONDS OUTFILE "
+    fprintf(stderr, "usage: waits split SECONDS OUTFILE [--libc] [--rename] | waits busy SECONDS OUTFILE "
                     "RATE | waits lock SECONDS\n");
     return 2;
 }

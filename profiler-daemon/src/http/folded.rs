@@ -19,6 +19,7 @@ use crate::http::limits::Slot;
 use crate::measure::Measure;
 use crate::query::{self, Folded};
 use crate::state::unix_now_ns;
+use crate::store::open::Querier;
 
 /// `[since, until)` of a query, in UNIX ns, or why it is refused: `until` defaults to now,
 /// `since` to 10 minutes before `until`, a time ago is resolved with the daemon's clock.
@@ -90,6 +91,7 @@ pub fn accept(
     let mut bounds = query::Bounds::from_api(&config.api);
     let (cancel, cancel_on_drop) = query::Cancel::new();
     bounds.cancel = cancel;
+    bounds.querier = Querier::User(peer.uid);
     Ok(Accepted {
         visibility: state.visibility(peer),
         config,

@@ -44,7 +44,7 @@ pub async fn pprof(
     let answer = tokio::task::spawn_blocking(move || {
         // The slot is held until the blocking work ends, not until the client goes away.
         let _slot = slot;
-        let slices = store.select(since, until).slices;
+        let slices = store.select_for(bounds.querier, since, until).slices;
         query::merged(
             &store,
             &slices,

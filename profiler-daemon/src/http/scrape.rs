@@ -4,8 +4,9 @@
 //! served there: never the control API.
 //!
 //! A profile is answered from the daemon's stream with Go's semantics: exactly the `seconds`
-//! from the request to the answer. At the request the open slices are named (`store/open.rs`)
-//! and the window starts when that snapshot was taken; after `seconds` they are named again,
+//! from the request to the answer. At the request the open slices are named (`store/open.rs`;
+//! a snapshot taken within the last second, another scrape's or a query's, is shared) and the
+//! window starts when that snapshot was taken; after `seconds` they are named again,
 //! and the answer is every slice overlapping the window (files and open slices, merged) less
 //! what the slice being filled at the start already held then. Any number of scrapers (up to
 //! `scrape.max_concurrent`) share the one stream: a scrape opens no perf event. `past=1`
@@ -43,6 +44,7 @@ use crate::http::status::metrics_response;
 use crate::query;
 use crate::slice::Slice;
 use crate::state::{unix_now_ns, Shared};
+use crate::store::open::{Querier, FRESH_LAG};
 use crate::store::{SliceMeta, Store};
 
 /// Go's default `seconds`.
@@ -333,7 +335,9 @@ async fn window(shared: &Shared, p: &ProfileParams) -> Window {
         };
     }
     let store = Arc::clone(&shared.store);
-    let start = tokio::task::spawn_blocking(move || store.open_slices(Duration::ZERO))
+    // A snapshot taken within FRESH_LAG (another scrape's or a query's) is the window's start
+    // as well as one taken for this request.
+    let start = tokio::task::spawn_blocking(move || store.open_slices(Querier::Scrape, FRESH_LAG))
         .await
         .ok()
         .flatten();
@@ -360,11 +364,11 @@ fn answer(
     let _release = query::ReleaseMemory;
     let (t0, t1) = (window.since_ns, window.until_ns);
     let (slices, base) = if past {
-        let selection = store.select(t0, t1);
+        let selection = store.select_for(Querier::Scrape, t0, t1);
         (covering(&selection.slices, t0, t1), None)
     } else {
         // Every sample up to the window's end: the open slices named after it.
-        let selection = store.select_within(t0, t1, Duration::ZERO);
+        let selection = store.select_within(Querier::Scrape, t0, t1, Duration::ZERO);
         // The slice being filled at the start is taken away as it stood then, if it is read.
         let base = window.base.as_ref().filter(|b| {
             selection
@@ -426,6 +430,7 @@ async fn profile(
     // Dropped with this handler when the client goes away: the merge then stops.
     let (cancel, _cancel_on_drop) = query::Cancel::new();
     bounds.cancel = cancel;
+    bounds.querier = Querier::Scrape;
     let store = Arc::clone(&shared.store);
     let (filter, past) = (p.filter, p.past);
     let layout_labels = shared.live().scrape.layout_labels;

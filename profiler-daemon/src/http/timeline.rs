@@ -25,14 +25,30 @@ const MAX_BUCKET_SECONDS: u64 = 7 * 86_400;
 /// Longest function name asked for.
 const MAX_FUNCTION_BYTES: usize = 4096;
 
+/// Round bucket lengths, seconds.
+const STEPS: [u64; 15] = [
+    1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600,
+];
+
 /// A bucket length for `range_ns` when none is asked for: a round length giving at most
-/// about 60 buckets, at least `slice_ns`.
-fn default_bucket(range_ns: u64, slice_ns: u64) -> u64 {
-    const STEPS: [u64; 15] = [
-        1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600,
-    ];
-    let want = range_ns.div_ceil(60).max(slice_ns).div_ceil(1_000_000_000);
+/// about 60 buckets, at least `finest_ns`.
+fn default_bucket(range_ns: u64, finest_ns: u64) -> u64 {
+    let want = range_ns.div_ceil(60).max(finest_ns).div_ceil(1_000_000_000);
     STEPS.iter().copied().find(|&s| s >= want).unwrap_or(86_400)
+}
+
+/// The bucket `bucket_s` widened to the data's `resolution_ns`: the shortest round length
+/// (or whole second) at least as long; None when it is long enough.
+fn widened(bucket_s: u64, resolution_ns: u64) -> Option<u64> {
+    let resolution_s = resolution_ns.div_ceil(1_000_000_000).max(1);
+    (resolution_s > bucket_s).then(|| {
+        STEPS
+            .iter()
+            .copied()
+            .find(|&s| s >= resolution_s)
+            .unwrap_or(resolution_s)
+            .min(MAX_BUCKET_SECONDS)
+    })
 }
 
 /// The request of `params`, or why it is refused.
@@ -108,7 +124,8 @@ pub async fn timeline(
         Err(refused) => return *refused,
     };
     let slice_ns = config.sampling.slice.0.as_nanos() as u64;
-    let request = match request(&params, range, slice_ns) {
+    // The history keeps samples per second: no default bucket is finer.
+    let request = match request(&params, range, 1_000_000_000) {
         Ok(r) => r,
         Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
@@ -119,14 +136,33 @@ pub async fn timeline(
     let answer = tokio::task::spawn_blocking(move || {
         // The slot is held until the blocking work ends, not until the client goes away.
         let _slot = slot;
-        timeline::timeline(&store, &asked, &filter, visibility, &bounds)
+        let first = timeline::timeline(&store, &asked, &filter, visibility, &bounds)?;
+        // Buckets finer than what the data tells are never drawn: widened to it, and drawn
+        // again (only ranges that hold slices written before per-second counts were kept).
+        let Some(bucket_s) = widened(asked.bucket_ns / 1_000_000_000, first.resolution_ns) else {
+            return Ok::<_, QueryError>((asked, first));
+        };
+        let wider = Request {
+            bucket_ns: bucket_s * 1_000_000_000,
+            ..asked
+        };
+        let again = timeline::timeline(&store, &wider, &filter, visibility, &bounds)?;
+        Ok((wider, again))
     })
     .await;
-    let answer = match answer {
+    let (drawn, answer) = match answer {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => return e.into_response(),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
     };
+    let resolution_seconds = answer.resolution_ns.div_ceil(1_000_000_000).max(1);
+    let note = (drawn.bucket_ns != request.bucket_ns).then(|| {
+        format!(
+            "buckets of {} s widened to {} s: part of this range is kept at {resolution_seconds}-s resolution (slices written without per-second counts, or off-CPU time), which finer buckets would smear",
+            request.bucket_ns / 1_000_000_000,
+            drawn.bucket_ns / 1_000_000_000
+        )
+    });
     tracing::debug!(
         uid = peer.uid,
         slices = answer.slices,
@@ -135,7 +171,9 @@ pub async fn timeline(
         "timeline query"
     );
     let body = TimelineAnswer {
-        bucket_seconds: request.bucket_ns / 1_000_000_000,
+        bucket_seconds: drawn.bucket_ns / 1_000_000_000,
+        resolution_seconds: Some(resolution_seconds),
+        note,
         buckets: answer
             .buckets
             .into_iter()
@@ -176,12 +214,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn buckets_are_round_and_never_finer_than_a_slice() {
+    fn buckets_are_round_and_never_finer_than_the_data() {
         let s = 1_000_000_000;
         assert_eq!(default_bucket(3600 * s, 10 * s), 60);
         assert_eq!(default_bucket(86_400 * s, 10 * s), 1800);
         assert_eq!(default_bucket(60 * s, 10 * s), 10);
         assert_eq!(default_bucket(60 * s, s), 1);
+        assert_eq!(widened(5, s), None);
+        assert_eq!(widened(1, s), None);
+        assert_eq!(widened(5, 10 * s), Some(10));
+        assert_eq!(
+            widened(1, 10 * s + 300),
+            Some(15),
+            "a slice of a hair over 10 s"
+        );
+        assert_eq!(widened(60, 10 * s), None);
         let params: TimelineParams = from_query("bucket=1&top=3&by=uid").unwrap();
         let err = request(&params, (0, 86_400 * s), 10 * s).unwrap_err();
         assert!(err.contains("buckets"), "{err}");

@@ -80,6 +80,9 @@ struct Outcome {
     /// What time the slice's stacks hold.
     measure: Measure,
     samples_read: u64,
+    /// Samples (µs for off-CPU and wall-clock time) of the recorded processes the requester
+    /// may not see: not theirs as the kernel judges who may trace a process.
+    samples_hidden: u64,
     lost: u64,
     event: String,
     frequency: u64,
@@ -145,7 +148,7 @@ pub enum Removal {
     /// No such recording, or not the requester's.
     NotFound,
     /// It was running: stopped (or stopping); its result is named and kept.
-    Stopping(RecordingStatus),
+    Stopping(Box<RecordingStatus>),
     /// Finished: forgotten.
     Removed,
 }
@@ -177,6 +180,7 @@ impl Entry {
             started_ns: self.started_ns,
             samples: None,
             samples_read: None,
+            samples_hidden: None,
             lost: None,
             event: None,
             frequency_used: None,
@@ -192,6 +196,7 @@ impl Entry {
                 status.state = RecordingState::Done;
                 status.samples = Some(o.slice.samples());
                 status.samples_read = Some(o.samples_read);
+                status.samples_hidden = Some(o.samples_hidden);
                 status.lost = Some(o.lost);
                 status.event = Some(o.event.clone());
                 status.frequency_used = Some(o.frequency);
@@ -434,10 +439,10 @@ impl Recordings {
         if let Some(stop) = entry.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
             // Running: stopped; its result is named and kept.
             let _ = stop.send(());
-            return Removal::Stopping(entry.status());
+            return Removal::Stopping(Box::new(entry.status()));
         }
         if entry.running() {
-            return Removal::Stopping(entry.status());
+            return Removal::Stopping(Box::new(entry.status()));
         }
         self.table
             .lock()

@@ -88,24 +88,27 @@ pub(super) fn run(
         ..Slice::default()
     };
     let mut names = HashMap::new();
+    let mut hidden = 0;
     for closed in &sampled.windows {
         let (profile, stacks, _) = symbolizer.symbolize_stacks(&closed.window);
         let slice = Slice::from_named(&closed.window, &profile, &stacks, period_ns, event, offset);
         // Each stack's time of the recording's measure as its CPU time (the pprof's second
         // value): off-CPU stacks hold theirs apart in a slice.
         let slice = request.measure.project(slice);
-        append(&mut out, &mut names, slice, &filter, entry.visibility);
+        hidden += append(&mut out, &mut names, slice, &filter, entry.visibility);
     }
     let elapsed = recording.duration.as_secs_f64();
     tracing::info!(
         id = entry.id,
         samples = out.samples(),
+        hidden,
         seconds = elapsed,
         "recording done"
     );
     Ok(Outcome {
         measure: request.measure,
         samples_read: recording.stats.samples,
+        samples_hidden: hidden,
         lost: recording.stats.lost,
         event: recording.event.to_string(),
         frequency: recording.frequency,
@@ -231,18 +234,23 @@ fn sample(
 /// Add the stacks of `slice` that `filter` and `visibility` admit to `out` (kernel frames
 /// removed unless everything is visible; an off-CPU stack keeps its innermost frame, which
 /// names the wait kind, after them); `names` are `out`'s names by text, so that each is kept
-/// once however many windows hold it.
+/// once however many windows hold it. Returns the samples `filter` selects that
+/// `visibility` hides.
 fn append(
     out: &mut Slice,
     names: &mut HashMap<String, u32>,
     slice: Slice,
     filter: &Filter,
     visibility: Visibility,
-) {
+) -> u64 {
     let local = slice.names;
     let mut kept = Vec::new();
+    let mut hidden = 0;
     for mut s in slice.stacks {
         if !filter.admits(&s, visibility) {
+            if filter.admits(&s, Visibility::All) {
+                hidden += s.count;
+            }
             continue;
         }
         if visibility != Visibility::All {
@@ -252,6 +260,8 @@ fn append(
             s.frames.extend(marker);
             s.kernel_frames = 0;
         }
+        // Seconds of its window: the recording is one profile.
+        s.seconds = Default::default();
         kept.push(s);
     }
     let mut intern = |n: String| {
@@ -269,5 +279,59 @@ fn append(
             *f = remap.get(*f as usize).copied().unwrap_or(unknown);
         }
         out.stacks.push(s);
+    }
+    hidden
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slice::SliceStack;
+
+    /// Stacks of the recorded process the requester may not see (its owner unknown: a set-uid
+    /// program) are counted as hidden, not kept; another process's are neither.
+    #[test]
+    fn what_the_requester_may_not_see_is_counted_apart() {
+        let stack = |pid: u32, uid: Option<u32>, count: u64| SliceStack {
+            frames: vec![0],
+            pid,
+            tid: pid,
+            uid,
+            count,
+            cpu_ns: count * 1_000_000,
+            ..SliceStack::default()
+        };
+        let slice = Slice {
+            names: vec!["main".into()],
+            stacks: vec![
+                stack(10, Some(1000), 5),
+                stack(10, Some(procmap::UNKNOWN_UID), 7),
+                stack(10, None, 2),
+                stack(11, Some(0), 100),
+            ],
+            ..Slice::default()
+        };
+        let filter = Filter {
+            pid: Some(10),
+            ..Filter::default()
+        };
+        let mut out = Slice::default();
+        let hidden = append(
+            &mut out,
+            &mut HashMap::new(),
+            slice.clone(),
+            &filter,
+            Visibility::OwnOnly(1000),
+        );
+        assert_eq!((out.samples(), hidden), (5, 9));
+        let mut all = Slice::default();
+        let hidden = append(
+            &mut all,
+            &mut HashMap::new(),
+            slice,
+            &filter,
+            Visibility::All,
+        );
+        assert_eq!((all.samples(), hidden), (14, 0));
     }
 }

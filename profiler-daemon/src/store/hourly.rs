@@ -10,8 +10,8 @@
 //!   passed.
 //!
 //! An hour is claimed by whoever builds it, so it is never rolled up twice. Hours that cannot
-//! be rolled up (a change of frequency, over [`BUILDER_BYTES`], unreadable members) stay as
-//! slices and are remembered.
+//! be rolled up (over [`BUILDER_BYTES`], unreadable members) stay as slices and are
+//! remembered; members sampled at different frequencies are rolled up as any.
 //!
 //! Durability: the roll-up is written atomically (temporary file, fsync, rename, fsync of the
 //! directory) and indexed in place of its members in one step; the member files are deleted

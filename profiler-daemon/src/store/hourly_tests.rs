@@ -262,25 +262,64 @@ fn an_hour_built_as_it_was_written_and_one_built_from_its_files_are_the_same_rol
     );
 }
 
+/// Slice `i` of a history whose frequency the budget changed: slices 100 to 159 at a tenth
+/// of it, slice 200 with a change within it (half its stacks' samples at the lower
+/// frequency: their CPU time is no longer their count times its period).
+fn slice_at_changing_frequency(i: u64) -> Slice {
+    let mut s = slice(i);
+    if (100..160).contains(&i) {
+        s.period_ns *= 10;
+        for st in &mut s.stacks {
+            st.count = st.count.div_ceil(10);
+            st.cpu_ns = st.count * s.period_ns;
+        }
+    }
+    if i == 200 {
+        for st in s.stacks.iter_mut().step_by(2) {
+            st.cpu_ns += 9 * (st.count / 2) * s.period_ns;
+        }
+    }
+    crate::slice::tests::spread_seconds(&mut s, i);
+    s
+}
+
 #[test]
-fn a_change_of_frequency_within_the_hour_leaves_it_as_slices() {
-    let dir = tempfile::tempdir().unwrap();
+fn an_hour_whose_frequency_changed_rolls_up_and_answers_as_its_slices() {
     let day = Duration::from_secs(86_400);
+    let slices: Vec<Slice> = (0..392).map(slice_at_changing_frequency).collect();
+    // The slices as files of their own: the answers to match.
+    let plain_dir = tempfile::tempdir().unwrap();
+    let plain = Store::open(plain_dir.path(), day, 1 << 40, H).unwrap();
+    for s in &slices {
+        plain.write(s, H).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
     let mut pending = Pending::new(&store);
-    for i in 30..392 {
-        let mut s = slice(i);
-        if i == 200 {
-            s.period_ns /= 2;
-        }
-        write(&store, &mut pending, &s);
+    for s in &slices {
+        write(&store, &mut pending, s);
     }
+    // The hour H is one roll-up, the one merging its slices whole gives.
+    let rolled = rollup_of(&store, H);
+    assert_eq!(rolled, Rollup::build(&slices[30..390]));
+    assert!(rolled.member_cpu.is_some());
+    assert_eq!(rolled.slice.period_ns, slice(0).period_ns);
     let sel = store.select(H, H + 3600 * S);
-    assert_eq!(sel.slices.len(), 360);
-    assert!(sel.slices.iter().all(|m| !m.rollup));
-    // Not tried again from the files either.
-    pending.settle();
-    assert_eq!(files(dir.path(), SUFFIX), 0);
+    assert_eq!(sel.slices.len(), 1);
+    assert!(sel.slices[0].rollup);
+    let mut cut = ranges();
+    // Ranges over the slow slices alone, and across the change.
+    cut.extend([
+        (H + 705 * S, H + 1195 * S),
+        (H + 1195 * S, H + 1215 * S),
+        (H + 1700 * S, H + 1720 * S),
+    ]);
+    for (a, b) in cut {
+        let (got, want) = (query(&store, a, b), query(&plain, a, b));
+        assert_eq!(got.text, want.text, "range {a}..{b}");
+        assert_eq!(got.frequency, want.frequency, "range {a}..{b}");
+        assert!(want.samples > 0, "range {a}..{b}");
+    }
 }
 
 /// Query time over a day of history built from real slices, without and with roll-ups (no

@@ -7,7 +7,7 @@
 //! (`.corrupt`, the newest 16 kept).
 //!
 //! Beside the files, the open slices (`open`): what the pipeline has not written yet, named on
-//! demand; [`Store::select`] lists both.
+//! demand; [`Store::select_for`] lists both.
 //!
 //! Beneath the store: the slice format (`slice.rs`) and the roll-up format (`rollup`). Above
 //! it: when hours are rolled up (`hourly`).

@@ -4,8 +4,11 @@
 //! lost, as before.
 //!
 //! A query whose range reaches past the newest slice written asks for a snapshot unless the
-//! last one is recent enough (within [`FRESH_LAG`] of what it wants); the pipeline's drain
-//! loop wakes, reads every ring and hands each open window on, normalized, through the naming
+//! last one is recent enough (within [`FRESH_LAG`] of what it wants), and unless the same
+//! user has used up its snapshots (a burst of [`SNAPSHOT_BURST`], then one per
+//! [`SNAPSHOT_SPACING`]: it then waits for the next, or for another user's snapshot, so that
+//! one user's loop of queries costs at most one snapshot per spacing while a few queries in a
+//! row wait for nothing); the pipeline's drain loop wakes, reads every ring and hands each open window on, normalized, through the naming
 //! queue behind the closed slices already in it (so when the snapshot is named, every slice
 //! closed before it is written); the naming thread names it and publishes it here. Queries
 //! that come meanwhile wait for the same snapshot: one is named for any number of them. A
@@ -13,6 +16,7 @@
 //! either as an open slice or, once written, as its file, never both: writing a slice drops
 //! the open slice it supersedes under the same lock.
 
+use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -22,6 +26,32 @@ use crate::store::{unix_now_ns, Index, Selection, SliceMeta, Store};
 /// How old (from what a query asks) a snapshot of the open slices may be and still answer it:
 /// queries within a second share one.
 pub const FRESH_LAG: Duration = Duration::from_secs(1);
+
+/// How often one user's queries may ask for a snapshot of the open slices, past a burst of
+/// [`SNAPSHOT_BURST`]: a user who has used them up waits for the next (or for a snapshot
+/// another asked for) before asking again. The snapshots' work is not the sampling
+/// pipeline's (the budget counts it as housekeeping), but it is CPU a loop of queries would
+/// otherwise spend every [`FRESH_LAG`].
+pub const SNAPSHOT_SPACING: Duration = Duration::from_secs(2);
+
+/// Snapshots one user may ask for at once (a token bucket of this size, one token back per
+/// [`SNAPSHOT_SPACING`]): a few queries in a row (`profctl top` after `profctl flamegraph`)
+/// wait for nothing.
+pub const SNAPSHOT_BURST: f64 = 2.0;
+
+/// Who a query asks snapshots of the open slices for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Querier {
+    /// The daemon itself (tests, internal reads): never spaced.
+    #[default]
+    Daemon,
+    /// A user of the API socket, by uid: spaced by [`SNAPSHOT_SPACING`] past a burst.
+    User(u32),
+    /// The scrape listener: never spaced (a scrape needs the open slices as they stand at
+    /// the end of its window; `scrape.max_concurrent` and its whole seconds bound it), but
+    /// it starts from a snapshot taken within [`FRESH_LAG`] when there is one.
+    Scrape,
+}
 
 /// Longest a query waits for a snapshot to be named; past it, it is answered with what is
 /// there (the newest slice written and the last snapshot). Naming takes tens of
@@ -61,12 +91,48 @@ pub(super) struct OpenState {
     pub refused: u64,
     /// Snapshots published.
     pub published: u64,
+    /// The snapshots each user may still ask for, as of when: a token bucket (see
+    /// [`SNAPSHOT_BURST`]). Full buckets are dropped as requests come: at most the users that
+    /// asked within the last `SNAPSHOT_BURST` spacings.
+    pub allowance: HashMap<u32, (f64, Instant)>,
 }
 
 impl OpenState {
     /// When the last snapshot was taken (UNIX ns; 0: none).
     pub fn taken_ns(&self) -> u64 {
         self.snapshot.as_ref().map_or(0, |s| s.taken_ns)
+    }
+
+    /// The snapshots `uid` may ask for at `now` (its bucket refilled).
+    fn tokens(&self, uid: u32, now: Instant) -> f64 {
+        self.allowance
+            .get(&uid)
+            .map_or(SNAPSHOT_BURST, |&(tokens, at)| {
+                let back = now.duration_since(at).as_secs_f64() / SNAPSHOT_SPACING.as_secs_f64();
+                (tokens + back).min(SNAPSHOT_BURST)
+            })
+    }
+
+    /// How long `querier` must still wait before it may ask for a snapshot (None: it may now).
+    fn spacing_left(&self, querier: Querier) -> Option<Duration> {
+        let Querier::User(uid) = querier else {
+            return None;
+        };
+        let missing = 1.0 - self.tokens(uid, Instant::now());
+        (missing > 0.0).then(|| SNAPSHOT_SPACING.mul_f64(missing))
+    }
+
+    /// `querier` asked for a snapshot at `now`: one token of its bucket taken.
+    fn note_asked(&mut self, querier: Querier, now: Instant) {
+        let Querier::User(uid) = querier else {
+            return;
+        };
+        let left = self.tokens(uid, now) - 1.0;
+        // A bucket refilled by now is as good as none.
+        self.allowance.retain(|_, &mut (tokens, at)| {
+            now.duration_since(at) < SNAPSHOT_SPACING.mul_f64(SNAPSHOT_BURST - tokens)
+        });
+        self.allowance.insert(uid, (left.max(0.0), now));
     }
 
     /// Drop the open slices that the written slice `key` supersedes.
@@ -110,15 +176,30 @@ impl Store {
     /// reaches past the newest slice written, the open slices are named first, unless the last
     /// snapshot of them holds every sample up to [`FRESH_LAG`] before `until_ns` (or now):
     /// this waits (at most [`FRESH_WAIT`]) while the pipeline names them, so call it from a
-    /// blocking thread. Ranges in the past never wait.
+    /// blocking thread. Ranges in the past never wait. For tests (not spaced): queries
+    /// call [`Store::select_for`] with whom they ask for.
+    #[cfg(test)]
     pub fn select(&self, since_ns: u64, until_ns: u64) -> Selection {
-        self.select_within(since_ns, until_ns, FRESH_LAG)
+        self.select_for(Querier::Daemon, since_ns, until_ns)
     }
 
-    /// [`Store::select`], the open slices named at most `lag` before `until_ns` (or now).
-    pub fn select_within(&self, since_ns: u64, until_ns: u64, lag: Duration) -> Selection {
+    /// The slices for `[since_ns, until_ns)`, as [`Store::select_within`] with [`FRESH_LAG`]:
+    /// what every query reads. `querier`: whom a snapshot is asked for (a user's are spaced:
+    /// [`SNAPSHOT_SPACING`]).
+    pub fn select_for(&self, querier: Querier, since_ns: u64, until_ns: u64) -> Selection {
+        self.select_within(querier, since_ns, until_ns, FRESH_LAG)
+    }
+
+    /// [`Store::select_for`], the open slices named at most `lag` before `until_ns` (or now).
+    pub fn select_within(
+        &self,
+        querier: Querier,
+        since_ns: u64,
+        until_ns: u64,
+        lag: Duration,
+    ) -> Selection {
         let want = until_ns.min(unix_now_ns());
-        let index = self.freshen(want, true, lag);
+        let index = self.freshen(querier, want, true, lag);
         let mut slices: Vec<SliceMeta> = index
             .slices
             .iter()
@@ -154,9 +235,9 @@ impl Store {
     /// A snapshot of the open slices taken at most `lag` ago (named for this call unless one
     /// is), as published: for answers that need what was open at one time, the scrape's start.
     /// None without a pipeline, or when none could be named within [`FRESH_WAIT`].
-    pub fn open_slices(&self, lag: Duration) -> Option<Arc<OpenSlices>> {
+    pub fn open_slices(&self, querier: Querier, lag: Duration) -> Option<Arc<OpenSlices>> {
         let now = unix_now_ns();
-        let index = self.freshen(now, false, lag);
+        let index = self.freshen(querier, now, false, lag);
         index
             .open
             .snapshot
@@ -167,9 +248,16 @@ impl Store {
     /// The index, once the open slices hold every sample up to `lag` before `want_ns` (UNIX
     /// ns), or (`written_will_do`) the newest slice written reaches it, or the pipeline cannot
     /// name them, or [`FRESH_WAIT`] has passed. Asks the pipeline for a snapshot unless one is
-    /// asked; at most twice (a query that came after a snapshot was taken, while it was being
-    /// named, asks for the next one).
-    fn freshen(&self, want: u64, written_will_do: bool, lag: Duration) -> MutexGuard<'_, Index> {
+    /// asked, once `querier`'s spacing has passed ([`SNAPSHOT_SPACING`]; another's snapshot
+    /// may answer it meanwhile); at most twice (a query that came after a snapshot was taken,
+    /// while it was being named, asks for the next one).
+    fn freshen(
+        &self,
+        querier: Querier,
+        want: u64,
+        written_will_do: bool,
+        lag: Duration,
+    ) -> MutexGuard<'_, Index> {
         let deadline = Instant::now() + FRESH_WAIT;
         let lag_ns = lag.as_nanos() as u64;
         let mut index = self.index();
@@ -180,19 +268,31 @@ impl Store {
             {
                 break;
             }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                break;
+            };
             // A request unanswered for longer than a query waits is forgotten.
             let pending = index.open.asked.is_some_and(|at| at.elapsed() < FRESH_WAIT);
             if !pending {
+                if let Some(spacing) = index.open.spacing_left(querier) {
+                    // This user asked a moment ago: wait for the spacing to pass, or for a
+                    // snapshot someone else asked for.
+                    index = self
+                        .fresh
+                        .wait_timeout(index, spacing.min(left))
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    continue;
+                }
                 let asker = self.asker.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 if asked >= 2 || !asker.is_some_and(|ask| ask()) {
                     break;
                 }
-                index.open.asked = Some(Instant::now());
+                let now = Instant::now();
+                index.open.asked = Some(now);
+                index.open.note_asked(querier, now);
                 asked += 1;
             }
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                break;
-            };
             let refused = index.open.refused;
             index = self
                 .fresh
@@ -271,6 +371,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
+    use super::{Querier, SNAPSHOT_SPACING};
     use crate::slice::tests::example;
     use crate::slice::Slice;
     use crate::store::Store;
@@ -368,7 +469,7 @@ mod tests {
         written.start_ns += 3_000; // converted to UNIX time at another moment
         written.end_ns += 3_000;
         store.write(&written, now()).unwrap();
-        let sel = store.select_within(t - 60 * S, t, Duration::from_secs(3600));
+        let sel = store.select_within(Querier::Daemon, t - 60 * S, t, Duration::from_secs(3600));
         assert_eq!(sel.slices.len(), 2);
         assert!(sel.slices.iter().all(|m| m.open.is_none()));
     }
@@ -379,7 +480,7 @@ mod tests {
         let t = now();
         let began = Instant::now();
         assert!(store.select(t - 60 * S, t).slices.is_empty());
-        assert!(store.open_slices(Duration::ZERO).is_none());
+        assert!(store.open_slices(Querier::Daemon, Duration::ZERO).is_none());
         // A pipeline whose queue is full refuses at once.
         let weak = Arc::downgrade(&store);
         store.serve_open_slices(Some(Arc::new(move || {
@@ -406,13 +507,57 @@ mod tests {
         let (_dir, store) = store();
         let t = now();
         let asked = serve(&store, t - 2 * S, Duration::from_millis(20));
-        let first = store.open_slices(Duration::ZERO).expect("a snapshot");
+        let first = store
+            .open_slices(Querier::Daemon, Duration::ZERO)
+            .expect("a snapshot");
         assert!(first.taken_ns >= t);
         let filling = first.filling().expect("the slice being filled");
         assert_eq!(filling.end_ns, first.taken_ns);
         // Asked again with no lag allowed: another one, taken later.
-        let second = store.open_slices(Duration::ZERO).expect("a snapshot");
+        let second = store
+            .open_slices(Querier::Daemon, Duration::ZERO)
+            .expect("a snapshot");
         assert!(second.taken_ns > first.taken_ns);
         assert_eq!(asked.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn one_users_snapshots_are_spaced_and_others_are_not_held_by_them() {
+        let (_dir, store) = store();
+        let t = now();
+        let asked = serve(&store, t - 2 * S, Duration::from_millis(20));
+        let fresh = |who| {
+            let began = Instant::now();
+            let sel = store.select_within(who, t - 60 * S, now(), Duration::ZERO);
+            assert!(sel.complete_until_ns > t);
+            began.elapsed()
+        };
+        // A burst of two at once.
+        assert!(fresh(Querier::User(5)) < Duration::from_secs(1));
+        assert!(fresh(Querier::User(5)) < Duration::from_secs(1));
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+        // The same user at once again: waits for its next snapshot, then asks.
+        let waited = fresh(Querier::User(5));
+        assert!(waited >= SNAPSHOT_SPACING.mul_f64(0.8), "{waited:?}");
+        assert_eq!(asked.load(Ordering::SeqCst), 3);
+        // Another user, and the daemon itself, are not held by that user's spacing.
+        assert!(fresh(Querier::User(6)) < Duration::from_secs(1));
+        assert!(fresh(Querier::Daemon) < Duration::from_secs(1));
+        assert!(fresh(Querier::Scrape) < Duration::from_secs(1));
+        assert_eq!(asked.load(Ordering::SeqCst), 6);
+        // A user's query the last snapshot answers (within the lag) asks for nothing.
+        let sel = store.select_for(Querier::User(6), t - 60 * S, now());
+        assert!(sel.complete_until_ns > t);
+        assert_eq!(asked.load(Ordering::SeqCst), 6);
+        // Over a loop, one snapshot per spacing.
+        let began = Instant::now();
+        for _ in 0..3 {
+            fresh(Querier::User(5));
+        }
+        assert!(
+            began.elapsed() >= SNAPSHOT_SPACING.mul_f64(2.6),
+            "{:?}",
+            began.elapsed()
+        );
     }
 }

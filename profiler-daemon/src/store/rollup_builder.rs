@@ -6,8 +6,11 @@
 //! Compact form: frame names, frame sequences, label strings, ancestor chains and threads
 //! (every label of a stack) are interned once each; a stack is the fixed-size key
 //! (sequence, kernel frames, thread) with its totals and a chain of (member, count) entries in
-//! one arena. Its memory is accounted for and bounded: past the bound the fold fails and the
-//! hour stays as slices (as a roll-up too large to write does).
+//! one arena. Members sampled at different frequencies (the budget or a reload changed it
+//! within the hour) are folded as any: each member's period is kept, and once the hour's
+//! CPU time no longer follows from counts and one period, each entry's CPU time too. Its
+//! memory is accounted for and bounded: past the bound the fold fails and the hour stays as
+//! slices (as a roll-up too large to write does).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, RandomState};
@@ -19,9 +22,6 @@ use crate::slice::Slice;
 /// Why a slice could not be folded into the hour's roll-up (the hour then stays as slices).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BuildError {
-    /// The slices of the hour do not share one sampling period.
-    #[error("the sampling frequency changed within the hour")]
-    PeriodChanged,
     /// The compact form would take more than its bound.
     #[error("the roll-up would take {bytes} bytes in memory (bound {limit})")]
     TooLarge {
@@ -239,6 +239,18 @@ pub(crate) struct Entry {
     pub count: u32,
 }
 
+/// One stack's samples in one second of one member (the member: where it lies in
+/// `seconds`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SecondEntry {
+    /// The stack.
+    pub stack: u32,
+    /// The second of its member (0: the wall-clock second the member's start falls in).
+    pub second: u32,
+    /// Samples in it (a count past `u32::MAX` takes several entries).
+    pub count: u32,
+}
+
 /// An hour's roll-up in the making (see the module's documentation).
 #[derive(Debug)]
 pub struct RollupBuilder {
@@ -246,8 +258,14 @@ pub struct RollupBuilder {
     limit: usize,
     /// The members' `(start_ns, end_ns)` (as the index knows them), oldest first.
     pub(crate) members: Vec<(u64, u64)>,
-    /// The members' common period (ns per sample).
+    /// The shortest period of the members (ns per sample): the roll-up's `period`.
     pub(crate) period_ns: u64,
+    /// Each member's period (its slice's `period_ns`).
+    pub(crate) member_periods: Vec<u64>,
+    /// Each entry's CPU time, ns, once some member's stacks are not each their count times
+    /// one period of the hour (a change of frequency: between members, or within one); None
+    /// while they are (the entries' CPU time follows from their counts).
+    pub(crate) entry_cpu: Option<Vec<u64>>,
     /// Frame names (function names).
     pub(crate) names: Strings,
     /// Frame sequences, outermost first, as name ids.
@@ -267,6 +285,11 @@ pub struct RollupBuilder {
     pub(crate) entries: Vec<Entry>,
     /// Where each member's entries end in `entries`.
     pub(crate) member_ends: Vec<u32>,
+    /// The (stack, second, count) entries of every member's per-second counts, member after
+    /// member (stacks without them have none).
+    pub(crate) seconds: Vec<SecondEntry>,
+    /// Where each member's per-second entries end in `seconds`.
+    pub(crate) second_ends: Vec<u32>,
     /// Scratch: a slice's name ids in the hour's, a stack's frames, the stacks of the slice
     /// being folded (stack → its entry).
     remap: Vec<u32>,
@@ -283,6 +306,8 @@ impl RollupBuilder {
             limit,
             members: Vec::new(),
             period_ns: 0,
+            member_periods: Vec::new(),
+            entry_cpu: None,
             names: Strings::default(),
             sequences: Arena::default(),
             strings: Strings::default(),
@@ -293,6 +318,8 @@ impl RollupBuilder {
             state: RandomState::new(),
             entries: Vec::new(),
             member_ends: Vec::new(),
+            seconds: Vec::new(),
+            second_ends: Vec::new(),
             remap: Vec::new(),
             frames: Vec::new(),
             seen: HashMap::new(),
@@ -314,12 +341,16 @@ impl RollupBuilder {
         {
             return Err(BuildError::OutOfOrder);
         }
-        if self.members.is_empty() {
-            self.period_ns = slice.period_ns;
-        } else if slice.period_ns != self.period_ns {
-            return Err(BuildError::PeriodChanged);
+        if self.entry_cpu.is_none() && !self.follows_from_counts(slice) {
+            self.keep_entry_cpu();
         }
+        self.period_ns = match self.period_ns {
+            0 => slice.period_ns,
+            p if slice.period_ns > 0 => p.min(slice.period_ns),
+            p => p,
+        };
         self.members.push(span);
+        self.member_periods.push(slice.period_ns);
         self.remap.clear();
         for name in &slice.names {
             let id = self.names.intern(name);
@@ -349,9 +380,11 @@ impl RollupBuilder {
             };
             let thread = self.threads.intern(thread);
             let times = (s.cpu_ns, s.off_cpu_ns);
-            self.add(sequence, s.kernel_frames, thread, s.count, times);
+            let stack = self.add(sequence, s.kernel_frames, thread, s.count, times, s.cpu_ns);
+            self.add_seconds(stack, s.seconds.iter());
         }
         self.member_ends.push(self.entries.len() as u32);
+        self.second_ends.push(self.seconds.len() as u32);
         let bytes = self.memory();
         if bytes > self.limit {
             return Err(BuildError::TooLarge {
@@ -362,8 +395,99 @@ impl RollupBuilder {
         Ok(())
     }
 
+    /// Add `stack`'s samples per second in the member being folded.
+    fn add_seconds(&mut self, stack: u32, counts: impl Iterator<Item = (u32, u64)>) {
+        for (second, mut count) in counts {
+            while count > 0 {
+                let part = count.min(u64::from(u32::MAX));
+                room(&mut self.seconds, 1);
+                self.seconds.push(SecondEntry {
+                    stack,
+                    second,
+                    count: part as u32,
+                });
+                count -= part;
+            }
+        }
+    }
+
+    /// Each stack's samples per second over the members (numbered across them: see
+    /// `seconds.rs`), seconds ascending, each once: `(starts, pairs)`, stack `i`'s at
+    /// `pairs[starts[i]..starts[i + 1]]`.
+    pub(crate) fn second_counts(&self) -> (Vec<u32>, Vec<(u32, u64)>) {
+        let bases = crate::seconds::member_seconds(&self.members);
+        let mut starts = vec![0u32; self.stacks.len() + 1];
+        for e in &self.seconds {
+            starts[e.stack as usize + 1] += 1;
+        }
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let mut next = starts.clone();
+        let mut pairs = vec![(0u32, 0u64); self.seconds.len()];
+        let mut member = 0usize;
+        for (k, e) in self.seconds.iter().enumerate() {
+            while self.second_ends[member] as usize <= k {
+                member += 1;
+            }
+            let global = bases[member].saturating_add(u64::from(e.second));
+            let at = &mut next[e.stack as usize];
+            pairs[*at as usize] = (global.min(u64::from(u32::MAX)) as u32, u64::from(e.count));
+            *at += 1;
+        }
+        // Each stack's by second, each second once (a stack twice in a slice).
+        let mut merged = Vec::with_capacity(pairs.len());
+        let mut out_starts = Vec::with_capacity(starts.len());
+        out_starts.push(0u32);
+        for i in 0..self.stacks.len() {
+            let these = &mut pairs[starts[i] as usize..starts[i + 1] as usize];
+            these.sort_unstable_by_key(|p| p.0);
+            let first = merged.len();
+            for &(second, count) in these.iter() {
+                match merged[first..].last_mut() {
+                    Some((s, c)) if *s == second => *c += count,
+                    _ => merged.push((second, count)),
+                }
+            }
+            out_starts.push(merged.len() as u32);
+        }
+        (out_starts, merged)
+    }
+
+    /// Whether every CPU stack of `slice` holds its count times the hour's one period so far
+    /// (then its entries' CPU time need not be kept).
+    fn follows_from_counts(&self, slice: &Slice) -> bool {
+        let period = slice.period_ns;
+        self.member_periods.first().is_none_or(|&p| p == period)
+            && slice
+                .stacks
+                .iter()
+                .all(|s| s.off_cpu_ns > 0 || s.cpu_ns == s.count.saturating_mul(period))
+    }
+
+    /// Start keeping each entry's CPU time: the entries so far get theirs from their counts
+    /// and the one period of the members before.
+    fn keep_entry_cpu(&mut self) {
+        let period = self.member_periods.first().copied().unwrap_or(0);
+        let stacks = &self.stacks;
+        let cpu = self
+            .entries
+            .iter()
+            .map(|e| {
+                if stacks[e.stack as usize].off_cpu_ns > 0 {
+                    0
+                } else {
+                    u64::from(e.count) * period
+                }
+            })
+            .collect();
+        self.entry_cpu = Some(cpu);
+    }
+
     /// Add `count` samples (`(cpu_ns, off_cpu_ns)`) of the member being folded to the stack
-    /// (sequence, kernel frames, thread), created on first sight; returns its id.
+    /// (sequence, kernel frames, thread), created on first sight; `entry_cpu` is the CPU time
+    /// those samples hold in the member (kept per entry once [`RollupBuilder::entry_cpu`] is);
+    /// returns its id.
     fn add(
         &mut self,
         sequence: u32,
@@ -371,6 +495,7 @@ impl RollupBuilder {
         thread: u32,
         count: u64,
         (cpu_ns, off_cpu_ns): (u64, u64),
+        entry_cpu: u64,
     ) -> u32 {
         let key = (sequence, kernel_frames, thread);
         let RollupBuilder {
@@ -411,9 +536,19 @@ impl RollupBuilder {
                 let entry = &mut self.entries[e];
                 let room = u64::from(u32::MAX - entry.count).min(count);
                 entry.count += room as u32;
+                if let Some(cpu) = self.entry_cpu.as_mut() {
+                    cpu[e] += entry_cpu;
+                }
                 count - room
             }
             None => count,
+        };
+        // The CPU time goes with the first entry of the member (the others, of a count past
+        // u32::MAX, hold none).
+        let mut cpu_left = if self.seen.contains_key(&i) {
+            0
+        } else {
+            entry_cpu
         };
         while rest > 0 || !self.seen.contains_key(&i) {
             let part = rest.min(u64::from(u32::MAX));
@@ -423,6 +558,10 @@ impl RollupBuilder {
                 stack: i,
                 count: part as u32,
             });
+            if let Some(cpu) = self.entry_cpu.as_mut() {
+                room(cpu, 1);
+                cpu.push(std::mem::take(&mut cpu_left));
+            }
             rest -= part;
         }
         i
@@ -434,6 +573,10 @@ impl RollupBuilder {
         let mut out = RollupBuilder::new(self.limit);
         out.members = self.members.clone();
         out.period_ns = self.period_ns;
+        out.member_periods = self.member_periods.clone();
+        if self.entry_cpu.is_some() {
+            out.entry_cpu = Some(Vec::new());
+        }
         let mut names: HashMap<u32, u32> = HashMap::new();
         let mut sequences: HashMap<u32, u32> = HashMap::new();
         let mut threads: HashMap<u32, u32> = HashMap::new();
@@ -441,10 +584,11 @@ impl RollupBuilder {
         let mut start = 0;
         for &end in &self.member_ends {
             out.seen.clear();
-            for e in &self.entries[start..end as usize] {
+            for (k, e) in self.entries[start..end as usize].iter().enumerate() {
                 if !keep.get(e.stack as usize).copied().unwrap_or(true) {
                     continue;
                 }
+                let cpu = self.entry_cpu.as_ref().map_or(0, |c| c[start + k]);
                 let old = self.stacks[e.stack as usize];
                 let sequence = *sequences.entry(old.sequence).or_insert_with(|| {
                     out.frames.clear();
@@ -480,10 +624,23 @@ impl RollupBuilder {
                     thread,
                     u64::from(e.count),
                     (0, 0),
+                    cpu,
                 );
                 stacks[e.stack as usize] = Some(id);
             }
             out.member_ends.push(out.entries.len() as u32);
+            start = end as usize;
+        }
+        // The kept stacks' seconds, member by member.
+        let mut start = 0;
+        for &end in &self.second_ends {
+            for e in &self.seconds[start..end as usize] {
+                if let Some(Some(new)) = stacks.get(e.stack as usize) {
+                    room(&mut out.seconds, 1);
+                    out.seconds.push(SecondEntry { stack: *new, ..*e });
+                }
+            }
+            out.second_ends.push(out.seconds.len() as u32);
             start = end as usize;
         }
         // The times are the hour's totals, not the members'.
@@ -511,11 +668,27 @@ impl RollupBuilder {
             + self.entries.capacity() * size_of::<Entry>()
             + self.member_ends.capacity() * 4
             + self.members.capacity() * size_of::<(u64, u64)>()
+            + self.member_periods.capacity() * 8
+            + self.seconds.capacity() * size_of::<SecondEntry>()
+            + self.second_ends.capacity() * 4
+            + self.entry_cpu.as_ref().map_or(0, |c| c.capacity() * 8)
     }
 
     /// Each stack's (member, count) pairs, oldest member first: `(starts, pairs)`, the pairs
     /// of stack `i` at `pairs[starts[i]..starts[i + 1]]` (a counting sort of the entries).
+    #[cfg(test)]
     pub(crate) fn member_counts(&self) -> (Vec<u32>, Vec<(u32, u32)>) {
+        let (starts, order) = self.entries_by_stack();
+        let pairs = order
+            .iter()
+            .map(|&(m, k)| (m, self.entries[k as usize].count))
+            .collect();
+        (starts, pairs)
+    }
+
+    /// The entries by stack, oldest member first: `(starts, (member, entry index))`, stack
+    /// `i`'s at `[starts[i]..starts[i + 1]]` (a counting sort).
+    pub(crate) fn entries_by_stack(&self) -> (Vec<u32>, Vec<(u32, u32)>) {
         let mut starts = vec![0u32; self.stacks.len() + 1];
         for e in &self.entries {
             starts[e.stack as usize + 1] += 1;
@@ -524,17 +697,17 @@ impl RollupBuilder {
             starts[i] += starts[i - 1];
         }
         let mut next = starts.clone();
-        let mut pairs = vec![(0u32, 0u32); self.entries.len()];
+        let mut order = vec![(0u32, 0u32); self.entries.len()];
         let mut member = 0u32;
         for (k, e) in self.entries.iter().enumerate() {
             while self.member_ends[member as usize] as usize <= k {
                 member += 1;
             }
             let at = &mut next[e.stack as usize];
-            pairs[*at as usize] = (member, e.count);
+            order[*at as usize] = (member, k as u32);
             *at += 1;
         }
-        (starts, pairs)
+        (starts, order)
     }
 }
 
@@ -577,6 +750,7 @@ pub(crate) mod tests {
         for st in &mut s.stacks {
             st.cpu_ns = st.count * s.period_ns;
         }
+        crate::slice::tests::spread_seconds(&mut s, i);
         s
     }
 
@@ -606,7 +780,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_change_of_period_an_old_slice_or_the_bound_stop_the_fold() {
+    fn an_old_slice_or_the_bound_stop_the_fold() {
         let mut b = RollupBuilder::new(1 << 30);
         let s0 = slice(0);
         b.fold(&s0, (s0.start_ns, s0.end_ns)).unwrap();
@@ -614,16 +788,59 @@ pub(crate) mod tests {
             b.fold(&s0, (s0.start_ns, s0.end_ns)),
             Err(BuildError::OutOfOrder)
         );
-        let mut s1 = slice(1);
-        s1.period_ns += 1;
-        assert_eq!(
-            b.fold(&s1, (s1.start_ns, s1.end_ns)),
-            Err(BuildError::PeriodChanged)
-        );
         let mut small = RollupBuilder::new(200);
         assert!(matches!(
             small.fold(&s0, (s0.start_ns, s0.end_ns)),
             Err(BuildError::TooLarge { limit: 200, .. })
         ));
+    }
+
+    /// Slice `i` sampled at a tenth of the frequency: a tenth of the counts, each standing
+    /// for ten times the CPU time.
+    pub(crate) fn slow(i: u64) -> Slice {
+        let mut s = slice(i);
+        s.period_ns *= 10;
+        for st in &mut s.stacks {
+            st.count = st.count.div_ceil(10);
+            st.cpu_ns = st.count * s.period_ns;
+        }
+        crate::slice::tests::spread_seconds(&mut s, i);
+        s
+    }
+
+    #[test]
+    fn members_at_other_frequencies_keep_each_entrys_cpu_time() {
+        let slices = [slice(0), slice(1), slow(2), slice(3)];
+        let mut b = RollupBuilder::new(1 << 30);
+        for (k, s) in slices.iter().enumerate() {
+            b.fold(s, (s.start_ns, s.end_ns)).unwrap();
+            assert_eq!(
+                b.entry_cpu.is_some(),
+                k >= 2,
+                "kept from the first slow member on"
+            );
+        }
+        assert_eq!(b.period_ns, slices[0].period_ns);
+        let periods: Vec<u64> = slices.iter().map(|s| s.period_ns).collect();
+        assert_eq!(b.member_periods, periods);
+        // Each member's CPU time, stack by stack, as the slices hold it.
+        let cpu = b.entry_cpu.as_ref().unwrap();
+        let mut start = 0;
+        for (m, &end) in b.member_ends.iter().enumerate() {
+            let held: u64 = cpu[start..end as usize].iter().sum();
+            let want: u64 = slices[m].stacks.iter().map(|s| s.cpu_ns).sum();
+            assert_eq!(held, want, "member {m}");
+            start = end as usize;
+        }
+        // Kept through a cut of the stacks (the per-uid share).
+        let kept = b.retain(&vec![true; b.stacks.len()]);
+        assert_eq!(kept.entry_cpu, b.entry_cpu);
+        assert_eq!(kept.member_periods, b.member_periods);
+        // One frequency throughout: nothing more is kept.
+        let mut same = RollupBuilder::new(1 << 30);
+        for s in &slices[..2] {
+            same.fold(s, (s.start_ns, s.end_ns)).unwrap();
+        }
+        assert!(same.entry_cpu.is_none());
     }
 }

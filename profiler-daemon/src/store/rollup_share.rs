@@ -21,8 +21,8 @@ use crate::store::share::{
     STACK_BYTES,
 };
 
-/// Estimated bytes one count of a stack in one member adds to a roll-up (a member index and
-/// a count, packed).
+/// Estimated bytes one count of a stack in one member, or in one second, adds to a roll-up (an
+/// index and a count, packed).
 const ENTRY_BYTES: u64 = 4;
 
 /// The bytes of `builder`'s roll-up file, counted without keeping them (None: it could not
@@ -86,6 +86,10 @@ fn cut(
 ) -> Option<(RollupBuilder, Vec<UidDrop>)> {
     let mut entries = vec![0u64; builder.stacks.len()];
     for e in &builder.entries {
+        entries[e.stack as usize] += 1;
+    }
+    // A second's count weighs as much as a member's (two small varints).
+    for e in &builder.seconds {
         entries[e.stack as usize] += 1;
     }
     let threads = builder.threads.items();

@@ -13,6 +13,7 @@ use std::io::{self, Write};
 use prost::encoding::{encode_key, encode_varint, WireType};
 use prost::Message;
 
+use crate::seconds::SecondCounts;
 use crate::slice::{FORMAT_COMMENT, MAX_SLICE_BYTES, OFF_CPU_TYPE};
 use crate::slice_proto as pprof;
 use crate::store::rollup::ROLLUP_COMMENT;
@@ -207,6 +208,7 @@ impl RollupBuilder {
         let mut comments = vec![fixed(FORMAT_COMMENT), fixed(ROLLUP_COMMENT)];
         comments.extend((0..self.members.len() as i64).map(|m| layout.members + m));
         prost::encoding::int64::encode_packed(13, &comments, &mut out.buf);
+        prost::encoding::uint64::encode_packed(100, &self.member_periods, &mut out.buf);
         Ok(())
     }
 
@@ -221,7 +223,8 @@ impl RollupBuilder {
     ) -> io::Result<Vec<(u32, bool)>> {
         let threads = self.threads.items();
         let sequences = self.sequences.ordered();
-        let (starts, pairs) = self.member_counts();
+        let (starts, order) = self.entries_by_stack();
+        let (second_starts, seconds) = self.second_counts();
         let off_cpu = self.stacks.iter().any(|s| s.off_cpu_ns > 0);
         // Location id of (name, kernel) at 2 * name + kernel; 0: none yet.
         let mut location_of = vec![0u32; 2 * self.names.len()];
@@ -231,6 +234,8 @@ impl RollupBuilder {
             value: Vec::new(),
             label: Vec::new(),
             slice_counts: Vec::new(),
+            second_counts: Default::default(),
+            slice_cpu_ns: Vec::new(),
         };
         for (i, stack) in self.stacks.iter().enumerate() {
             let frames = sequences[stack.sequence as usize];
@@ -257,11 +262,18 @@ impl RollupBuilder {
             let ppid = chains[thread.ancestors as usize].first().copied();
             labels(&mut sample.label, thread, stack.kernel_frames, layout, ppid);
             sample.slice_counts.clear();
-            for &(member, count) in &pairs[starts[i] as usize..starts[i + 1] as usize] {
+            sample.slice_cpu_ns.clear();
+            for &(member, k) in &order[starts[i] as usize..starts[i + 1] as usize] {
+                let count = self.entries[k as usize].count;
                 sample
                     .slice_counts
                     .extend([u64::from(member), u64::from(count)]);
+                if let Some(cpu) = &self.entry_cpu {
+                    sample.slice_cpu_ns.push(cpu[k as usize]);
+                }
             }
+            let these = &seconds[second_starts[i] as usize..second_starts[i + 1] as usize];
+            sample.second_counts = SecondCounts::encode(these.iter().copied()).0;
             out.message(2, &sample)?;
         }
         Ok(locations)
@@ -356,12 +368,48 @@ mod tests {
     fn counts_past_u32_and_a_stack_twice_in_a_slice_add_up() {
         let mut s = slice(0);
         s.stacks[0].count = u64::from(u32::MAX) + 5;
+        crate::slice::tests::spread_seconds(&mut s, 0);
+        // One second past u32::MAX too.
+        s.stacks[0].seconds = crate::seconds::SecondCounts::encode([(2, s.stacks[0].count)]);
         let twice = s.stacks[0].clone();
         s.stacks.push(twice);
         let next = slice(1);
         let rollup = Rollup::decode(&built(&[s.clone(), next.clone()])).unwrap();
         assert_eq!(rollup.slice.samples(), s.samples() + next.samples());
         assert_eq!(rollup.restrict(0, next.start_ns).samples(), s.samples());
+    }
+
+    #[test]
+    fn members_at_other_frequencies_round_trip_with_their_cpu_times() {
+        use crate::store::rollup_builder::tests::slow;
+        let slices: Vec<Slice> = (0..12)
+            .map(|i| {
+                if (4..8).contains(&i) {
+                    slow(i)
+                } else {
+                    slice(i)
+                }
+            })
+            .collect();
+        let bytes = built(&slices);
+        let whole = Rollup::build(&slices);
+        assert!(whole.member_cpu.is_some());
+        let read = Rollup::decode(&bytes).unwrap();
+        assert_eq!(read, whole);
+        // The slow members alone: their CPU time, counted at their own period.
+        let (a, b) = (slices[4].start_ns, slices[8].start_ns);
+        let got = read.restrict(a, b);
+        assert_eq!(got.period_ns, slices[4].period_ns);
+        let cpu = |s: &Slice| s.stacks.iter().map(|st| st.cpu_ns).sum::<u64>();
+        assert_eq!(cpu(&got), slices[4..8].iter().map(cpu).sum::<u64>());
+        assert_eq!(
+            got.samples(),
+            slices[4..8].iter().map(Slice::samples).sum::<u64>()
+        );
+        // Across the change: samples at the shortest period.
+        let got = Rollup::decode(&bytes).unwrap().restrict(a, b + 1);
+        assert_eq!(got.period_ns, slices[0].period_ns);
+        assert_eq!(cpu(&got), slices[4..9].iter().map(cpu).sum::<u64>());
     }
 
     #[test]
@@ -475,6 +523,59 @@ mod cost {
             (kb("VmHWM:") - hwm0) as f64 / 1024.0,
             hwm0 as f64 / 1024.0,
             memory as f64 / 1e6
+        );
+    }
+
+    /// What keeping each stack's samples per second costs on real slices (bench/daemon.sh
+    /// runs it on its runs' slices): the slice files as written, the same slices without
+    /// their per-second counts (as written before they were kept), and the roll-up of all of
+    /// them each way (file and compact form). `PROFILERD_BENCH_SLICES=DIR cargo test
+    /// --release -p profiler-daemon --bin profilerd seconds_cost -- --ignored --nocapture`;
+    /// prints one line: `seconds_cost: slices N with W without O rollup_with RW
+    /// rollup_without RO compact_with CW compact_without CO` (bytes).
+    #[test]
+    #[ignore]
+    fn seconds_cost() {
+        let Ok(dir) = std::env::var("PROFILERD_BENCH_SLICES") else {
+            return;
+        };
+        let mut paths: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let n = p.to_str().unwrap();
+                n.ends_with(".pb.gz") && !n.ends_with(".hour.pb.gz")
+            })
+            .collect();
+        paths.sort();
+        let (mut with, mut without) = (0u64, 0u64);
+        let mut b_with = RollupBuilder::new(usize::MAX);
+        let mut b_without = RollupBuilder::new(usize::MAX);
+        for p in &paths {
+            let bytes = std::fs::read(p).unwrap();
+            with += bytes.len() as u64;
+            let s = Slice::decode(&bytes).unwrap();
+            let span = (s.start_ns, s.end_ns);
+            b_with.fold(&s, span).unwrap();
+            let mut bare = s;
+            for st in &mut bare.stacks {
+                st.seconds = Default::default();
+            }
+            without += bare.encode().len() as u64;
+            b_without.fold(&bare, span).unwrap();
+        }
+        let size = |b: &RollupBuilder| {
+            let mut out = Vec::new();
+            b.write_to(&mut out).unwrap();
+            out.len()
+        };
+        println!(
+            "seconds_cost: slices {} with {with} without {without} rollup_with {} rollup_without {} compact_with {} compact_without {}",
+            paths.len(),
+            size(&b_with),
+            size(&b_without),
+            b_with.memory(),
+            b_without.memory()
         );
     }
 }

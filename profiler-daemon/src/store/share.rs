@@ -213,7 +213,7 @@ fn stack_bytes(stack: &SliceStack) -> u64 {
     let text = stack.comm.as_ref().map_or(0, String::len)
         + stack.cgroup.as_ref().map_or(0, String::len)
         + stack.ancestors.len() * 6;
-    STACK_BYTES + FRAME_BYTES * stack.frames.len() as u64 + text as u64
+    STACK_BYTES + FRAME_BYTES * stack.frames.len() as u64 + text as u64 + stack.seconds.len() as u64
 }
 
 /// Keep `slice` within `budget` bytes of file by the share (see the module's comment):

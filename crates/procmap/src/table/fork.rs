@@ -82,7 +82,7 @@ fn take_over_early_records(prev: &mut Process, new: &mut Process, time: u64) {
     new.execs = prev.execs.split_off(split);
     let split = prev.uids.partition_point(|&(t, _)| t < time);
     new.uids = prev.uids.split_off(split);
-    if prev.exec_uid_unread.is_some_and(|(t, _)| t >= time) {
+    if prev.exec_uid_unread.is_some_and(|t| t >= time) {
         new.exec_uid_unread = prev.exec_uid_unread.take();
     }
     // An exit at or after `time` is this process's (its EXIT came first); the one before

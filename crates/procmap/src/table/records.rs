@@ -3,7 +3,7 @@
 //! the process is first sampled.
 
 use crate::files::{FileParts, MappedFile};
-use crate::owner::{read_owner, UNKNOWN_UID};
+use crate::owner::{read_owner_if_there_at, UNKNOWN_UID};
 use crate::process::{Mapping, Thread, FOREVER, NO_NAME};
 
 use super::{set_at, ProcessTable};
@@ -76,8 +76,8 @@ impl ProcessTable {
                 process.execs.insert(at, time);
             }
             process.end_mappings_before(time);
-            if read_proc && process.exec_uid_unread.is_none_or(|(t, _)| t <= time) {
-                process.exec_uid_unread = Some((time, id));
+            if read_proc && process.exec_uid_unread.is_none_or(|t| t <= time) {
+                process.exec_uid_unread = Some(time);
                 set_at(&mut process.uids, time, UNKNOWN_UID);
             }
         }
@@ -86,14 +86,14 @@ impl ProcessTable {
     /// The process on `pid` is sampled at `time`: if it exec'd before and its owner since the
     /// exec was not read, read it now from /proc (one small read per exec of a sampled
     /// process; see [`owner_of`](crate::owner_of)). Not when the process is known to have exited (its pid
-    /// may name another process already), nor when /proc shows another name than the exec
-    /// gave (the process renamed itself since, or the pid was reused): the owner stays
-    /// [`UNKNOWN_UID`].
+    /// may name another process already), nor when the process on the pid now started after
+    /// the exec (the pid was reused): the owner then stays [`UNKNOWN_UID`]. A rename since the
+    /// exec does not matter.
     pub fn read_exec_uid(&mut self, pid: u32, time: u64) {
         let Some(process) = self.process_at_mut(pid, time) else {
             return;
         };
-        let Some((exec, name)) = process.exec_uid_unread else {
+        let Some(exec) = process.exec_uid_unread else {
             return;
         };
         if exec > time {
@@ -103,11 +103,8 @@ impl ProcessTable {
         if process.end().is_some() {
             return;
         }
-        let name = self.names.get(name as usize).map(String::as_str);
-        if let Some(uid) = name.and_then(|name| read_owner(pid, Some(name))) {
-            if let Some(process) = self.process_at_mut(pid, time) {
-                set_at(&mut process.uids, exec, uid);
-            }
+        if let Some(uid) = read_owner_if_there_at(pid, exec) {
+            set_at(&mut process.uids, exec, uid);
         }
     }
 

@@ -199,6 +199,10 @@ struct Finished {
     kernel: bool,
     /// Stopped at the daemon's byte budget for a recording.
     truncated: bool,
+    /// Samples the daemon read, before it selected the recorded processes.
+    samples_read: u64,
+    /// Samples of the recorded processes the user may not see (µs for time measures).
+    samples_hidden: u64,
 }
 
 impl Finished {
@@ -210,7 +214,44 @@ impl Finished {
             event: status.event.clone().unwrap_or_else(|| "unknown".into()),
             kernel: status.kernel,
             truncated: status.truncated.unwrap_or(false),
+            samples_read: status.samples_read.unwrap_or(0),
+            samples_hidden: status.samples_hidden.unwrap_or(0),
         }
+    }
+
+    /// Why a recording of `pid` holds nothing, as far as the daemon's status says.
+    fn why_empty(&self, pid: u32, timed: bool) -> String {
+        if self.samples_hidden > 0 {
+            let what = if timed { "µs" } else { "samples" };
+            return format!(
+                "profilerd recorded {} {what} of process {pid} and what it started, but none of \
+                 a process that is yours as the kernel judges who may trace it (a set-uid or \
+                 set-gid program, or one that is not dumpable); root and the daemon's \
+                 access.admin_group see them",
+                self.samples_hidden
+            );
+        }
+        if self.samples_read == 0 {
+            let lost = if self.lost > 0 {
+                format!(" ({} lost)", self.lost)
+            } else {
+                String::new()
+            };
+            let did = if timed {
+                "neither ran nor waited"
+            } else {
+                "did not run on a CPU"
+            };
+            return format!(
+                "profilerd read no samples in {:.1} s{lost}: process {pid} {did} while it was \
+                 recorded",
+                self.seconds
+            );
+        }
+        format!(
+            "profilerd read {} samples, none of process {pid} or what it started",
+            self.samples_read
+        )
     }
 }
 
@@ -239,6 +280,12 @@ fn record(args: &RecordArgs, pid: Option<u32>, socket: &Path, quiet: bool) -> Re
     let timed = args.measure() != recorder::Measure::Cpu;
     let profile = profile_of(&pprof_bytes, timed)?;
     let f = Finished::of(&status);
+    if profile.total() == 0 {
+        eprintln!(
+            "profctl: no samples: {}",
+            printable(&f.why_empty(pid, timed))
+        );
+    }
     let options = svg_options(args, &f, profile.total(), timed);
     let written = write_recorded(&outputs, &profile, &options, &pprof_bytes)?;
     if !quiet {
@@ -342,7 +389,7 @@ fn print_recorded(
         truncated_note(f),
         printable(&socket.display().to_string())
     );
-    if args.measure() != recorder::Measure::Cpu {
+    if args.measure() != recorder::Measure::Cpu && samples > 0 {
         eprintln!(
             "profctl: {:.2} s recorded ({}); counts are microseconds",
             samples as f64 / 1e6,
@@ -357,5 +404,39 @@ fn print_recorded(
         eprintln!("profctl: no files written");
     } else {
         eprintln!("profctl: wrote {}", written.join(", "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_recording_says_why() {
+        let status = |mut fields: serde_json::Value| {
+            // What every status has; the test's fields on top.
+            let base = serde_json::json!({
+                "id": 1, "state": "done", "pid": 42, "frequency": 99, "duration": 1.0,
+                "descendants": false, "kernel": false, "started_ns": 0, "sampling": false,
+            });
+            for (k, v) in base.as_object().unwrap() {
+                fields.as_object_mut().unwrap().entry(k).or_insert(v.clone());
+            }
+            Finished::of(&serde_json::from_value(fields).expect("a recording's status"))
+        };
+        let hidden = status(serde_json::json!({
+            "seconds": 2.0, "samples_read": 120, "samples_hidden": 118,
+        }));
+        let why = hidden.why_empty(42, false);
+        assert!(
+            why.contains("118 samples of process 42") && why.contains("set-uid"),
+            "{why}"
+        );
+        let idle = status(serde_json::json!({"seconds": 3.04, "samples_read": 0, "lost": 2}));
+        let why = idle.why_empty(42, true);
+        assert!(why.contains("no samples in 3.0 s (2 lost)"), "{why}");
+        assert!(why.contains("neither ran nor waited"), "{why}");
+        let others = status(serde_json::json!({"samples_read": 9}));
+        assert!(others.why_empty(42, false).contains("none of process 42"));
     }
 }

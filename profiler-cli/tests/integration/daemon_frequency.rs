@@ -1,0 +1,148 @@
+//! An hour (a 40-s roll-up period here, `PROFILERD_TEST_ROLLUP_SECONDS`) in which the budget
+//! lowers the sampling frequency (a cap set below the daemon's cost) and then raises it again
+//! (the cap lifted) rolls up like any other, and the roll-up answers a query over part of the
+//! period exactly as its slices did. (Such an hour used to stay as slices: "the sampling
+//! frequency changed within the hour".)
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::daemon::{unix_now, Daemon};
+use crate::daemon_rename::scaled;
+use crate::daemon_rollup::{get, header, rollups};
+
+/// The roll-up period of this test, seconds.
+const PERIOD: u64 = 40;
+
+fn write_config(dir: &Path, cap: f64) -> PathBuf {
+    let config = dir.join("profilerd.toml");
+    let text = format!(
+        "[sampling]\nfrequency = 999\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"2s\"\nmax_resident = \"8GiB\"\n",
+        dir.join("state").display(),
+        dir.join("cache").display(),
+        dir.join("profilerd.sock").display()
+    );
+    let tmp = config.with_extension("tmp");
+    fs::write(&tmp, text).unwrap();
+    fs::rename(&tmp, &config).unwrap();
+    config
+}
+
+/// Polls the status until `done` holds (at most `limit`, scaled); the status then.
+fn wait_for(
+    daemon: &Daemon,
+    what: &str,
+    limit: Duration,
+    done: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
+) {
+    let deadline = Instant::now() + scaled(limit);
+    loop {
+        let s = daemon.status().expect("status");
+        if done(&s) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {limit:?}: {s:?}\n--- log ---\n{}",
+            daemon.process.stderr_now()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn number(s: &std::collections::BTreeMap<String, String>, key: &str) -> f64 {
+    s[key]
+        .parse()
+        .unwrap_or_else(|_| panic!("{key}: {:?}", s[key]))
+}
+
+#[test]
+fn daemon_an_hour_whose_frequency_the_budget_changed_rolls_up_and_answers_as_its_slices() {
+    let _guard = sampling_lock();
+    let dir = scratch();
+    let w = workloads();
+    let mut cmd = Command::new(&w.split);
+    cmd.arg("forever").arg(dir.path().join("split.measured"));
+    let _split = Spawned::spawn(cmd, "split");
+    let config = write_config(dir.path(), 10_000.0);
+    let period = PERIOD.to_string();
+    let daemon = Daemon::start_with(
+        &config,
+        &[("PROFILERD_TEST_ROLLUP_SECONDS", Path::new(&period))],
+    );
+    let configured = daemon.number("configured_frequency");
+    // Past the start's naming of every process running: two slices written.
+    wait_for(&daemon, "slices written", Duration::from_secs(60), |s| {
+        number(s, "slices_written") >= 2.0
+    });
+    let cost = number(&daemon.status().unwrap(), "budget_cpu_percent");
+
+    // A period from its start: the cap set under the cost lowers the frequency, the cap
+    // lifted raises it again, both within the period.
+    let p0 = ((unix_now() as u64) / PERIOD + 1) * PERIOD;
+    thread::sleep(Duration::from_secs_f64(
+        (p0 as f64 + 0.5 - unix_now()).max(0.0),
+    ));
+    let changes = daemon.number("budget_frequency_changes");
+    write_config(dir.path(), (cost / 3.0).max(0.01));
+    assert!(send_signal(daemon.process.pid(), "HUP"));
+    wait_for(
+        &daemon,
+        "the frequency lowered",
+        Duration::from_secs(20),
+        |s| number(s, "frequency") < configured as f64,
+    );
+    let lowered = daemon.number("frequency");
+    write_config(dir.path(), 10_000.0);
+    assert!(send_signal(daemon.process.pid(), "HUP"));
+    wait_for(
+        &daemon,
+        "the frequency raised",
+        Duration::from_secs(20),
+        |s| number(s, "frequency") > lowered as f64,
+    );
+    let changed = unix_now();
+    assert!(
+        changed < (p0 + PERIOD - 6) as f64,
+        "the budget took {:.1} s of the {PERIOD}-s period to lower and raise the frequency",
+        changed - p0 as f64
+    );
+    assert!(daemon.number("budget_frequency_changes") >= changes + 2);
+
+    // Part of the period, across both changes, while its slices are files; then rolled up.
+    let (a, b) = (p0 + 1, p0 + PERIOD - 6);
+    let range = format!("/v1/folded?since={a}&until={b}");
+    daemon.wait_slices_through(b as f64);
+    let (head, before) = get(&daemon.socket, &range);
+    assert!(header(&head, "x-profilerd-slices").parse::<u64>().unwrap() > 10);
+    let deadline = Instant::now() + scaled(Duration::from_secs(2 * PERIOD + 30));
+    while !rollups(dir.path())
+        .iter()
+        .any(|r| r.0 <= a as f64 && r.1 >= b as f64)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the period was not rolled up\n--- log ---\n{}",
+            daemon.process.stderr_now()
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+    let (head, rolled) = get(&daemon.socket, &range);
+    assert_eq!(
+        header(&head, "x-profilerd-slices"),
+        "1",
+        "read from the roll-up"
+    );
+    let log = daemon.stop();
+    assert!(!log.contains("hour left as slices"), "{log}");
+    assert!(!before.is_empty());
+    assert_eq!(before, rolled, "the roll-up answers as its slices did");
+    eprintln!(
+        "{configured} Hz lowered to {lowered} Hz and raised within the period; {} folded lines",
+        before.lines().count()
+    );
+}

@@ -1,0 +1,215 @@
+//! The timeline tells the second at the default slice length (10 s): a thread busy 8 s,
+//! paused 20 s, busy 8 s (tests/workloads/bursts.c, its edges at .37 s past a second, so
+//! never on a bucket's boundary; it measures the CPU each burst got), under a daemon at 99 Hz
+//! whose roll-up period is shortened to 30 s. `profctl timeline --bucket 1s` and `--bucket 5s`
+//! show at least 0.8 of the thread's measured cores in every bucket wholly inside a burst,
+//! under 0.05 in every bucket wholly inside the pause, and say the data's resolution is a
+//! second; once the periods are rolled up, the roll-ups answer the same at their own
+//! resolution, a second. (A slice's CPU used to be spread evenly over its 10 s: 0.62-0.85 of
+//! a core inside bursts, 0.15-0.20 in the pause.)
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::*;
+use crate::daemon::Daemon;
+use crate::daemon_rename::{config_default_slices, scaled};
+use crate::daemon_rollup::rollups;
+
+/// The roll-up period of this test, seconds (three 10-s slices).
+const PERIOD: u64 = 30;
+
+/// The schedule: busy, paused, busy (seconds).
+const SCHEDULE: [&str; 3] = ["8", "20", "8"];
+
+/// Where the schedule starts: this many seconds past a multiple of 5.
+const PHASE: &str = "2.37";
+
+/// The bursts workload, built once.
+fn bursts() -> PathBuf {
+    let out = workloads().dir.join("bursts");
+    compile_with(
+        "bursts.c",
+        &out,
+        &["-O1", "-g", "-fno-omit-frame-pointer", "-Wall"],
+        &[],
+    );
+    out
+}
+
+/// A burst as the workload measured it: (start, end) UNIX seconds and its cores.
+#[derive(Clone, Copy, Debug)]
+struct Burst {
+    start: f64,
+    end: f64,
+    cores: f64,
+}
+
+fn read_bursts(path: &Path) -> Vec<Burst> {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (start, end): (f64, f64) = (f[1].parse().unwrap(), f[2].parse().unwrap());
+            let cpu: f64 = f[3].parse::<f64>().unwrap() / 1e9;
+            Burst {
+                start,
+                end,
+                cores: cpu / (end - start),
+            }
+        })
+        .collect()
+}
+
+/// `profctl timeline --json --comm bursts --bucket B` over `range`: the answer.
+fn timeline(socket: &Path, range: (f64, f64), bucket: u64) -> Value {
+    let since = format!("@{:.3}", range.0);
+    let until = format!("@{:.3}", range.1);
+    let bucket = format!("{bucket}s");
+    let out = tool(Command::new(profctl()).args([
+        "--socket",
+        socket.to_str().unwrap(),
+        "timeline",
+        "--json",
+        "--comm",
+        "bursts",
+        "--bucket",
+        &bucket,
+        "--since",
+        &since,
+        "--until",
+        &until,
+    ]));
+    serde_json::from_str(&out).expect("JSON")
+}
+
+/// The thread's cores per bucket: (start, cores).
+fn cores(answer: &Value) -> Vec<(f64, f64)> {
+    answer["buckets"]
+        .as_array()
+        .expect("buckets")
+        .iter()
+        .map(|b| {
+            (
+                b["start"].as_f64().unwrap(),
+                b["cpu"]["bursts"].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect()
+}
+
+/// Every bucket wholly inside a burst at least 0.8 of its measured cores, every bucket wholly
+/// inside the pause under 0.05, the answer at 1-s resolution, its buckets as asked.
+fn check(answer: &Value, bucket: u64, bursts: &[Burst], what: &str) {
+    let text = answer.to_string();
+    assert_eq!(answer["bucket_seconds"], bucket, "{what}: {text}");
+    assert_eq!(answer["resolution_seconds"], 1, "{what}: {text}");
+    assert!(answer.get("note").is_none(), "{what}: {text}");
+    let b = bucket as f64;
+    let inside = |start: f64, (a, z): (f64, f64)| start >= a && start + b <= z;
+    let (mut busy, mut idle) = (0, 0);
+    for (start, c) in cores(answer) {
+        if let Some(burst) = bursts.iter().find(|x| inside(start, (x.start, x.end))) {
+            busy += 1;
+            assert!(
+                c >= 0.8 * burst.cores,
+                "{what}: {c} cores in the bucket at {start}, inside a burst that measured {:.2}: {text}",
+                burst.cores
+            );
+        }
+        if inside(start, (bursts[0].end, bursts[1].start)) {
+            idle += 1;
+            assert!(
+                c < 0.05,
+                "{what}: {c} cores in the bucket at {start}, inside the pause: {text}"
+            );
+        }
+    }
+    let whole = (8.0 / b).floor() as usize - 1;
+    assert!(
+        busy >= 2 * whole && idle >= (20.0 / b) as usize - 1,
+        "{what}: {busy} buckets inside the bursts, {idle} inside the pause: {text}"
+    );
+}
+
+#[test]
+fn daemon_timeline_tells_the_second_at_the_default_slice_length() {
+    let _guard = sampling_lock();
+    let dir = scratch();
+    let config = config_default_slices(dir.path(), "");
+    let text = fs::read_to_string(&config).unwrap();
+    fs::write(
+        &config,
+        text.replacen(&format!("frequency = {FREQ}"), "frequency = 99", 1),
+    )
+    .unwrap();
+    let period = PERIOD.to_string();
+    let daemon = Daemon::start_with(
+        &config,
+        &[("PROFILERD_TEST_ROLLUP_SECONDS", Path::new(&period))],
+    );
+    assert_eq!(daemon.status().unwrap()["slice_seconds"], "10");
+    // The start's naming of every process running out of the way: a first slice written.
+    let deadline = Instant::now() + scaled(Duration::from_secs(60));
+    while daemon.number("slices_written") < 1 {
+        assert!(Instant::now() < deadline, "no slice written");
+        thread::sleep(Duration::from_millis(200));
+    }
+
+    let measured = dir.path().join("bursts.out");
+    let mut cmd = Command::new(bursts());
+    cmd.arg(&measured).arg(PHASE).args(SCHEDULE);
+    Spawned::spawn(cmd, "bursts")
+        .wait_or_panic(scaled(Duration::from_secs(120)))
+        .assert_success("bursts");
+    let bursts = read_bursts(&measured);
+    assert_eq!(bursts.len(), 2);
+    eprintln!("bursts as measured: {bursts:?}");
+    let range = (bursts[0].start - 12.0, bursts[1].end + 3.0);
+
+    // Fresh: the slices written and the one still open.
+    let mut fresh = Vec::new();
+    for bucket in [1, 5] {
+        let answer = timeline(&daemon.socket, range, bucket);
+        check(&answer, bucket, &bursts, &format!("--bucket {bucket}s"));
+        fresh.push(cores(&answer));
+    }
+
+    // Once every period of the range is rolled up: the same, at the roll-ups' resolution.
+    let deadline = Instant::now() + scaled(Duration::from_secs(3 * PERIOD + 60));
+    loop {
+        let rolled = rollups(dir.path());
+        let covered = |t: f64| rolled.iter().any(|r| r.0 <= t && t < r.1);
+        if covered(bursts[0].start) && covered(bursts[1].end - 0.5) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the bursts' periods were not rolled up: {rolled:?}\n--- log ---\n{}",
+            daemon.process.stderr_now()
+        );
+        thread::sleep(Duration::from_millis(500));
+    }
+    for (k, bucket) in [1, 5].into_iter().enumerate() {
+        let answer = timeline(&daemon.socket, range, bucket);
+        check(
+            &answer,
+            bucket,
+            &bursts,
+            &format!("rolled up, --bucket {bucket}s"),
+        );
+        for ((s, a), (_, b)) in fresh[k].iter().zip(cores(&answer)) {
+            assert!(
+                (a - b).abs() < 0.011,
+                "the bucket at {s}: {a} cores from the slices, {b} from the roll-ups"
+            );
+        }
+    }
+    daemon.stop();
+}

@@ -1,0 +1,174 @@
+//! One user's tight loop of fresh queries (`/v1/folded?since=-1`, each reaching past the newest
+//! slice written, so each wants a snapshot of the open slices) beside a daemon at 999 Hz with
+//! the default slice length, under a process churn (many distinct stacks in the open slices)
+//! and a CPU cap set just above the daemon's own steady cost: over several budget windows the
+//! sampling frequency stays at its configured value (`budget_frequency_changes` unchanged),
+//! and the loop costs a burst of two snapshots and then one per spacing (2 s), rather than
+//! one a second. (The
+//! drain thread's normalizing of each snapshot used to count as the sampling pipeline's CPU.)
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::daemon::Daemon;
+use crate::daemon_rename::scaled;
+
+/// The budget's window in this test, seconds.
+const WINDOW_S: u64 = 2;
+
+/// How long the query loop runs: several budget windows (the budget lowers the frequency
+/// after two windows over the cap).
+const LOOP: Duration = Duration::from_secs(7 * WINDOW_S);
+
+/// The spacing of one user's snapshots (profiler-daemon/src/store/open.rs).
+const SPACING_S: u64 = 2;
+
+fn write_config(dir: &Path, cap: f64) -> PathBuf {
+    let config = dir.join("profilerd.toml");
+    let text = format!(
+        "[sampling]\nfrequency = 999\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"{WINDOW_S}s\"\nmax_resident = \"8GiB\"\n",
+        dir.join("state").display(),
+        dir.join("cache").display(),
+        dir.join("profilerd.sock").display()
+    );
+    let tmp = config.with_extension("tmp");
+    fs::write(&tmp, text).unwrap();
+    fs::rename(&tmp, &config).unwrap();
+    config
+}
+
+/// A status field as a number.
+fn float(daemon: &Daemon, key: &str) -> f64 {
+    let s = daemon.status().expect("status");
+    s[key]
+        .parse()
+        .unwrap_or_else(|_| panic!("{key}: {:?}", s[key]))
+}
+
+/// Waits (polling the status) until `done` holds, at most `limit` (scaled).
+fn wait_until(daemon: &Daemon, what: &str, limit: Duration, done: impl Fn(&Daemon) -> bool) {
+    let deadline = Instant::now() + scaled(limit);
+    while !done(daemon) {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {limit:?}: {:?}",
+            daemon.status()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One GET of `path` over the socket; whether it was answered 200.
+fn get_ok(socket: &Path, path: &str) -> bool {
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(socket) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    if write!(s, "GET {path} HTTP/1.0\r\nHost: profilerd\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    text.starts_with("HTTP/1.0 200")
+}
+
+#[test]
+fn daemon_a_users_query_loop_never_lowers_the_frequency() {
+    let _guard = sampling_lock();
+    let dir = scratch();
+    let mut load = Command::new(crate::daemon_rollup::churn());
+    load.arg("drive")
+        .arg("300")
+        .arg(dir.path().join("churn.out"))
+        .arg("50");
+    let _load = Spawned::spawn(load, "churn");
+    let config = write_config(dir.path(), 10_000.0);
+    let daemon = Daemon::start(&config);
+    // The first slice names every process running: the steady cost comes after it.
+    wait_until(
+        &daemon,
+        "the first slice written",
+        Duration::from_secs(60),
+        |d| d.number("slices_written") >= 1,
+    );
+
+    // The steady cost the budget judges, once a second over 20 s: the cap just above it.
+    let mut readings = Vec::new();
+    for _ in 0..20 {
+        readings.push(float(&daemon, "budget_cpu_percent"));
+        thread::sleep(Duration::from_secs(1));
+    }
+    readings.sort_by(f64::total_cmp);
+    let median = readings[readings.len() / 2];
+    let p90 = readings[readings.len() * 9 / 10];
+    let cap = (median * 1.3).max(p90 * 1.15) + 0.5;
+    write_config(dir.path(), cap);
+    assert!(send_signal(daemon.process.pid(), "HUP"));
+    wait_until(&daemon, "the cap reloaded", Duration::from_secs(10), |d| {
+        (float(d, "budget_max_cpu_percent") - cap).abs() < 0.01
+    });
+    let configured = daemon.number("configured_frequency");
+    let changes = daemon.number("budget_frequency_changes");
+    let snapshots = daemon.number("open_snapshots");
+    eprintln!(
+        "steady {median:.2}% (90th percentile {p90:.2}%, highest {:.2}%); cap {cap:.2}%",
+        readings[readings.len() - 1]
+    );
+
+    // The loop: as fast as the daemon answers, for several windows.
+    let stop = AtomicBool::new(false);
+    let answered = AtomicU64::new(0);
+    let socket = daemon.socket.clone();
+    let mut highest: f64 = 0.0;
+    thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                if get_ok(&socket, "/v1/folded?since=-1") {
+                    answered.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        let until = Instant::now() + LOOP;
+        while Instant::now() < until {
+            let s = daemon.status().expect("status");
+            let f: u64 = s["frequency"].parse().unwrap();
+            let c: u64 = s["budget_frequency_changes"].parse().unwrap();
+            highest = highest.max(s["budget_cpu_percent"].parse().unwrap());
+            if f != configured || c != changes {
+                stop.store(true, Ordering::Relaxed);
+                panic!(
+                    "the frequency changed under a query loop ({f} Hz, {c} changes; cap {cap:.2}%, steady {median:.2}%)\n--- log ---\n{}",
+                    daemon.process.stderr_now()
+                );
+            }
+            thread::sleep(Duration::from_millis(250));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    // Two windows more: still unchanged.
+    thread::sleep(Duration::from_secs(2 * WINDOW_S));
+    assert_eq!(daemon.number("budget_frequency_changes"), changes);
+    assert_eq!(daemon.number("frequency"), configured);
+    let taken = daemon.number("open_snapshots") - snapshots;
+    let answered = answered.load(Ordering::Relaxed);
+    eprintln!(
+        "{answered} queries answered, {taken} snapshots named, the pipeline's CPU at most {highest:.2}% (cap {cap:.2}%)"
+    );
+    assert!(
+        answered >= 3 && taken >= 3,
+        "the loop asked for fresh answers: {answered} answered, {taken} snapshots"
+    );
+    // A burst of two, then one per spacing (and one more that may fall due at the end).
+    let most = LOOP.as_secs() / SPACING_S + 3;
+    assert!(
+        taken <= most,
+        "{taken} snapshots in {LOOP:?} for one user: spaced by {SPACING_S} s, at most {most}"
+    );
+    daemon.stop();
+}
