@@ -224,10 +224,13 @@ mod tests {
         assert_eq!(s.origin, Origin::Range(100.0, 160.5));
         assert_eq!(s.filter.pid, Some(7));
         assert_eq!(s.filter.comm.as_deref(), Some("a b"));
+        let key = s.key();
         assert!(
-            s.key().contains("&pid=7&comm=a%20b&descendants=true"),
-            "{}",
-            s.key()
+            key.starts_with("range 100.000 160.500 ")
+                && key.contains("pid: Some(7)")
+                && key.contains("comm: Some(\"a b\")")
+                && key.contains("descendants: true"),
+            "{key}"
         );
         for (bad, says) in [
             ("since=100", "until is missing"),
