@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use crate::access::Visibility;
 use crate::filter::Filter;
-use crate::measure::user_frames;
+use crate::measure::visible_frames;
 use crate::slice::{Slice, SliceStack};
 
 /// A line's totals.
@@ -84,10 +84,7 @@ impl Folding {
             if !filter.admits(s, visibility) {
                 continue;
             }
-            let (mut frames, mut marker) = (&s.frames[..], None);
-            if visibility != Visibility::All {
-                (frames, marker) = user_frames(s, &slice.names);
-            }
+            let (frames, marker) = visible_frames(s, &slice.names, visibility);
             let mut key = std::mem::take(&mut self.key);
             key.clear();
             key.push(self.intern(&comm_of(s)));

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use crate::access::Visibility;
 use crate::filter::Filter;
+use crate::measure::hide_kernel_frames;
 use crate::query::samples_of;
 use crate::slice::{Slice, SliceStack};
 
@@ -52,11 +53,7 @@ pub fn subtract(out: &mut Slice, base: &Slice, filter: &Filter, visibility: Visi
         .filter(|s| filter.admits(s, visibility))
         .map(|s| {
             let mut s = s.clone();
-            if visibility != Visibility::All {
-                let keep = s.frames.len() - (s.kernel_frames as usize).min(s.frames.len());
-                s.frames.truncate(keep);
-                s.kernel_frames = 0;
-            }
+            hide_kernel_frames(&mut s, &base.names, visibility);
             if base.period_ns != out.period_ns {
                 s.count = samples_of(s.cpu_ns, out.period_ns);
             }
@@ -150,5 +147,67 @@ mod tests {
             all.stacks.iter().all(|s| s.pid != 1),
             "init's stack is gone"
         );
+    }
+
+    /// `store` holding `slice` alone, and what `merged` answers of it for `filter` and
+    /// `visibility`.
+    fn merged_of(
+        slice: &Slice,
+        filter: &Filter,
+        visibility: Visibility,
+    ) -> (tempfile::TempDir, Slice) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            dir.path(),
+            std::time::Duration::from_secs(1 << 30),
+            1 << 30,
+            0,
+        )
+        .unwrap();
+        store.write(slice, 30_000_000_000).unwrap();
+        let metas = store.select(0, u64::MAX).slices;
+        let bounds = Bounds::new(1 << 24, std::time::Duration::from_secs(10));
+        let (all, _) = merged(&store, &metas, (0, u64::MAX), filter, visibility, &bounds).unwrap();
+        (dir, all)
+    }
+
+    #[test]
+    fn a_users_off_cpu_stack_is_taken_away_as_the_answer_shows_it() {
+        // [user…, kernel…, wait kind]: the user sees the wait kind after their own frames.
+        let slice = Slice {
+            start_ns: 10_000_000_000,
+            end_ns: 20_000_000_000,
+            period_ns: P,
+            names: ["main", "read", "pipe_read", "[off-cpu: io]"]
+                .map(String::from)
+                .to_vec(),
+            stacks: vec![SliceStack {
+                frames: vec![0, 1, 2, 3],
+                kernel_frames: 1,
+                pid: 5,
+                tid: 5,
+                uid: Some(1000),
+                comm: Some("w".into()),
+                count: 40_000,
+                off_cpu_ns: 40_000_000,
+                ..SliceStack::default()
+            }],
+        };
+        let filter = Filter {
+            measure: crate::measure::Measure::Wall,
+            ..Filter::default()
+        };
+        let user = Visibility::OwnOnly(1000);
+        let (_dir, mut all) = merged_of(&slice, &filter, user);
+        assert_eq!(all.stacks.len(), 1);
+        let shown: Vec<&str> = all.stacks[0]
+            .frames
+            .iter()
+            .map(|&f| all.names[f as usize].as_str())
+            .collect();
+        assert_eq!(shown, ["main", "read", "[off-cpu: io]"]);
+        let removed = subtract(&mut all, &slice, &filter, user);
+        assert_eq!(removed, 40_000);
+        assert!(all.stacks.is_empty(), "{:?}", all.stacks);
     }
 }
