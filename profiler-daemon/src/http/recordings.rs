@@ -31,11 +31,18 @@ async fn create(
     ConnectInfo(peer): ConnectInfo<Peer>,
     body: Result<Json<RecordingRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Ok(Json(request)) = body else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "bad request body: expected JSON {\"pid\": N, \"frequency\": HZ, \"duration\": SECONDS, \"descendants\": BOOL, \"kernel\": BOOL}",
-        );
+    let request = match body {
+        Ok(Json(request)) => request,
+        // The rejection names the field that could not be read.
+        Err(why) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "bad request body: {}; expected JSON {{\"pid\": N, \"frequency\": HZ, \"duration\": SECONDS, \"descendants\": BOOL, \"kernel\": BOOL, \"measure\": \"cpu\"|\"off_cpu\"|\"wall\", \"on_exec\": BOOL}}",
+                    why.body_text()
+                ),
+            )
+        }
     };
     if peer.uid == u32::MAX {
         return error(StatusCode::FORBIDDEN, "unknown peer");

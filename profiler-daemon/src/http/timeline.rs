@@ -51,6 +51,13 @@ fn request(
         None => default_bucket(until - since, slice_ns),
     };
     let bucket_ns = bucket_s.saturating_mul(1_000_000_000);
+    // Every bucket must end within what UNIX nanoseconds in 64 bits count (the year 2554):
+    // the buckets' arithmetic (a start plus a bucket) is then checked once, here.
+    if until.div_ceil(bucket_ns).checked_mul(bucket_ns).is_none() {
+        return Err(format!(
+            "until: the last bucket of {bucket_s} s would end past the last time profilerd counts (UNIX nanoseconds in 64 bits, in the year 2554): give an earlier until or a shorter bucket"
+        ));
+    }
     if (until - since).div_ceil(bucket_ns) >= MAX_BUCKETS {
         return Err(format!(
             "more than {MAX_BUCKETS} buckets: use longer buckets or a shorter range"
@@ -189,5 +196,41 @@ mod tests {
         let huge: TimelineParams = from_query("bucket=1000000000000").unwrap();
         assert!(request(&huge, (0, 60 * s), 10 * s).is_err());
         assert_eq!((r.bucket_ns, r.top, r.by), (s, 3, GroupBy::Uid));
+    }
+
+    #[test]
+    fn a_range_at_the_end_of_time_is_refused_not_wrapped() {
+        // `?since=18446700000&until=1e20&bucket=3600`: until saturates to the last instant.
+        let params: TimelineParams =
+            from_query("since=18446700000&until=1e20&bucket=3600").unwrap();
+        let range = super::super::folded::range(
+            params.since,
+            params.until,
+            &crate::config::Config::default(),
+        )
+        .unwrap();
+        let err = request(&params, range, 10_000_000_000).unwrap_err();
+        assert!(err.starts_with("until: "), "{err}");
+        // The last bucket that fits is taken, and every bucket's end computed.
+        let last = u64::MAX / 3_600_000_000_000 * 3_600_000_000_000;
+        let r = request(&params, (last - 7_200_000_000_000, last), 1).unwrap();
+        let store_dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(
+            store_dir.path(),
+            std::time::Duration::from_secs(1 << 30),
+            1 << 30,
+            0,
+        )
+        .unwrap();
+        let bounds = crate::query::Bounds::new(1 << 20, std::time::Duration::from_secs(10));
+        let t = timeline::timeline(
+            &store,
+            &r,
+            &crate::filter::Filter::default(),
+            crate::access::Visibility::All,
+            &bounds,
+        )
+        .unwrap();
+        assert_eq!(t.buckets.len(), 2);
     }
 }
