@@ -3,6 +3,7 @@
 //! then (the scrape endpoint's exact `seconds`). Stacks are matched by their frames' names and
 //! their labels, since the two states were named apart.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::access::Visibility;
@@ -11,14 +12,16 @@ use crate::measure::hide_kernel_frames;
 use crate::query::samples_of;
 use crate::slice::{Slice, SliceStack};
 
-/// A stack's identity across slices: its frames by name and its labels.
+/// A stack's identity across slices: its frames by name and its labels, names and command
+/// name as a query serves them (sanitized: [`profile::sanitize_frame`]), so that the raw names
+/// of the open slice match the cleaned names of a merged answer.
 type StackKey<'a> = (
-    Vec<&'a str>,
+    Vec<Cow<'a, str>>,
     u32,
     u32,
     u32,
     u64,
-    Option<&'a str>,
+    Option<Cow<'a, str>>,
     Option<u32>,
     &'a [u32],
     Option<&'a str>,
@@ -28,13 +31,17 @@ fn key_of<'a>(names: &'a [String], s: &'a SliceStack) -> StackKey<'a> {
     (
         s.frames
             .iter()
-            .map(|&f| names.get(f as usize).map_or("[unknown]", String::as_str))
+            .map(|&f| {
+                names
+                    .get(f as usize)
+                    .map_or(Cow::Borrowed("[unknown]"), |n| profile::sanitize_frame(n))
+            })
             .collect(),
         s.kernel_frames,
         s.pid,
         s.tid,
         s.process_start,
-        s.comm.as_deref(),
+        s.comm.as_deref().map(profile::sanitize_frame),
         s.uid,
         &s.ancestors,
         s.cgroup.as_deref(),
@@ -169,6 +176,34 @@ mod tests {
         let bounds = Bounds::new(1 << 24, std::time::Duration::from_secs(10));
         let (all, _) = merged(&store, &metas, (0, u64::MAX), filter, visibility, &bounds).unwrap();
         (dir, all)
+    }
+
+    #[test]
+    fn raw_names_of_the_open_slice_match_the_cleaned_names_of_the_answer() {
+        // Names a query serves other than they are kept: a `;`, a control character, a name
+        // over the name limit; and a command name with both.
+        let long = "x".repeat(5000);
+        let mut slice = example(10_000_000_000);
+        slice.names = [
+            "main",
+            "a;b",
+            "ctl\u{1b}[31m",
+            long.as_str(),
+            "do_sys",
+            "[truncated]",
+        ]
+        .map(String::from)
+        .to_vec();
+        slice.stacks[0].frames = vec![0, 1, 2, 3];
+        slice.stacks[0].comm = Some("ev\u{1b}il;x".into());
+        let (_dir, mut all) = merged_of(&slice, &Filter::default(), Visibility::All);
+        let samples = all.samples();
+        assert_eq!(samples, 38);
+        // The open slice as it stood at the window's start is all of it: nothing is left,
+        // nothing counted twice.
+        let removed = subtract(&mut all, &slice, &Filter::default(), Visibility::All);
+        assert_eq!(removed, samples, "{:?}", all.stacks);
+        assert!(all.stacks.is_empty(), "{:?}", all.stacks);
     }
 
     #[test]
