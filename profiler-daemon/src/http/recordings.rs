@@ -117,16 +117,25 @@ async fn status(
     }
 }
 
-/// `render` run on the blocking pool, not on the thread that answers every request and
-/// feeds the watchdog.
+/// `render` run for `peer` on the blocking pool, not on the thread that answers every request
+/// and feeds the watchdog, holding one of the peer's query slots (`api.max_queries_per_user`,
+/// `api.max_concurrent_queries`) until it ends: a render costs what a history query does. The
+/// answer that says why not when no slot is free.
 async fn off_thread<T: Send + 'static>(
     state: &Arc<ApiState>,
+    peer: &Peer,
     render: impl FnOnce(&ApiState) -> Result<T, Unavailable> + Send + 'static,
-) -> Result<T, Unavailable> {
+) -> Result<Result<T, Unavailable>, Response> {
+    let slot = state
+        .admit_query(peer, &state.shared.live().api)
+        .map_err(IntoResponse::into_response)?;
     let state = Arc::clone(state);
-    tokio::task::spawn_blocking(move || render(&state))
-        .await
-        .unwrap_or_else(|_| Err(Unavailable::Failed(0, "rendering failed".into())))
+    Ok(tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        render(&state)
+    })
+    .await
+    .unwrap_or_else(|_| Err(Unavailable::Failed(0, "rendering failed".into()))))
 }
 
 /// `GET /v1/recordings/ID/folded`.
@@ -137,7 +146,14 @@ async fn folded(
 ) -> Response {
     let who = state.requester(&peer);
     let max_bytes = state.shared.live().api.max_response_bytes.0;
-    let rendered = off_thread(&state, move |s| s.recordings.folded(id, who, max_bytes)).await;
+    let rendered = off_thread(&state, &peer, move |s| {
+        s.recordings.folded(id, who, max_bytes)
+    })
+    .await;
+    let rendered = match rendered {
+        Ok(rendered) => rendered,
+        Err(refused) => return refused,
+    };
     match rendered {
         Ok(f) => (
             [
@@ -169,7 +185,11 @@ async fn pprof(
     Path(id): Path<u64>,
 ) -> Response {
     let who = state.requester(&peer);
-    match off_thread(&state, move |s| s.recordings.pprof(id, who)).await {
+    let rendered = match off_thread(&state, &peer, move |s| s.recordings.pprof(id, who)).await {
+        Ok(rendered) => rendered,
+        Err(refused) => return refused,
+    };
+    match rendered {
         Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
         Err(why) => unavailable(why),
     }
