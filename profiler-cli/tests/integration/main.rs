@@ -12,6 +12,7 @@ mod cgroup;
 mod common;
 mod daemon;
 mod daemon_fresh;
+mod daemon_hostile;
 mod daemon_limits;
 mod daemon_offcpu;
 mod daemon_ops;

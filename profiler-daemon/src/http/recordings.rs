@@ -13,7 +13,9 @@ use axum::{Json, Router};
 use daemon_api::header as name;
 use daemon_api::recording::WaitParams;
 
+use crate::http::answer::Held;
 use crate::http::common::{error, ApiState, Peer};
+use crate::http::limits::Slot;
 use crate::recordings::{RecordingRequest, Refused, Removal, Unavailable, MAX_WAIT};
 
 /// The recordings' routes.
@@ -118,24 +120,24 @@ async fn status(
 }
 
 /// `render` run for `peer` on the blocking pool, not on the thread that answers every request
-/// and feeds the watchdog, holding one of the peer's query slots (`api.max_queries_per_user`,
-/// `api.max_concurrent_queries`) until it ends: a render costs what a history query does. The
+/// and feeds the watchdog, in one of the peer's query slots (`api.max_queries_per_user`,
+/// `api.max_concurrent_queries`): a render costs what a history query does. Returns the slot
+/// with what was rendered (the answer's body holds it until sent: `answer::Held`), or the
 /// answer that says why not when no slot is free.
 async fn off_thread<T: Send + 'static>(
     state: &Arc<ApiState>,
     peer: &Peer,
     render: impl FnOnce(&ApiState) -> Result<T, Unavailable> + Send + 'static,
-) -> Result<Result<T, Unavailable>, Response> {
+) -> Result<(Slot, T), Response> {
     let slot = state
         .admit_query(peer, &state.shared.live().api)
         .map_err(IntoResponse::into_response)?;
     let state = Arc::clone(state);
-    Ok(tokio::task::spawn_blocking(move || {
-        let _slot = slot;
-        render(&state)
-    })
-    .await
-    .unwrap_or_else(|_| Err(Unavailable::Failed(0, "rendering failed".into()))))
+    // The slot is held until the blocking work ends, even when the client went away.
+    let rendered = tokio::task::spawn_blocking(move || render(&state).map(|r| (slot, r)))
+        .await
+        .unwrap_or_else(|_| Err(Unavailable::Failed(0, "rendering failed".into())));
+    rendered.map_err(unavailable)
 }
 
 /// `GET /v1/recordings/ID/folded`.
@@ -150,12 +152,8 @@ async fn folded(
         s.recordings.folded(id, who, max_bytes)
     })
     .await;
-    let rendered = match rendered {
-        Ok(rendered) => rendered,
-        Err(refused) => return refused,
-    };
     match rendered {
-        Ok(f) => (
+        Ok((slot, f)) => (
             [
                 (
                     header::CONTENT_TYPE,
@@ -171,10 +169,10 @@ async fn folded(
                     format!("{:.3}", f.seconds),
                 ),
             ],
-            f.text,
+            Held::body(f.text.into_bytes(), slot),
         )
             .into_response(),
-        Err(why) => unavailable(why),
+        Err(refused) => refused,
     }
 }
 
@@ -185,13 +183,13 @@ async fn pprof(
     Path(id): Path<u64>,
 ) -> Response {
     let who = state.requester(&peer);
-    let rendered = match off_thread(&state, &peer, move |s| s.recordings.pprof(id, who)).await {
-        Ok(rendered) => rendered,
-        Err(refused) => return refused,
-    };
-    match rendered {
-        Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
-        Err(why) => unavailable(why),
+    match off_thread(&state, &peer, move |s| s.recordings.pprof(id, who)).await {
+        Ok((slot, bytes)) => (
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            Held::body(bytes, slot),
+        )
+            .into_response(),
+        Err(refused) => refused,
     }
 }
 

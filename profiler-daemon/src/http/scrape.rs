@@ -38,6 +38,7 @@ use tokio::sync::Semaphore;
 
 use crate::access::Visibility;
 use crate::filter::Filter;
+use crate::http::answer::Held;
 use crate::http::common::error;
 use crate::http::conn;
 use crate::http::limits::{Caps, Limiter};
@@ -441,12 +442,11 @@ async fn profile(
     let (filter, past) = (p.filter, p.past);
     let layout_labels = shared.live().scrape.layout_labels;
     let answer = tokio::task::spawn_blocking(move || {
-        // The place is held until the blocking work ends.
-        let _permit = permit;
-        answer(&store, &window, past, &filter, &bounds, layout_labels)
+        // The place is held until the blocking work ends, then until the answer is sent.
+        answer(&store, &window, past, &filter, &bounds, layout_labels).map(|a| (permit, a))
     })
     .await;
-    let (bytes, counts) = match answer {
+    let (permit, (bytes, counts)) = match answer {
         Ok(Ok(a)) => a,
         Ok(Err(e)) => return e.into_response(),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the profile failed"),
@@ -475,7 +475,7 @@ async fn profile(
                 counts.samples.to_string(),
             ),
         ],
-        bytes,
+        Held::body(bytes, permit),
     )
         .into_response()
 }

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use daemon_api::header as name;
 use daemon_api::history::{from_query, TimelineAnswer, TimelineBucket, TimelineParams};
 
+use crate::http::answer::Held;
 use crate::http::common::{error, ApiState, Peer};
 use crate::http::folded::{accept, bad_query, split, Accepted, RANGE_PARAMETERS};
 use crate::query::QueryError;
@@ -124,12 +125,12 @@ pub async fn timeline(
     let started = Instant::now();
     let asked = request.clone();
     let answer = tokio::task::spawn_blocking(move || {
-        // The slot is held until the blocking work ends, not until the client goes away.
-        let _slot = slot;
-        timeline::timeline(&store, &asked, &filter, visibility, &bounds)
+        // The slot is held until the blocking work ends (not released when the client goes
+        // away), then until the answer is sent.
+        timeline::timeline(&store, &asked, &filter, visibility, &bounds).map(|t| (slot, t))
     })
     .await;
-    let answer = match answer {
+    let (slot, answer) = match answer {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => return e.into_response(),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
@@ -175,7 +176,7 @@ pub async fn timeline(
     ] {
         headers.insert(name, HeaderValue::from(value));
     }
-    (StatusCode::OK, headers, json).into_response()
+    (StatusCode::OK, headers, Held::body(json, slot)).into_response()
 }
 
 #[cfg(test)]
