@@ -12,7 +12,7 @@
 # disk (what a query of closed history waits for; it saws between the slice grace and a slice
 # plus its grace when naming keeps up). Printed per phase: median and largest lag, slices
 # dropped, and at the end the daemon's peak RSS (VmHWM) and its CPU.
-# Then, with nobody's deepname still running, nobody records it for a second at 9 Hz (its
+# Then, with nobody's deepname still running, nobody records it for a second at 19 Hz (its
 # folded result is tens of MB) and plays two attacks of BENCH_ATTACK_SECONDS (20) each:
 #   3. slow readers (item 1): 16 connections, one after another, each asking for the
 #      recording's folded stacks and reading only the head;
@@ -110,7 +110,7 @@ watch() {
         [ "$rss" -gt "$max" ] && max=$rss
         curl -s -o /dev/null -m 30 -w '%{time_total}\n' --unix-socket "$T/d/sock" http://x/v1/status
         sleep 0.25
-    done | sort -n | awk -v m="$max" '{ v[NR] = $1 * 1000 } END { printf "%.1f %.1f %d", v[int((NR + 1) / 2)], v[NR], m }'
+    done | sort -n | awk -v m="$max" '{ v[NR] = $1 * 1000 } END { printf "%.1f %.1f %d\n", v[int((NR + 1) / 2)], v[NR], m }'
 }
 cat >"$T/pub/slow.py" <<'PY'
 import socket, sys, time
@@ -134,7 +134,7 @@ time.sleep(float(sys.argv[3]))
 PY
 chmod 0644 "$T/pub/slow.py"
 ID=$(as_nobody curl -s --unix-socket "$T/d/sock" -X POST -H 'Content-Type: application/json' \
-    -d "{\"pid\":$DEEP,\"frequency\":9,\"duration\":1}" http://x/v1/recordings | sed -n -E 's/.*"id":([0-9]+).*/\1/p')
+    -d "{\"pid\":$DEEP,\"frequency\":19,\"duration\":1}" http://x/v1/recordings | sed -n -E 's/.*"id":([0-9]+).*/\1/p')
 [ -n "$ID" ] || die "nobody's recording was not started"
 as_nobody curl -s --unix-socket "$T/d/sock" "http://x/v1/recordings/$ID?wait=60" >/dev/null
 SIZE=$(api "http://x/v1/recordings/$ID/folded" | wc -c)
