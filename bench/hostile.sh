@@ -104,13 +104,13 @@ rss_mb() { awk '$1 == "VmRSS:" { printf "%d", $2 / 1024 }' "/proc/$DAEMON/status
 # watch SECONDS: root's /v1/status latency four times a second and the daemon's RSS; prints
 # "LAT_MEDIAN_MS LAT_MAX_MS RSS_MAX_MB"
 watch() {
-    local i rss max=0
+    local i
     for i in $(seq $(($1 * 4))); do
-        rss=$(rss_mb)
-        [ "$rss" -gt "$max" ] && max=$rss
-        curl -s -o /dev/null -m 30 -w '%{time_total}\n' --unix-socket "$T/d/sock" http://x/v1/status
+        echo "rss $(rss_mb)"
+        echo "lat $(curl -s -o /dev/null -m 30 -w '%{time_total}' --unix-socket "$T/d/sock" http://x/v1/status)"
         sleep 0.25
-    done | sort -n | awk -v m="$max" '{ v[NR] = $1 * 1000 } END { printf "%.1f %.1f %d\n", v[int((NR + 1) / 2)], v[NR], m }'
+    done | awk '$1 == "rss" && $2 > m { m = $2 } $1 == "lat" { print $2 * 1000 } END { print "rss", m + 0 }' \
+        | sort -n | awk '$1 == "rss" { m = $2; next } { v[++n] = $1 } END { printf "%.1f %.1f %d\n", v[int((n + 1) / 2)], v[n], m }'
 }
 cat >"$T/pub/slow.py" <<'PY'
 import socket, sys, time
