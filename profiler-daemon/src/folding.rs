@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 
 use crate::access::Visibility;
 use crate::filter::Filter;
-use crate::measure::user_frames;
+use crate::measure::visible_frames;
 use crate::slice::{Slice, SliceStack};
 
 /// A line's totals.
@@ -86,10 +86,7 @@ impl Folding {
             if !filter.admits(s, visibility) {
                 continue;
             }
-            let (mut frames, mut marker) = (&s.frames[..], None);
-            if visibility != Visibility::All {
-                (frames, marker) = user_frames(s, &slice.names);
-            }
+            let (frames, marker) = visible_frames(s, &slice.names, visibility);
             let mut key = std::mem::take(&mut self.key);
             key.clear();
             let comm_key = (s.comm.as_deref(), if s.comm.is_some() { 0 } else { s.pid });

@@ -74,6 +74,10 @@ struct Args {
     /// loopback).
     #[arg(long, value_name = "ADDR:PORT")]
     pprof_listen: Option<String>,
+    /// The file holding the token every scrape must send as `Authorization: Bearer TOKEN`
+    /// (overrides scrape.token_file).
+    #[arg(long, value_name = "PATH")]
+    pprof_token_file: Option<PathBuf>,
     /// Check the configuration (file and flags), print it on success, and exit: 0 when valid,
     /// 1 when not.
     #[arg(long)]
@@ -138,6 +142,9 @@ fn load_config(args: &Args) -> Result<Config, ConfigError> {
     }
     if let Some(addr) = &args.pprof_listen {
         config.scrape.listen = Some(addr.clone());
+    }
+    if let Some(path) = &args.pprof_token_file {
+        config.scrape.token_file = Some(absolute(path));
     }
     config.check("the configuration with the command-line flags")?;
     Ok(config)

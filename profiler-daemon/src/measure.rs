@@ -1,7 +1,8 @@
 //! What time a recording or a history query measures: CPU samples, time blocked off CPU, or
 //! wall-clock time (both); what each stack of a slice holds of it; and what a user who may
-//! not see kernel frames sees of an off-CPU stack (its user frames and the frame naming the
-//! wait kind).
+//! not see kernel frames sees of a stack (its user frames and, off CPU, the frame naming the
+//! wait kind): [`visible_frames`] and [`hide_kernel_frames`], the one rule every query,
+//! recording and scrape path applies.
 //!
 //! A slice of the continuous stream sampled with `[sampling] off_cpu` holds CPU stacks
 //! (`cpu_ns`) and off-CPU stacks (`off_cpu_ns`, innermost frame `[off-cpu: KIND]`, preempted
@@ -11,6 +12,7 @@
 
 pub use daemon_api::Measure;
 
+use crate::access::Visibility;
 use crate::slice::{Slice, SliceStack};
 
 /// The wait-kind frame of preempted time (left out of `off_cpu`, kept in `wall`).
@@ -109,6 +111,35 @@ pub fn user_frames<'a>(stack: &'a SliceStack, names: &[String]) -> (&'a [u32], O
     let hidden = stack.kernel_frames as usize + usize::from(marker.is_some());
     let keep = stack.frames.len() - hidden.min(stack.frames.len());
     (&stack.frames[..keep], marker)
+}
+
+/// The frames of `stack` that `visibility` shows, outermost first, and the wait-kind frame
+/// that follows them (kept after the user frames, see [`user_frames`]): every frame for
+/// [`Visibility::All`]. The one rule for what a user sees of a stack: every path that reads
+/// frames for a user (folding, merging, the timeline's `function=`, recordings, `subtract`)
+/// reads them through this or [`hide_kernel_frames`].
+pub fn visible_frames<'a>(
+    stack: &'a SliceStack,
+    names: &[String],
+    visibility: Visibility,
+) -> (&'a [u32], Option<u32>) {
+    match visibility {
+        Visibility::All => (&stack.frames, None),
+        Visibility::OwnOnly(_) => user_frames(stack, names),
+    }
+}
+
+/// `stack` as `visibility` shows it ([`visible_frames`]): for a user, its kernel frames
+/// removed (the wait-kind frame kept innermost) and `kernel_frames` 0.
+pub fn hide_kernel_frames(stack: &mut SliceStack, names: &[String], visibility: Visibility) {
+    if visibility == Visibility::All {
+        return;
+    }
+    let (user, marker) = user_frames(stack, names);
+    let keep = user.len();
+    stack.frames.truncate(keep);
+    stack.frames.extend(marker);
+    stack.kernel_frames = 0;
 }
 
 #[cfg(test)]

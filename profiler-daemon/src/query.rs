@@ -12,7 +12,7 @@ use crate::access::Visibility;
 use crate::config::Api;
 use crate::filter::Filter;
 use crate::folding::Folding;
-use crate::measure::{user_frames, Measure, MeasureSlices};
+use crate::measure::{hide_kernel_frames, Measure, MeasureSlices};
 pub(crate) use crate::slice::samples_of;
 use crate::slice::{Slice, SliceError};
 use crate::store::open::Querier;
@@ -309,12 +309,7 @@ pub fn merged(
                 // for its CPU time, in samples of the merged slice's period.
                 stack.count = samples_of(stack.cpu_ns, out.period_ns);
             }
-            if visibility != Visibility::All {
-                let (user, marker) = user_frames(s, &slice.names);
-                stack.frames.truncate(user.len());
-                stack.frames.extend(marker);
-                stack.kernel_frames = 0;
-            }
+            hide_kernel_frames(&mut stack, &slice.names, visibility);
             for f in stack.frames.iter_mut() {
                 let i = *f as usize;
                 let id = match remap.get(i).copied().flatten() {

@@ -158,7 +158,7 @@ async fn start(prepared: &Prepared) -> Result<Running> {
             let state = Arc::new(ScrapeState {
                 shared: Arc::clone(shared),
                 token: prepared.scrape_token.clone(),
-                profiles: tokio::sync::Semaphore::new(config.scrape.max_concurrent.0),
+                profiles: Arc::new(tokio::sync::Semaphore::new(config.scrape.max_concurrent.0)),
                 connections: Default::default(),
             });
             let addr = addr.parse().context("scrape.listen")?;

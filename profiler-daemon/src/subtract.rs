@@ -3,21 +3,25 @@
 //! then (the scrape endpoint's exact `seconds`). Stacks are matched by their frames' names and
 //! their labels, since the two states were named apart.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::access::Visibility;
 use crate::filter::Filter;
+use crate::measure::hide_kernel_frames;
 use crate::query::samples_of;
 use crate::slice::{Slice, SliceStack};
 
-/// A stack's identity across slices: its frames by name and its labels.
+/// A stack's identity across slices: its frames by name and its labels, names and command
+/// name as a query serves them (sanitized: [`profile::sanitize_frame`]), so that the raw names
+/// of the open slice match the cleaned names of a merged answer.
 type StackKey<'a> = (
-    Vec<&'a str>,
+    Vec<Cow<'a, str>>,
     u32,
     u32,
     u32,
     u64,
-    Option<&'a str>,
+    Option<Cow<'a, str>>,
     Option<u32>,
     &'a [u32],
     Option<&'a str>,
@@ -27,13 +31,17 @@ fn key_of<'a>(names: &'a [String], s: &'a SliceStack) -> StackKey<'a> {
     (
         s.frames
             .iter()
-            .map(|&f| names.get(f as usize).map_or("[unknown]", String::as_str))
+            .map(|&f| {
+                names
+                    .get(f as usize)
+                    .map_or(Cow::Borrowed("[unknown]"), |n| profile::sanitize_frame(n))
+            })
             .collect(),
         s.kernel_frames,
         s.pid,
         s.tid,
         s.process_start,
-        s.comm.as_deref(),
+        s.comm.as_deref().map(profile::sanitize_frame),
         s.uid,
         &s.ancestors,
         s.cgroup.as_deref(),
@@ -52,11 +60,7 @@ pub fn subtract(out: &mut Slice, base: &Slice, filter: &Filter, visibility: Visi
         .filter(|s| filter.admits(s, visibility))
         .map(|s| {
             let mut s = s.clone();
-            if visibility != Visibility::All {
-                let keep = s.frames.len() - (s.kernel_frames as usize).min(s.frames.len());
-                s.frames.truncate(keep);
-                s.kernel_frames = 0;
-            }
+            hide_kernel_frames(&mut s, &base.names, visibility);
             if base.period_ns != out.period_ns {
                 s.count = samples_of(s.cpu_ns, out.period_ns);
             }
@@ -150,5 +154,95 @@ mod tests {
             all.stacks.iter().all(|s| s.pid != 1),
             "init's stack is gone"
         );
+    }
+
+    /// `store` holding `slice` alone, and what `merged` answers of it for `filter` and
+    /// `visibility`.
+    fn merged_of(
+        slice: &Slice,
+        filter: &Filter,
+        visibility: Visibility,
+    ) -> (tempfile::TempDir, Slice) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            dir.path(),
+            std::time::Duration::from_secs(1 << 30),
+            1 << 30,
+            0,
+        )
+        .unwrap();
+        store.write(slice, 30_000_000_000).unwrap();
+        let metas = store.select(0, u64::MAX).slices;
+        let bounds = Bounds::new(1 << 24, std::time::Duration::from_secs(10));
+        let (all, _) = merged(&store, &metas, (0, u64::MAX), filter, visibility, &bounds).unwrap();
+        (dir, all)
+    }
+
+    #[test]
+    fn raw_names_of_the_open_slice_match_the_cleaned_names_of_the_answer() {
+        // Names a query serves other than they are kept: a `;`, a control character, a name
+        // over the name limit; and a command name with both.
+        let long = "x".repeat(5000);
+        let mut slice = example(10_000_000_000);
+        slice.names = [
+            "main",
+            "a;b",
+            "ctl\u{1b}[31m",
+            long.as_str(),
+            "do_sys",
+            "[truncated]",
+        ]
+        .map(String::from)
+        .to_vec();
+        slice.stacks[0].frames = vec![0, 1, 2, 3];
+        slice.stacks[0].comm = Some("ev\u{1b}il;x".into());
+        let (_dir, mut all) = merged_of(&slice, &Filter::default(), Visibility::All);
+        let samples = all.samples();
+        assert_eq!(samples, 38);
+        // The open slice as it stood at the window's start is all of it: nothing is left,
+        // nothing counted twice.
+        let removed = subtract(&mut all, &slice, &Filter::default(), Visibility::All);
+        assert_eq!(removed, samples, "{:?}", all.stacks);
+        assert!(all.stacks.is_empty(), "{:?}", all.stacks);
+    }
+
+    #[test]
+    fn a_users_off_cpu_stack_is_taken_away_as_the_answer_shows_it() {
+        // [user…, kernel…, wait kind]: the user sees the wait kind after their own frames.
+        let slice = Slice {
+            start_ns: 10_000_000_000,
+            end_ns: 20_000_000_000,
+            period_ns: P,
+            names: ["main", "read", "pipe_read", "[off-cpu: io]"]
+                .map(String::from)
+                .to_vec(),
+            stacks: vec![SliceStack {
+                frames: vec![0, 1, 2, 3],
+                kernel_frames: 1,
+                pid: 5,
+                tid: 5,
+                uid: Some(1000),
+                comm: Some("w".into()),
+                count: 40_000,
+                off_cpu_ns: 40_000_000,
+                ..SliceStack::default()
+            }],
+        };
+        let filter = Filter {
+            measure: crate::measure::Measure::Wall,
+            ..Filter::default()
+        };
+        let user = Visibility::OwnOnly(1000);
+        let (_dir, mut all) = merged_of(&slice, &filter, user);
+        assert_eq!(all.stacks.len(), 1);
+        let shown: Vec<&str> = all.stacks[0]
+            .frames
+            .iter()
+            .map(|&f| all.names[f as usize].as_str())
+            .collect();
+        assert_eq!(shown, ["main", "read", "[off-cpu: io]"]);
+        let removed = subtract(&mut all, &slice, &filter, user);
+        assert_eq!(removed, 40_000);
+        assert!(all.stacks.is_empty(), "{:?}", all.stacks);
     }
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use crate::access::Visibility;
 use crate::filter::Filter;
 use crate::folding::comm_of;
-use crate::measure::MeasureSlices;
+use crate::measure::{visible_frames, MeasureSlices};
 use crate::query::{Bounds, QueryError};
 use crate::seconds::{member_seconds, second_span, NANOS};
 use crate::slice::{SliceError, SliceStack};
@@ -206,9 +206,10 @@ pub fn timeline(
                 continue;
             };
             if let Some(wanted) = &wanted {
-                let frames = visible_frames(s, visibility);
+                let (frames, marker) = visible_frames(s, &rollup.slice.names, visibility);
                 if !frames
                     .iter()
+                    .chain(&marker)
                     .any(|&f| wanted.get(f as usize) == Some(&true))
                 {
                     continue;
@@ -266,14 +267,6 @@ pub fn timeline(
     }
     out.buckets = buckets(&sums, request);
     Ok(out)
-}
-
-/// The frames of `s` the asking user may see (no kernel frames unless everything).
-fn visible_frames(s: &SliceStack, visibility: Visibility) -> &[u32] {
-    if visibility == Visibility::All {
-        return &s.frames;
-    }
-    &s.frames[..s.frames.len() - (s.kernel_frames as usize).min(s.frames.len())]
 }
 
 /// Every bucket of the range, in cores, the top groups by CPU kept and the rest as
@@ -555,5 +548,58 @@ mod tests {
         let (cores, resolution) = burner(&old, 10);
         assert_eq!(resolution, 10 * S);
         assert_eq!(cores[..3], [0.0, 0.71, 0.03], "{cores:?}");
+    }
+
+    #[test]
+    fn a_users_function_filter_sees_no_kernel_frame_of_an_off_cpu_stack() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Duration::from_secs(1 << 30), 1 << 30, 0).unwrap();
+        // A user's thread blocked in a pipe: [user…, kernel…, wait kind], one kernel frame.
+        let names = ["main", "read", "pipe_read", "[off-cpu: io]"];
+        let slice = crate::slice::Slice {
+            start_ns: 1000 * S,
+            end_ns: 1010 * S,
+            period_ns: 10_000_000,
+            names: names.map(String::from).to_vec(),
+            stacks: vec![SliceStack {
+                frames: vec![0, 1, 2, 3],
+                kernel_frames: 1,
+                pid: 5,
+                tid: 5,
+                uid: Some(1000),
+                comm: Some("w".into()),
+                count: 50_000,
+                off_cpu_ns: 50_000_000,
+                ..SliceStack::default()
+            }],
+        };
+        store.write(&slice, 0).unwrap();
+        let cores = |function: &str, visibility: Visibility| -> f64 {
+            let request = Request {
+                since_ns: 1000 * S,
+                until_ns: 1010 * S,
+                bucket_ns: 10 * S,
+                by: GroupBy::Comm,
+                top: 5,
+                function: Some(function.into()),
+            };
+            let filter = Filter {
+                measure: crate::measure::Measure::OffCpu,
+                ..Filter::default()
+            };
+            let t = timeline(&store, &request, &filter, visibility, &bounds()).unwrap();
+            t.buckets.iter().flat_map(|b| b.cpu.values()).sum()
+        };
+        let user = Visibility::OwnOnly(1000);
+        // The user's own frames and the wait kind select the stack; the kernel frame does not.
+        assert!(cores("read", user) > 0.0);
+        assert!(cores("[off-cpu: io]", user) > 0.0);
+        assert_eq!(
+            cores("pipe_read", user),
+            0.0,
+            "a kernel frame seen by a user"
+        );
+        // Those who see everything select it by its kernel frame.
+        assert!(cores("pipe_read", Visibility::All) > 0.0);
     }
 }

@@ -308,7 +308,7 @@ pub(crate) fn free_port() -> u16 {
 }
 
 /// `GET path` on the scrape listener with an optional bearer token: (status, body).
-fn scrape_get(port: u16, path: &str, token: Option<&str>) -> (u16, Vec<u8>) {
+pub(crate) fn scrape_get(port: u16, path: &str, token: Option<&str>) -> (u16, Vec<u8>) {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));

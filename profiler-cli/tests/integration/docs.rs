@@ -1,7 +1,9 @@
 //! The documentation kept true by tests: the `--help` of profctl, each of its subcommands and
 //! profilerd against snapshots in `tests/help/` (`PROFCTL_BLESS=1` writes them anew), and every
 //! `profctl`/`profilerd` command line quoted in README.md and docs/*.md parsed by the real
-//! binaries, so a renamed or removed flag breaks this test and not a user's script.
+//! binaries, so a renamed or removed flag breaks this test and not a user's script; a
+//! concrete `profilerd` line is also run with `--check-config`, so that one the daemon would
+//! refuse to start with (`--pprof-listen` without a token) is wrong too.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -317,6 +319,14 @@ fn check(q: &Quoted) -> Result<(), String> {
         },
         _ => None,
     };
+    if q.program == "profilerd"
+        && !is_synopsis(&words)
+        && words.first().is_some_and(|w| w.starts_with('-'))
+    {
+        // A whole profilerd command (not a name in prose, such as the `profilerd slice v1`
+        // comment of a file): the daemon must take it as a configuration.
+        check_config(&bin, &words)?;
+    }
     if q.mention || optional_global || is_synopsis(&words) {
         let mut help_args: Vec<&str> = sub.iter().map(String::as_str).collect();
         help_args.push("--help");
@@ -377,6 +387,40 @@ fn check(q: &Quoted) -> Result<(), String> {
     }
 }
 
+/// `profilerd WORDS --check-config` (placeholders stood in), with `--config` an empty file (the
+/// built-in defaults) unless the words name one: `Err` says why the daemon refused it.
+fn check_config(bin: &Path, words: &[String]) -> Result<(), String> {
+    let config = std::env::temp_dir().join(format!("profctl-docs-{}.toml", std::process::id()));
+    std::fs::write(&config, "").unwrap();
+    let mut args: Vec<String> = Vec::new();
+    let mut previous: Option<String> = None;
+    for w in words {
+        let w = if previous.as_deref() == Some("--config") {
+            config.display().to_string()
+        } else {
+            stand_in(w, previous.as_deref())
+        };
+        previous = Some(w.clone());
+        args.push(w);
+    }
+    if !args.iter().any(|a| a == "--config") {
+        args.extend(["--config".to_string(), config.display().to_string()]);
+    }
+    if !args.iter().any(|a| a == "--check-config") {
+        args.push("--check-config".into());
+    }
+    let out = run(bin, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "profilerd refuses it (as `profilerd {}`): {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 #[test]
 fn every_command_line_in_the_docs_parses() {
     let quoted = quoted_commands();
@@ -426,4 +470,15 @@ fn the_docs_check_catches_a_renamed_flag() {
         mention: false,
     };
     assert_eq!(check(&q), Ok(()));
+    // A profilerd line that parses but that the daemon refuses to start with.
+    let q = Quoted {
+        place: "test".into(),
+        program: "profilerd".into(),
+        words: ["--pprof-listen", "127.0.0.1:6060"]
+            .map(String::from)
+            .to_vec(),
+        mention: true,
+    };
+    let refused = check(&q).unwrap_err();
+    assert!(refused.contains("scrape.token_file"), "{refused}");
 }

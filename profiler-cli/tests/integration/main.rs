@@ -13,6 +13,7 @@ mod common;
 mod daemon;
 mod daemon_frequency;
 mod daemon_fresh;
+mod daemon_hostile;
 mod daemon_limits;
 mod daemon_offcpu;
 mod daemon_ops;

@@ -205,7 +205,8 @@ pub struct Scrape {
     pub allow_unauthenticated: bool,
     /// Connections open at once; more are closed at once with a 503.
     pub max_connections: QueueLen,
-    /// Profiles being answered at once; more are refused (503).
+    /// Profiles merged at once; more wait for a place up to `api.request_timeout`, then get
+    /// a 503 (a profile's `seconds` are waited out holding no place).
     pub max_concurrent: QueueLen,
     /// Longest `seconds` a scrape may ask for.
     pub max_seconds: Seconds,

@@ -14,6 +14,7 @@ use daemon_api::{header as name, TimeParam};
 use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
+use crate::http::answer::Held;
 use crate::http::common::{error, ApiState, Peer};
 use crate::http::limits::Slot;
 use crate::measure::Measure;
@@ -44,7 +45,8 @@ pub fn range(
 }
 
 /// A history query (folded, pprof, timeline) once accepted: its range, filter and what the
-/// caller may see, a query slot (held until the blocking work ends: move it into that work),
+/// caller may see, a query slot (held until the blocking work ends: move it into that work,
+/// and from there into the answer's body, `answer::Held`, which holds it until sent),
 /// and bounds whose cancel flag is set when `cancel_on_drop`, kept by the handler, is dropped
 /// with it (the client went away).
 pub struct Accepted {
@@ -161,14 +163,17 @@ pub async fn folded(
     let store = Arc::clone(&state.shared.store);
     let started = Instant::now();
     let answer = tokio::task::spawn_blocking(move || {
-        // The slot is held until the blocking work ends, not until the client goes away.
-        let _slot = slot;
-        query::folded(&store, since, until, &filter, visibility, &bounds)
+        // The slot is held until the blocking work ends (not released when the client goes
+        // away), then until the answer is sent.
+        (
+            slot,
+            query::folded(&store, since, until, &filter, visibility, &bounds),
+        )
     })
     .await;
-    let folded = match answer {
-        Ok(Ok(f)) => f,
-        Ok(Err(e)) => return e.into_response(),
+    let (slot, folded) = match answer {
+        Ok((slot, Ok(f))) => (slot, f),
+        Ok((_, Err(e))) => return e.into_response(),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
     };
     tracing::debug!(
@@ -187,7 +192,8 @@ pub async fn folded(
         kernel,
         "text/plain; charset=utf-8",
     );
-    (StatusCode::OK, headers, folded.text).into_response()
+    let body = Held::body(folded.text.into_bytes(), slot);
+    (StatusCode::OK, headers, body).into_response()
 }
 
 /// The answer's headers: what was read, the range, the frequency and event, whether kernel

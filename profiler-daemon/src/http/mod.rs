@@ -7,6 +7,7 @@
 //! One file per route group; a handler parses, authorizes, calls the layer beneath
 //! (`query`, `recordings`, the shared state) and encodes the answer.
 
+pub mod answer;
 pub mod common;
 pub mod conn;
 pub mod folded;

@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::access::Visibility;
+use crate::http::answer::Held;
 use crate::http::common::{error, ApiState, Peer};
 use crate::http::folded::{accept, headers, range_params, split, Accepted};
 use crate::measure::MeasureSlices;
@@ -42,8 +43,8 @@ pub async fn pprof(
     let store = Arc::clone(&state.shared.store);
     let measure = filter.measure;
     let answer = tokio::task::spawn_blocking(move || {
-        // The slot is held until the blocking work ends, not until the client goes away.
-        let _slot = slot;
+        // The slot is held until the blocking work ends (not released when the client goes
+        // away), then until the answer is sent.
         let slices = store.select_for(bounds.querier, since, until).slices;
         query::merged(
             &store,
@@ -60,9 +61,10 @@ pub async fn pprof(
             let bytes = measure.pprof_bytes(&slice);
             (bytes, counts, slice.period_ns)
         })
+        .map(|answer| (slot, answer))
     })
     .await;
-    let (bytes, mut counts, period_ns) = match answer {
+    let (slot, (bytes, mut counts, period_ns)) = match answer {
         Ok(Ok(a)) => a,
         Ok(Err(e)) => return e.into_response(),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
@@ -83,5 +85,5 @@ pub async fn pprof(
         kernel,
         "application/octet-stream",
     );
-    (StatusCode::OK, headers, bytes).into_response()
+    (StatusCode::OK, headers, Held::body(bytes, slot)).into_response()
 }

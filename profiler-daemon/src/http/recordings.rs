@@ -13,7 +13,9 @@ use axum::{Json, Router};
 use daemon_api::header as name;
 use daemon_api::recording::WaitParams;
 
+use crate::http::answer::Held;
 use crate::http::common::{error, ApiState, Peer};
+use crate::http::limits::Slot;
 use crate::recordings::{RecordingRequest, Refused, Removal, Unavailable, MAX_WAIT};
 
 /// The recordings' routes.
@@ -31,11 +33,18 @@ async fn create(
     ConnectInfo(peer): ConnectInfo<Peer>,
     body: Result<Json<RecordingRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Ok(Json(request)) = body else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "bad request body: expected JSON {\"pid\": N, \"frequency\": HZ, \"duration\": SECONDS, \"descendants\": BOOL, \"kernel\": BOOL}",
-        );
+    let request = match body {
+        Ok(Json(request)) => request,
+        // The rejection names the field that could not be read.
+        Err(why) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "bad request body: {}; expected JSON {{\"pid\": N, \"frequency\": HZ, \"duration\": SECONDS, \"descendants\": BOOL, \"kernel\": BOOL, \"measure\": \"cpu\"|\"off_cpu\"|\"wall\", \"on_exec\": BOOL}}",
+                    why.body_text()
+                ),
+            )
+        }
     };
     if peer.uid == u32::MAX {
         return error(StatusCode::FORBIDDEN, "unknown peer");
@@ -110,16 +119,25 @@ async fn status(
     }
 }
 
-/// `render` run on the blocking pool, not on the thread that answers every request and
-/// feeds the watchdog.
+/// `render` run for `peer` on the blocking pool, not on the thread that answers every request
+/// and feeds the watchdog, in one of the peer's query slots (`api.max_queries_per_user`,
+/// `api.max_concurrent_queries`): a render costs what a history query does. Returns the slot
+/// with what was rendered (the answer's body holds it until sent: `answer::Held`), or the
+/// answer that says why not when no slot is free.
 async fn off_thread<T: Send + 'static>(
     state: &Arc<ApiState>,
+    peer: &Peer,
     render: impl FnOnce(&ApiState) -> Result<T, Unavailable> + Send + 'static,
-) -> Result<T, Unavailable> {
+) -> Result<(Slot, T), Response> {
+    let slot = state
+        .admit_query(peer, &state.shared.live().api)
+        .map_err(IntoResponse::into_response)?;
     let state = Arc::clone(state);
-    tokio::task::spawn_blocking(move || render(&state))
+    // The slot is held until the blocking work ends, even when the client went away.
+    let rendered = tokio::task::spawn_blocking(move || render(&state).map(|r| (slot, r)))
         .await
-        .unwrap_or_else(|_| Err(Unavailable::Failed(0, "rendering failed".into())))
+        .unwrap_or_else(|_| Err(Unavailable::Failed(0, "rendering failed".into())));
+    rendered.map_err(unavailable)
 }
 
 /// `GET /v1/recordings/ID/folded`.
@@ -130,9 +148,12 @@ async fn folded(
 ) -> Response {
     let who = state.requester(&peer);
     let max_bytes = state.shared.live().api.max_response_bytes.0;
-    let rendered = off_thread(&state, move |s| s.recordings.folded(id, who, max_bytes)).await;
+    let rendered = off_thread(&state, &peer, move |s| {
+        s.recordings.folded(id, who, max_bytes)
+    })
+    .await;
     match rendered {
-        Ok(f) => (
+        Ok((slot, f)) => (
             [
                 (
                     header::CONTENT_TYPE,
@@ -148,10 +169,10 @@ async fn folded(
                     format!("{:.3}", f.seconds),
                 ),
             ],
-            f.text,
+            Held::body(f.text.into_bytes(), slot),
         )
             .into_response(),
-        Err(why) => unavailable(why),
+        Err(refused) => refused,
     }
 }
 
@@ -162,9 +183,13 @@ async fn pprof(
     Path(id): Path<u64>,
 ) -> Response {
     let who = state.requester(&peer);
-    match off_thread(&state, move |s| s.recordings.pprof(id, who)).await {
-        Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
-        Err(why) => unavailable(why),
+    match off_thread(&state, &peer, move |s| s.recordings.pprof(id, who)).await {
+        Ok((slot, bytes)) => (
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            Held::body(bytes, slot),
+        )
+            .into_response(),
+        Err(refused) => refused,
     }
 }
 

@@ -8,8 +8,10 @@
 //! a snapshot taken within the last second, another scrape's or a query's, is shared) and the
 //! window starts when that snapshot was taken; after `seconds` they are named again,
 //! and the answer is every slice overlapping the window (files and open slices, merged) less
-//! what the slice being filled at the start already held then. Any number of scrapers (up to
-//! `scrape.max_concurrent`) share the one stream: a scrape opens no perf event. `past=1`
+//! what the slice being filled at the start already held then. Any number of scrapers share
+//! the one stream: a scrape opens no perf event. The `seconds` are waited out holding no
+//! place; `scrape.max_concurrent` bounds the merges at once (a scrape waits for a place at
+//! most `api.request_timeout`). `past=1`
 //! answers at once with the latest `seconds` (the slices with at least half their length in
 //! them, the open ones included). `pid` (with `descendants=true`), `comm`, `uid` and `cgroup`
 //! narrow it.
@@ -37,6 +39,7 @@ use tokio::sync::Semaphore;
 
 use crate::access::Visibility;
 use crate::filter::Filter;
+use crate::http::answer::Held;
 use crate::http::common::error;
 use crate::http::conn;
 use crate::http::limits::{Caps, Limiter};
@@ -56,8 +59,9 @@ pub struct ScrapeState {
     pub shared: Arc<Shared>,
     /// The bearer token asked of every request, if one is configured.
     pub token: Option<String>,
-    /// Bounds profiles answered at once.
-    pub profiles: Semaphore,
+    /// Bounds profiles merged at once (`scrape.max_concurrent`): taken after a profile's
+    /// window, for its merge, not for the `seconds` waited out.
+    pub profiles: Arc<Semaphore>,
     /// Connections open.
     pub connections: Arc<Limiter>,
 }
@@ -418,15 +422,23 @@ async fn profile(
             ),
         );
     }
-    let Ok(_permit) = state.profiles.try_acquire() else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many profiles at once (scrape.max_concurrent); try again",
-        );
-    };
+    // The window is waited out holding no place: what a waiting scrape holds is its
+    // connection (`scrape.max_connections`) and the snapshot it started from.
     let window = window(&shared, &p).await;
     // Read after the wait: a reload meanwhile applies.
-    let mut bounds = query::Bounds::from_api(&shared.live().api);
+    let api = shared.live().api.clone();
+    // The merge takes a place, waiting for one at most `api.request_timeout`.
+    let places = Arc::clone(&state.profiles);
+    let permit = match tokio::time::timeout(api.request_timeout.0, places.acquire_owned()).await {
+        Ok(Ok(permit)) => permit,
+        _ => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many profiles at once (scrape.max_concurrent); try again",
+            )
+        }
+    };
+    let mut bounds = query::Bounds::from_api(&api);
     // Dropped with this handler when the client goes away: the merge then stops.
     let (cancel, _cancel_on_drop) = query::Cancel::new();
     bounds.cancel = cancel;
@@ -435,10 +447,11 @@ async fn profile(
     let (filter, past) = (p.filter, p.past);
     let layout_labels = shared.live().scrape.layout_labels;
     let answer = tokio::task::spawn_blocking(move || {
-        answer(&store, &window, past, &filter, &bounds, layout_labels)
+        // The place is held until the blocking work ends, then until the answer is sent.
+        answer(&store, &window, past, &filter, &bounds, layout_labels).map(|a| (permit, a))
     })
     .await;
-    let (bytes, counts) = match answer {
+    let (permit, (bytes, counts)) = match answer {
         Ok(Ok(a)) => a,
         Ok(Err(e)) => return e.into_response(),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the profile failed"),
@@ -467,7 +480,7 @@ async fn profile(
                 counts.samples.to_string(),
             ),
         ],
-        bytes,
+        Held::body(bytes, permit),
     )
         .into_response()
 }

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use daemon_api::header as name;
 use daemon_api::history::{from_query, TimelineAnswer, TimelineBucket, TimelineParams};
 
+use crate::http::answer::Held;
 use crate::http::common::{error, ApiState, Peer};
 use crate::http::folded::{accept, bad_query, split, Accepted, RANGE_PARAMETERS};
 use crate::query::QueryError;
@@ -67,6 +68,13 @@ fn request(
         None => default_bucket(until - since, slice_ns),
     };
     let bucket_ns = bucket_s.saturating_mul(1_000_000_000);
+    // Every bucket must end within what UNIX nanoseconds in 64 bits count (the year 2554):
+    // the buckets' arithmetic (a start plus a bucket) is then checked once, here.
+    if until.div_ceil(bucket_ns).checked_mul(bucket_ns).is_none() {
+        return Err(format!(
+            "until: the last bucket of {bucket_s} s would end past the last time profilerd counts (UNIX nanoseconds in 64 bits, in the year 2554): give an earlier until or a shorter bucket"
+        ));
+    }
     if (until - since).div_ceil(bucket_ns) >= MAX_BUCKETS {
         return Err(format!(
             "more than {MAX_BUCKETS} buckets: use longer buckets or a shorter range"
@@ -134,23 +142,23 @@ pub async fn timeline(
     let started = Instant::now();
     let asked = request.clone();
     let answer = tokio::task::spawn_blocking(move || {
-        // The slot is held until the blocking work ends, not until the client goes away.
-        let _slot = slot;
+        // The slot is held until the blocking work ends (not released when the client goes
+        // away), then until the answer is sent.
         let first = timeline::timeline(&store, &asked, &filter, visibility, &bounds)?;
         // Buckets finer than what the data tells are never drawn: widened to it, and drawn
         // again (only ranges that hold slices written before per-second counts were kept).
         let Some(bucket_s) = widened(asked.bucket_ns / 1_000_000_000, first.resolution_ns) else {
-            return Ok::<_, QueryError>((asked, first));
+            return Ok::<_, QueryError>((slot, asked, first));
         };
         let wider = Request {
             bucket_ns: bucket_s * 1_000_000_000,
             ..asked
         };
         let again = timeline::timeline(&store, &wider, &filter, visibility, &bounds)?;
-        Ok((wider, again))
+        Ok((slot, wider, again))
     })
     .await;
-    let (drawn, answer) = match answer {
+    let (slot, drawn, answer) = match answer {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => return e.into_response(),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
@@ -206,7 +214,7 @@ pub async fn timeline(
     ] {
         headers.insert(name, HeaderValue::from(value));
     }
-    (StatusCode::OK, headers, json).into_response()
+    (StatusCode::OK, headers, Held::body(json, slot)).into_response()
 }
 
 #[cfg(test)]
@@ -236,5 +244,41 @@ mod tests {
         let huge: TimelineParams = from_query("bucket=1000000000000").unwrap();
         assert!(request(&huge, (0, 60 * s), 10 * s).is_err());
         assert_eq!((r.bucket_ns, r.top, r.by), (s, 3, GroupBy::Uid));
+    }
+
+    #[test]
+    fn a_range_at_the_end_of_time_is_refused_not_wrapped() {
+        // `?since=18446700000&until=1e20&bucket=3600`: until saturates to the last instant.
+        let params: TimelineParams =
+            from_query("since=18446700000&until=1e20&bucket=3600").unwrap();
+        let range = super::super::folded::range(
+            params.since,
+            params.until,
+            &crate::config::Config::default(),
+        )
+        .unwrap();
+        let err = request(&params, range, 10_000_000_000).unwrap_err();
+        assert!(err.starts_with("until: "), "{err}");
+        // The last bucket that fits is taken, and every bucket's end computed.
+        let last = u64::MAX / 3_600_000_000_000 * 3_600_000_000_000;
+        let r = request(&params, (last - 7_200_000_000_000, last), 1).unwrap();
+        let store_dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(
+            store_dir.path(),
+            std::time::Duration::from_secs(1 << 30),
+            1 << 30,
+            0,
+        )
+        .unwrap();
+        let bounds = crate::query::Bounds::new(1 << 20, std::time::Duration::from_secs(10));
+        let t = timeline::timeline(
+            &store,
+            &r,
+            &crate::filter::Filter::default(),
+            crate::access::Visibility::All,
+            &bounds,
+        )
+        .unwrap();
+        assert_eq!(t.buckets.len(), 2);
     }
 }

@@ -67,10 +67,12 @@ struct Entry {
     finished_at: Mutex<Option<Instant>>,
 }
 
-/// Where a recording is.
+/// Where a recording is. A finished one's outcome is shared: readers clone it under the state
+/// lock and render it after releasing the lock, so that a render (seconds for a large result)
+/// never holds up the status, inserts and removals that take the lock on the API's thread.
 enum Phase {
     Running,
-    Done(Box<Outcome>),
+    Done(Arc<Outcome>),
     Failed(String),
 }
 
@@ -190,9 +192,14 @@ impl Entry {
             error: None,
             sampling: self.sampling.load(std::sync::atomic::Ordering::Relaxed),
         };
-        match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
-            Phase::Running => {}
-            Phase::Done(o) => {
+        let phase = match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            Phase::Running => None,
+            Phase::Done(o) => Some(Ok(Arc::clone(o))),
+            Phase::Failed(e) => Some(Err(e.clone())),
+        };
+        match phase {
+            None => {}
+            Some(Ok(o)) => {
                 status.state = RecordingState::Done;
                 status.samples = Some(o.slice.samples());
                 status.samples_read = Some(o.samples_read);
@@ -204,9 +211,9 @@ impl Entry {
                 status.stopped_early = Some(o.stopped_early);
                 status.truncated = Some(o.truncated);
             }
-            Phase::Failed(e) => {
+            Some(Err(e)) => {
                 status.state = RecordingState::Failed;
-                status.error = Some(e.clone());
+                status.error = Some(e);
             }
         }
         status
@@ -316,7 +323,7 @@ impl Recordings {
             .spawn(move || {
                 let outcome = run(&config, event, &thread_entry, duration, pidfd, stop_rx);
                 thread_entry.finish(match outcome {
-                    Ok(o) => Phase::Done(Box::new(o)),
+                    Ok(o) => Phase::Done(Arc::new(o)),
                     Err(e) => Phase::Failed(e),
                 });
             });
@@ -382,7 +389,8 @@ impl Recordings {
         Some(entry.status())
     }
 
-    /// What `with` makes of the finished recording `id`.
+    /// What `with` makes of the finished recording `id`, run after the entry's lock is
+    /// released (on a clone of the outcome taken under it).
     fn result<T>(
         &self,
         id: u64,
@@ -390,12 +398,12 @@ impl Recordings {
         with: impl FnOnce(&Outcome) -> T,
     ) -> Result<T, Unavailable> {
         let entry = self.get(id, who).ok_or(Unavailable::NotFound(id))?;
-        let guard = entry.state.lock().unwrap_or_else(|e| e.into_inner());
-        match &*guard {
-            Phase::Running => Err(Unavailable::Running(id)),
-            Phase::Failed(e) => Err(Unavailable::Failed(id, e.clone())),
-            Phase::Done(o) => Ok(with(o)),
-        }
+        let outcome = match &*entry.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            Phase::Running => return Err(Unavailable::Running(id)),
+            Phase::Failed(e) => return Err(Unavailable::Failed(id, e.clone())),
+            Phase::Done(o) => Arc::clone(o),
+        };
+        Ok(with(&outcome))
     }
 
     /// The finished recording's folded stacks (counts in samples), unless their text would
@@ -475,5 +483,55 @@ fn check_limits(
             "duration {d} is out of range: expected more than 0 and at most {} s (recordings.max_duration)",
             max.as_secs()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_is_rendered_without_its_entrys_lock() {
+        let recordings = Recordings::default();
+        let who = Requester {
+            uid: 1000,
+            admin: false,
+        };
+        let limits = crate::config::Recordings::default();
+        let entry = recordings
+            .insert(&limits, who, |id| Entry {
+                id,
+                owner: who.uid,
+                request: RecordingRequest::default(),
+                kernel: false,
+                visibility: Visibility::of(who.uid, who.admin),
+                started_ns: 0,
+                stop: Mutex::new(None),
+                state: Mutex::new(Phase::Running),
+                done: tokio::sync::Notify::new(),
+                sampling: std::sync::atomic::AtomicBool::new(false),
+                finished_at: Mutex::new(None),
+            })
+            .unwrap();
+        entry.finish(Phase::Done(Arc::new(Outcome {
+            slice: crate::slice::tests::example(0),
+            measure: Measure::Cpu,
+            samples_read: 38,
+            samples_hidden: 0,
+            lost: 0,
+            event: "cpu-clock".into(),
+            frequency: 99,
+            seconds: 1.0,
+            stopped_early: false,
+            truncated: false,
+        })));
+        // While a result renders, the status, inserts and removals (which take the entry's
+        // lock on the API's thread) are not held up.
+        let free = recordings
+            .result(entry.id, who, |_| entry.state.try_lock().is_ok())
+            .unwrap();
+        assert!(free, "the entry's lock was held while rendering");
+        assert_eq!(entry.status().samples, Some(38));
+        assert!(recordings.pprof(entry.id, who).is_ok());
     }
 }

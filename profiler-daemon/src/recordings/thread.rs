@@ -12,7 +12,7 @@ use super::{Entry, Measure, Outcome};
 use crate::access::Visibility;
 use crate::config::Config;
 use crate::filter::Filter;
-use crate::measure::{user_frames, MeasureSlices};
+use crate::measure::{hide_kernel_frames, MeasureSlices};
 use crate::options::recording_options;
 use crate::slice::Slice;
 use crate::state::unix_now_ns;
@@ -253,13 +253,7 @@ fn append(
             }
             continue;
         }
-        if visibility != Visibility::All {
-            let (user, marker) = user_frames(&s, &local);
-            let keep = user.len();
-            s.frames.truncate(keep);
-            s.frames.extend(marker);
-            s.kernel_frames = 0;
-        }
+        hide_kernel_frames(&mut s, &local, visibility);
         // Seconds of its window: the recording is one profile.
         s.seconds = Default::default();
         kept.push(s);
