@@ -10,8 +10,10 @@
  * burn() until the period's end (CLOCK_REALTIME); paused, it sleeps until it (an absolute
  * clock_nanosleep, so the edges are where the schedule says). OUTFILE gets a line per busy
  * period, "busy START END CPU_NS": its start and end (UNIX seconds, 9 decimals) and the CPU
- * time the thread used in it (CLOCK_THREAD_CPUTIME_ID), so that a profile's cores can be
- * judged against what the thread got on a shared machine.
+ * time the thread used in it (CLOCK_THREAD_CPUTIME_ID), and a line per wall-clock second it
+ * was busy in, "second UNIX_SECOND CPU_NS" (the CPU time it used in the part of that second
+ * inside the busy period), so that a profile's cores can be judged, second by second, against
+ * what the thread got on a shared machine.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -36,12 +38,36 @@ static void sleep_until(long long realtime_ns)
     }
 }
 
+/* The CPU time used in each wall-clock second while busy: (second, ns), in order. */
+static long long sec_of[4096], cpu_in[4096];
+static int seconds;
+
+static void note_second(long long second, long long cpu_ns)
+{
+    if (seconds > 0 && sec_of[seconds - 1] == second) {
+        cpu_in[seconds - 1] += cpu_ns;
+    } else if (seconds < 4096) {
+        sec_of[seconds] = second;
+        cpu_in[seconds++] = cpu_ns;
+    }
+}
+
 NOINLINE void burn(long long until_ns)
 {
     unsigned long x = sink;
-    while (clock_ns(CLOCK_REALTIME) < until_ns)
+    long long now = clock_ns(CLOCK_REALTIME), cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    long long second = now / 1000000000LL;
+    while (now < until_ns) {
         for (int i = 0; i < 20000; i++)
             x = x * 6364136223846793005UL + 1442695040888963407UL;
+        now = clock_ns(CLOCK_REALTIME);
+        if (now / 1000000000LL != second || now >= until_ns) {
+            long long c = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+            note_second(second, c - cpu);
+            cpu = c;
+            second = now / 1000000000LL;
+        }
+    }
     sink = x;
 }
 
@@ -76,5 +102,7 @@ int main(int argc, char **argv)
         }
         at = end;
     }
+    for (int k = 0; k < seconds; k++)
+        fprintf(out, "second %lld %lld\n", sec_of[k], cpu_in[k]);
     return fclose(out) == 0 ? 0 : 2;
 }
