@@ -53,6 +53,9 @@ pub struct Status {
     pub write_errors: u64,
     /// Slices kept in memory until the disk takes them.
     pub slices_unwritten: u64,
+    /// Roll-ups written (and in the index in place of their slices) since start.
+    #[serde(default)]
+    pub rollups_written: u64,
     /// Slice files found corrupt or truncated (skipped) since start.
     pub corrupt_slices: u64,
     /// Slices on disk.
@@ -182,6 +185,7 @@ pub fn snapshot(s: &Shared) -> Status {
         slices_written: c.written.load(Ordering::Relaxed),
         write_errors: c.write_errors.load(Ordering::Relaxed),
         slices_unwritten: s.unwritten.load(Ordering::Relaxed),
+        rollups_written: c.rollups_written.load(Ordering::Relaxed),
         corrupt_slices: c.corrupt.load(Ordering::Relaxed),
         slices_kept,
         bytes_kept,
@@ -310,6 +314,12 @@ const METRICS: &[Metric<Status>] = &[
         kind: "counter",
         help: "Slices written.",
         value: |s| s.slices_written as f64,
+    },
+    Metric {
+        name: "rollups_written_total",
+        kind: "counter",
+        help: "Roll-ups written.",
+        value: |s| s.rollups_written as f64,
     },
     Metric {
         name: "write_errors_total",

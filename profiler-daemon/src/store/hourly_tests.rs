@@ -123,10 +123,13 @@ fn a_query_over_part_of_a_rolled_up_hour_gives_the_same_answer() {
     let mut pending = Pending::new(&store);
     history(&store, &mut pending, 390);
     assert_eq!(files(dir.path(), SUFFIX), 1);
+    let rollups_written = || store.counters.rollups_written.load(Ordering::Relaxed);
+    assert_eq!(rollups_written(), 1);
     // The first slice of the next hour rolls up the hour H.
     write(&store, &mut pending, &slice(390));
     write(&store, &mut pending, &slice(391));
     assert_eq!(files(dir.path(), SUFFIX), 2);
+    assert_eq!(rollups_written(), 2, "counted as each is indexed");
     let sel = store.select(H + 100 * S, H + 200 * S);
     assert_eq!(sel.slices.len(), 1);
     assert!(sel.slices[0].rollup);
@@ -281,6 +284,7 @@ fn a_change_of_frequency_within_the_hour_leaves_it_as_slices() {
     // Not tried again from the files either.
     pending.settle();
     assert_eq!(files(dir.path(), SUFFIX), 0);
+    assert_eq!(store.counters.rollups_written.load(Ordering::Relaxed), 0);
 }
 
 /// Query time over a day of history built from real slices, without and with roll-ups (no
