@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::MutexGuard;
+use std::sync::RwLockWriteGuard;
 use std::thread;
 use std::time::Duration;
 
@@ -228,7 +228,7 @@ fn contest(
 ) -> (
     Daemon,
     tempfile::TempDir,
-    MutexGuard<'static, ()>,
+    RwLockWriteGuard<'static, ()>,
     (f64, f64),
 ) {
     assert!(
