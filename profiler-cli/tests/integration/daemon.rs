@@ -263,6 +263,55 @@ pub(crate) fn folded_map(stacks: &[Stack]) -> BTreeMap<String, u64> {
     stacks.iter().map(|s| (s.line(), s.count)).collect()
 }
 
+/// The pprof profile at `path` (a slice file, `profctl flamegraph -o X.pb.gz`, a recording's
+/// `-o X.pb.gz`), decoded.
+pub(crate) fn read_pprof(path: &Path) -> pprof::proto::Profile {
+    let bytes = fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    pprof::decode(&bytes).unwrap_or_else(|e| panic!("{}: not pprof: {e}", path.display()))
+}
+
+/// The names of the kernel frames of the pprof profile at `path`, as the profile marks them
+/// (never by their names: a user function may share one with the kernel, as split.c's
+/// `flush_thread` does): a sample's innermost `kernel_frames` (its label) frames, and every
+/// frame at a location in the `[kernel.kallsyms]` mapping. Sorted, each once.
+pub(crate) fn kernel_frames_in(path: &Path) -> Vec<String> {
+    let p = read_pprof(path);
+    let text = |i: i64| p.string_table.get(i as usize).cloned().unwrap_or_default();
+    let kernel_mappings: HashSet<u64> = p
+        .mapping
+        .iter()
+        .filter(|m| text(m.filename) == "[kernel.kallsyms]")
+        .map(|m| m.id)
+        .collect();
+    let function: BTreeMap<u64, String> = p.function.iter().map(|f| (f.id, text(f.name))).collect();
+    let location: BTreeMap<u64, &pprof::proto::Location> =
+        p.location.iter().map(|l| (l.id, l)).collect();
+    let names = |id: &u64| -> Vec<String> {
+        location[id]
+            .line
+            .iter()
+            .map(|l| function.get(&l.function_id).cloned().unwrap_or_default())
+            .collect()
+    };
+    let mut kernel: Vec<String> = Vec::new();
+    for sample in &p.sample {
+        let labelled = sample
+            .label
+            .iter()
+            .find(|l| text(l.key) == "kernel_frames")
+            .map_or(0, |l| l.num.max(0) as usize);
+        // Locations are leaf first: the kernel's come first.
+        for (i, id) in sample.location_id.iter().enumerate() {
+            if i < labelled || kernel_mappings.contains(&location[id].mapping_id) {
+                kernel.extend(names(id));
+            }
+        }
+    }
+    kernel.sort();
+    kernel.dedup();
+    kernel
+}
+
 #[test]
 fn daemon_history_shares_persistence_and_corrupt_slices() {
     let _guard = sampling_lock();
@@ -419,8 +468,14 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
     daemon.wait_slices_through(t1);
     let range = (t0 - 0.5, t1 + 0.5);
 
-    // Root sees both, with kernel frames.
-    let (_, root_view) = flamegraph(&daemon.socket, range, &[], &dir.path().join("root.folded"));
+    // Root sees both, with kernel frames (as the profile marks them).
+    let root_pprof = dir.path().join("root.pb.gz");
+    let (_, root_view) = flamegraph(
+        &daemon.socket,
+        range,
+        &["-o", root_pprof.to_str().unwrap()],
+        &dir.path().join("root.folded"),
+    );
     assert!(
         comm_total(&root_view, "split") > 0,
         "{}",
@@ -431,50 +486,8 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
         "{}",
         comm_summary(&root_view)
     );
-    // Kernel names that user space does not also have: the kernel has its own `strcmp`,
-    // `memcpy` and more, and the user's split runs libc's and the loader's.
-    let user_names: HashSet<String> = [
-        w.split.to_str().unwrap(),
-        "/lib/x86_64-linux-gnu/libc.so.6",
-        "/lib64/ld-linux-x86-64.so.2",
-    ]
-    .iter()
-    .flat_map(|file| {
-        let out = Command::new("nm")
-            .args(["-D", "--defined-only", file])
-            .output();
-        let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-        let syms = Command::new("nm").args(["--defined-only", file]).output();
-        let text2 = syms.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-        [text.unwrap_or_default(), text2.unwrap_or_default()]
-    })
-    .flat_map(|text| {
-        text.lines()
-            .filter_map(|l| l.split_whitespace().nth(2))
-            .map(|n| n.split('@').next().unwrap_or(n).to_string())
-            .collect::<Vec<_>>()
-    })
-    .collect();
-    assert!(user_names.contains("strcmp"), "nm gave no libc names");
-    let kallsyms: HashSet<String> = fs::read_to_string("/proc/kallsyms")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
-        .filter(|name| !user_names.contains(name))
-        .collect();
-    let kernel_frames = |stacks: &[Stack]| -> Vec<String> {
-        let mut names: Vec<String> = stacks
-            .iter()
-            .flat_map(|s| s.frames.iter())
-            .filter(|f| kallsyms.contains(*f))
-            .cloned()
-            .collect();
-        names.sort();
-        names.dedup();
-        names
-    };
     assert!(
-        !kernel_frames(&root_view).is_empty(),
+        !kernel_frames_in(&root_pprof).is_empty(),
         "root's view has no kernel frame:\n{}",
         top_lines(&root_view, 20)
     );
@@ -492,7 +505,7 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
         let stacks = read_folded(&user_dir.join(out));
         (run, stacks)
     };
-    let (run, user_view) = run_user(&[], "user.folded");
+    let (run, user_view) = run_user(&["-o", "user.pb.gz"], "user.folded");
     assert!(run.stderr.contains("user space only"), "{}", run.stderr);
     assert!(
         comm_total(&user_view, "split") > 0,
@@ -506,10 +519,10 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
         "the user sees root's process:\n{}",
         comm_summary(&user_view)
     );
+    let user_kernel = kernel_frames_in(&user_dir.join("user.pb.gz"));
     assert!(
-        kernel_frames(&user_view).is_empty(),
-        "the user sees kernel frames: {:?}",
-        kernel_frames(&user_view)
+        user_kernel.is_empty(),
+        "the user sees kernel frames: {user_kernel:?}"
     );
     // Asking for root's processes by uid or command gives nothing.
     let (_, by_uid) = run_user(&["--uid", "0"], "uid0.folded");
