@@ -312,6 +312,17 @@ pub(crate) fn kernel_frames_in(path: &Path) -> Vec<String> {
     kernel
 }
 
+/// Whether the slice file at `path` holds samples of command `comm`.
+pub(crate) fn slice_holds_comm(path: &Path, comm: &str) -> bool {
+    let p = read_pprof(path);
+    let text = |i: i64| p.string_table.get(i as usize).map(String::as_str);
+    p.sample.iter().any(|s| {
+        s.label
+            .iter()
+            .any(|l| text(l.key) == Some("comm") && text(l.str) == Some(comm))
+    })
+}
+
 #[test]
 fn daemon_history_shares_persistence_and_corrupt_slices() {
     let _guard = sampling_lock();
@@ -378,7 +389,7 @@ fn daemon_history_shares_persistence_and_corrupt_slices() {
 
     // A truncated slice in the range: skipped, reported and counted; the rest is served.
     let slices = dir.path().join("state/slices");
-    let mut in_range: Vec<(PathBuf, u64)> = fs::read_dir(&slices)
+    let in_range: Vec<(PathBuf, u64)> = fs::read_dir(&slices)
         .unwrap()
         .flatten()
         .filter_map(|e| {
@@ -389,8 +400,15 @@ fn daemon_history_shares_persistence_and_corrupt_slices() {
                 .then(|| (e.path(), e.metadata().unwrap().len()))
         })
         .collect();
-    in_range.sort_by_key(|(_, len)| std::cmp::Reverse(*len));
-    let (victim, len) = in_range.first().cloned().expect("a slice in the range");
+    // The largest of the slices holding split's samples: cutting it certainly takes some of
+    // them away (the largest slice of the range need not hold any).
+    let victim = in_range
+        .iter()
+        .filter(|(path, _)| slice_holds_comm(path, "split"))
+        .max_by_key(|(_, len)| *len)
+        .cloned();
+    let (victim, len) =
+        victim.unwrap_or_else(|| panic!("no slice of the range holds split: {in_range:?}"));
     let bytes = fs::read(&victim).unwrap();
     fs::write(&victim, &bytes[..len as usize / 2]).unwrap();
     let third = dir.path().join("third.folded");
