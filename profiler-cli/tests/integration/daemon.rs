@@ -9,8 +9,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::common::*;
 
@@ -166,17 +165,65 @@ impl Daemon {
     }
 
     /// Waits until `done` holds of `/v1/status` (as this process's user), for at most
-    /// `limit` (scaled); panics naming `what` and the last status seen.
+    /// `limit` (scaled); panics naming `what`, the last status seen and the end of the log.
     pub(crate) fn wait_status(
         &self,
         what: &str,
         limit: Duration,
         done: impl Fn(&BTreeMap<String, String>) -> bool,
     ) -> BTreeMap<String, String> {
-        wait_for(what, limit, || match self.status() {
-            Some(s) if done(&s) => Ok(s),
-            other => Err(format!("{other:?}")),
+        let limit = scaled(limit);
+        let mut last = None;
+        poll_until(limit, || {
+            let status = self.status();
+            let met = status.as_ref().is_some_and(&done);
+            last = status;
+            met.then(|| last.clone().unwrap())
         })
+        .unwrap_or_else(|| {
+            panic!(
+                "{what}: not within {limit:.1?}\nlast status: {last:?}\n--- end of the log ---\n{}",
+                self.log_tail(40)
+            )
+        })
+    }
+
+    /// The last `lines` lines of the daemon's log so far, for failure messages.
+    pub(crate) fn log_tail(&self, lines: usize) -> String {
+        let log = self.process.stderr_now();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Waits until the start-up work has passed (the first naming after a start names every
+    /// process running: seconds in a debug build): a slice that began after this call is
+    /// written and no slice waits to be named. From then on slices are named as they close.
+    pub(crate) fn wait_caught_up(&self) {
+        let called = unix_now();
+        self.wait_status(
+            "the daemon caught up with the present (start-up work named)",
+            Duration::from_secs(60),
+            |s| {
+                let slice = s
+                    .get("slice_seconds")
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(1.0);
+                number_in(s, "naming_backlog") == 0
+                    && number_in(s, "newest_slice_end_ns") as f64 >= (called + slice) * 1e9
+            },
+        );
+    }
+
+    /// A status field as text.
+    pub(crate) fn text(&self, key: &str) -> String {
+        self.status().expect("status")[key].clone()
+    }
+
+    /// A status field as a number with a fraction.
+    pub(crate) fn float(&self, key: &str) -> f64 {
+        let text = self.text(key);
+        text.parse()
+            .unwrap_or_else(|_| panic!("{key}: {text:?} is not a number"))
     }
 
     /// SIGTERM; the daemon must exit 0 within 30 s. Returns its stderr.
@@ -223,7 +270,8 @@ pub(crate) fn number_in(status: &BTreeMap<String, String>, key: &str) -> u64 {
 /// A minimal HTTP/1.0 GET over the Unix socket (the test's own client, not profctl's).
 pub(crate) fn http_get(socket: &Path, path: &str) -> Option<String> {
     let mut s = std::os::unix::net::UnixStream::connect(socket).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.set_read_timeout(Some(scaled(Duration::from_secs(10))))
+        .ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: profilerd\r\n\r\n").ok()?;
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
@@ -323,6 +371,14 @@ pub(crate) fn slice_holds_comm(path: &Path, comm: &str) -> bool {
     })
 }
 
+/// CPU time of `pid` (user + system, from `/proc/PID/stat`), seconds.
+pub(crate) fn cpu_seconds(pid: u32) -> f64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    (f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()) as f64 / 100.0
+}
+
 #[test]
 fn daemon_history_shares_persistence_and_corrupt_slices() {
     let _guard = sampling_lock();
@@ -355,17 +411,16 @@ fn daemon_history_shares_persistence_and_corrupt_slices() {
     // 2 s at most, then dropped and counted).
     let mut burner = Command::new(&w.burner);
     burner.arg("30");
+    let burner_at = unix_now();
     let burner = Spawned::spawn(burner, "burner");
-    thread::sleep(Duration::from_millis(1500));
-    let caught_up_by = Instant::now() + Duration::from_secs(60);
-    while (daemon.number("newest_slice_end_ns") as f64) < (unix_now() - 1.5) * 1e9 {
-        assert!(
-            Instant::now() < caught_up_by,
-            "the slices never caught up with the present within 60 s: {:?}",
-            daemon.status()
-        );
-        thread::sleep(Duration::from_millis(100));
-    }
+    daemon.wait_status(
+        "the slices caught up with the present, the burner running",
+        Duration::from_secs(60),
+        |s| {
+            let newest = number_in(s, "newest_slice_end_ns") as f64 / 1e9;
+            newest >= burner_at + 0.5 && newest >= unix_now() - 1.5
+        },
+    );
     let stopped_at = unix_now();
     let config_path = daemon.config.clone();
     let log = daemon.stop();
@@ -565,9 +620,7 @@ fn daemon_tells_systemd_ready_watchdog_and_stopping() {
     let config = Daemon::write_config(dir.path(), "");
     let notify_path = dir.path().join("notify.sock");
     let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
-    notify
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    notify.set_nonblocking(true).unwrap();
     let watchdog_usec = dir.path().join("2000000");
     let daemon = Daemon::start_with(
         &config,
@@ -582,18 +635,14 @@ fn daemon_tells_systemd_ready_watchdog_and_stopping() {
     );
     let mut seen: Vec<String> = Vec::new();
     let read_until = |want: &str, limit: Duration, seen: &mut Vec<String>| {
-        let deadline = Instant::now() + limit;
-        let mut buf = [0u8; 4096];
-        while Instant::now() < deadline {
-            if let Ok(n) = notify.recv(&mut buf) {
-                let text = String::from_utf8_lossy(&buf[..n]).into_owned();
-                seen.extend(text.lines().map(String::from));
-                if seen.iter().any(|l| l == want) {
-                    return;
-                }
+        wait_for(&format!("{want} from profilerd"), limit, || {
+            seen.extend(notifications(&notify));
+            if seen.iter().any(|l| l == want) {
+                Ok(())
+            } else {
+                Err(format!("{seen:?}"))
             }
-        }
-        panic!("no {want} within {limit:?}; seen: {seen:?}");
+        })
     };
     read_until("READY=1", Duration::from_secs(10), &mut seen);
     read_until("WATCHDOG=1", Duration::from_secs(5), &mut seen);
@@ -602,6 +651,18 @@ fn daemon_tells_systemd_ready_watchdog_and_stopping() {
     assert!(ready_at < watchdog_at, "{seen:?}");
     daemon.stop();
     read_until("STOPPING=1", Duration::from_secs(1), &mut seen);
+}
+
+/// The lines of every notification (sd_notify datagram) waiting on `socket`, which must be
+/// non-blocking.
+pub(crate) fn notifications(socket: &std::os::unix::net::UnixDatagram) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = socket.recv(&mut buf) {
+        let text = String::from_utf8_lossy(&buf[..n]);
+        lines.extend(text.lines().map(String::from));
+    }
+    lines
 }
 
 /// `profctl top` and `profctl diff` over ranges of the daemon's history: the inlined workload
