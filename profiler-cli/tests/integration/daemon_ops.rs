@@ -80,7 +80,7 @@ fn daemon_budget_lowers_the_frequency_under_a_cpu_cap_and_raises_it_back() {
     let sampling = "frequency = 4999\nslice = \"1s\"\n";
     // The budget's window (a reading a second): lowering takes two windows over the cap,
     // settling two without a change, raising starts three after the last lowering.
-    const WINDOW: f64 = 4.0;
+    const WINDOW: f64 = 2.0;
     let budget = |cap: f64| {
         format!("[budget]\nmax_cpu_percent = {cap:.3}\nmax_resident = \"8GiB\"\nwindow = \"{WINDOW}s\"\n")
     };
