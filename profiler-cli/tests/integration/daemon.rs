@@ -506,7 +506,7 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
         eprintln!("skipped: needs root to create a user");
         return;
     }
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
@@ -615,7 +615,7 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
 
 #[test]
 fn daemon_tells_systemd_ready_watchdog_and_stopping() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = scratch();
     let config = Daemon::write_config(dir.path(), "");
     let notify_path = dir.path().join("notify.sock");

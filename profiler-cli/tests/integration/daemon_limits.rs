@@ -151,7 +151,7 @@ fn daemon_connections_are_capped_per_user_and_idle_ones_closed() {
         is_root(),
         "run as root: the test plays two unprivileged users"
     );
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = shared_scratch();
     let config = Daemon::write_config(dir.path(), "");
     let daemon = Daemon::start(&config);
@@ -244,7 +244,7 @@ fn daemon_folded_query_of_deep_long_names_stays_within_its_bound() {
         is_root(),
         "run as root: the test plays an unprivileged user"
     );
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = shared_scratch();
     let user = User::new(TEST_USER, dir.path());
     let longnames = build_longnames(dir.path());
@@ -340,7 +340,7 @@ fn daemon_recordings_have_a_byte_budget_and_a_slot_per_user() {
         is_root(),
         "run as root: the test plays two unprivileged users"
     );
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = shared_scratch();
     let config = Daemon::write_config(dir.path(), "[recordings]\nmax_bytes = \"4KiB\"\n");
@@ -446,7 +446,7 @@ fn daemon_query_slots_are_held_by_the_work_and_one_is_kept_for_root() {
         is_root(),
         "run as root: the test plays an unprivileged user"
     );
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = shared_scratch();
     let user = User::new(TEST_USER, dir.path());
     let longnames = build_longnames(dir.path());

@@ -287,7 +287,7 @@ fn continuous_off_cpu_gives_the_wall_split_to_root_and_to_the_user() {
 
 #[test]
 fn without_off_cpu_the_history_query_names_the_setting() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = scratch();
     let config = config_with_off_cpu(dir.path(), false);
     let daemon = Daemon::start(&config);

@@ -463,7 +463,7 @@ fn daemon_full_disk_is_logged_sampling_goes_on_and_writing_resumes() {
         eprintln!("skipped: needs root to mount a small tmpfs");
         return;
     }
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
     let state = dir.path().join("state");

@@ -59,7 +59,7 @@ fn write_config(config: &Path, dir: &Path, port: u16, api_extra: &str) {
 
 #[test]
 fn daemon_reload_lowers_the_response_bound_for_the_socket_api_and_the_scrape_listener() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let config = dir.path().join("profilerd.toml");

@@ -57,7 +57,7 @@ pub(crate) fn folded_as_user(
 /// a drain interval): none of their stacks are in that user's view; admins see them.
 #[test]
 fn daemon_setuid_programs_stay_out_of_their_users_view() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = scratch();
     let Some((uid, gid, user_dir)) = test_user_dir(dir.path()) else {
         return;
@@ -187,7 +187,7 @@ fn daemon_deep_stacks_with_long_names_neither_stall_slices_nor_sigterm() {
 /// nobody's).
 #[test]
 fn daemon_names_a_root_process_chrooted_in_a_root_only_directory() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     if id(&["-u"]) != Some(0) {
         eprintln!("note: not root: cannot chroot; skipped");
         return;
