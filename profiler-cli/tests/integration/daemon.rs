@@ -197,19 +197,20 @@ impl Daemon {
 
     /// Waits until the start-up work has passed (the first naming after a start names every
     /// process running: seconds in a debug build): a slice that began after this call is
-    /// written and no slice waits to be named. From then on slices are named as they close.
-    pub(crate) fn wait_caught_up(&self) {
+    /// written. Slices are named in the order they closed, so every slice queued before it,
+    /// the start-up's included, is behind it. (Not `naming_backlog` 0: a debug build naming
+    /// the builds of a shared machine at 4999 Hz may keep a queue for good.)
+    pub(crate) fn wait_start_up_named(&self) {
         let called = unix_now();
         self.wait_status(
-            "the daemon caught up with the present (start-up work named)",
+            "a slice begun after the start-up work written",
             Duration::from_secs(60),
             |s| {
                 let slice = s
                     .get("slice_seconds")
                     .and_then(|v| v.parse::<f64>().ok())
                     .unwrap_or(1.0);
-                number_in(s, "naming_backlog") == 0
-                    && number_in(s, "newest_slice_end_ns") as f64 >= (called + slice) * 1e9
+                number_in(s, "newest_slice_end_ns") as f64 >= (called + slice) * 1e9
             },
         );
     }

@@ -87,7 +87,7 @@ fn daemon_budget_lowers_the_frequency_under_a_cpu_cap_and_raises_it_back() {
     let config = ops_config(dir.path(), sampling, &budget(10_000.0));
     let daemon = Daemon::start(&config);
     let pid = daemon.process.pid();
-    daemon.wait_caught_up();
+    daemon.wait_start_up_named();
     let spin = spinners(2);
 
     // What 4999 Hz costs with both CPUs busy (once a slice of the busy machine is named).
@@ -260,7 +260,7 @@ fn daemon_reload_changes_the_frequency_live_and_refuses_a_bad_file() {
     seen.clear();
     // Past the start-up work (the first symbolizers), which may keep the drain from reading
     // the rings in time.
-    daemon.wait_caught_up();
+    daemon.wait_start_up_named();
     let lost_before = daemon.number("lost");
 
     // Two copies of burner, one before and one after the change, each burning 1.5 s.
@@ -380,7 +380,7 @@ fn daemon_fork_storm_leaves_memory_bounded_and_back_near_baseline() {
     // Baseline once the start-up work is done, and after a small storm: the daemon samples
     // itself, and the first forks it follows run code whose DWARF it then parses and keeps
     // (within the symbol service's bounds), once.
-    daemon.wait_caught_up();
+    daemon.wait_start_up_named();
     let tracked_start = daemon.number("processes");
     for mut s in storm(100) {
         s.wait_or_panic(Duration::from_secs(60));
@@ -391,7 +391,7 @@ fn daemon_fork_storm_leaves_memory_bounded_and_back_near_baseline() {
         |s| number_in(s, "processes") <= tracked_start + 50,
     );
     // The warm-up named, and its freed heap trimmed (after each slice named).
-    daemon.wait_caught_up();
+    daemon.wait_start_up_named();
     let rss = || status_kb(pid, "VmRSS:");
     let anon = || status_kb(pid, "RssAnon:");
     let (base_rss, base_anon) = (rss(), anon());

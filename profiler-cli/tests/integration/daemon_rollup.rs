@@ -132,7 +132,7 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
     // the start-up's naming of every process running is done and a window of steady work
     // named): the cap goes above its 90th percentile (the pipeline's own cost comes in bursts
     // too: naming each new process of the churn).
-    daemon.wait_caught_up();
+    daemon.wait_start_up_named();
     daemon.wait_slices_through(unix_now() + WINDOW);
     let mut readings = Vec::new();
     for _ in 0..READINGS {
