@@ -39,6 +39,9 @@ pub struct Status {
     pub write_errors: u64,
     /// Slices kept in memory until the disk takes them.
     pub slices_unwritten: u64,
+    /// Roll-ups written (and in the index in place of their slices) since start.
+    #[serde(default)]
+    pub rollups_written: u64,
     /// Slice files found corrupt or truncated (skipped) since start.
     pub corrupt_slices: u64,
     /// Slices on disk.

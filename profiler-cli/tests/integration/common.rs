@@ -15,7 +15,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-pub use crate::poll::{hold, hold_until_elapsed, poll_until, scaled, wait_for};
+pub use crate::poll::{
+    hold, hold_until, hold_until_elapsed, poll_until, scaled, time_scale, wait_for,
+};
 
 /// Sampling frequency used by every test.
 pub const FREQ: &str = "999";

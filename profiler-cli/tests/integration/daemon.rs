@@ -9,8 +9,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::common::*;
 
@@ -166,17 +165,66 @@ impl Daemon {
     }
 
     /// Waits until `done` holds of `/v1/status` (as this process's user), for at most
-    /// `limit` (scaled); panics naming `what` and the last status seen.
+    /// `limit` (scaled); panics naming `what`, the last status seen and the end of the log.
     pub(crate) fn wait_status(
         &self,
         what: &str,
         limit: Duration,
         done: impl Fn(&BTreeMap<String, String>) -> bool,
     ) -> BTreeMap<String, String> {
-        wait_for(what, limit, || match self.status() {
-            Some(s) if done(&s) => Ok(s),
-            other => Err(format!("{other:?}")),
+        let limit = scaled(limit);
+        let mut last = None;
+        poll_until(limit, || {
+            let status = self.status();
+            let met = status.as_ref().is_some_and(&done);
+            last = status;
+            met.then(|| last.clone().unwrap())
         })
+        .unwrap_or_else(|| {
+            panic!(
+                "{what}: not within {limit:.1?}\nlast status: {last:?}\n--- end of the log ---\n{}",
+                self.log_tail(40)
+            )
+        })
+    }
+
+    /// The last `lines` lines of the daemon's log so far, for failure messages.
+    pub(crate) fn log_tail(&self, lines: usize) -> String {
+        let log = self.process.stderr_now();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Waits until the start-up work has passed (the first naming after a start names every
+    /// process running: seconds in a debug build): a slice that began after this call is
+    /// written. Slices are named in the order they closed, so every slice queued before it,
+    /// the start-up's included, is behind it. (Not `naming_backlog` 0: a debug build naming
+    /// the builds of a shared machine at 4999 Hz may keep a queue for good.)
+    pub(crate) fn wait_start_up_named(&self) {
+        let called = unix_now();
+        self.wait_status(
+            "a slice begun after the start-up work written",
+            Duration::from_secs(60),
+            |s| {
+                let slice = s
+                    .get("slice_seconds")
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(1.0);
+                number_in(s, "newest_slice_end_ns") as f64 >= (called + slice) * 1e9
+            },
+        );
+    }
+
+    /// A status field as text.
+    pub(crate) fn text(&self, key: &str) -> String {
+        self.status().expect("status")[key].clone()
+    }
+
+    /// A status field as a number with a fraction.
+    pub(crate) fn float(&self, key: &str) -> f64 {
+        let text = self.text(key);
+        text.parse()
+            .unwrap_or_else(|_| panic!("{key}: {text:?} is not a number"))
     }
 
     /// SIGTERM; the daemon must exit 0 within 30 s. Returns its stderr.
@@ -223,7 +271,8 @@ pub(crate) fn number_in(status: &BTreeMap<String, String>, key: &str) -> u64 {
 /// A minimal HTTP/1.0 GET over the Unix socket (the test's own client, not profctl's).
 pub(crate) fn http_get(socket: &Path, path: &str) -> Option<String> {
     let mut s = std::os::unix::net::UnixStream::connect(socket).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.set_read_timeout(Some(scaled(Duration::from_secs(10))))
+        .ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: profilerd\r\n\r\n").ok()?;
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
@@ -263,6 +312,74 @@ pub(crate) fn folded_map(stacks: &[Stack]) -> BTreeMap<String, u64> {
     stacks.iter().map(|s| (s.line(), s.count)).collect()
 }
 
+/// The pprof profile at `path` (a slice file, `profctl flamegraph -o X.pb.gz`, a recording's
+/// `-o X.pb.gz`), decoded.
+pub(crate) fn read_pprof(path: &Path) -> pprof::proto::Profile {
+    let bytes = fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    pprof::decode(&bytes).unwrap_or_else(|e| panic!("{}: not pprof: {e}", path.display()))
+}
+
+/// The names of the kernel frames of the pprof profile at `path`, as the profile marks them
+/// (never by their names: a user function may share one with the kernel, as split.c's
+/// `flush_thread` does): a sample's innermost `kernel_frames` (its label) frames, and every
+/// frame at a location in the `[kernel.kallsyms]` mapping. Sorted, each once.
+pub(crate) fn kernel_frames_in(path: &Path) -> Vec<String> {
+    let p = read_pprof(path);
+    let text = |i: i64| p.string_table.get(i as usize).cloned().unwrap_or_default();
+    let kernel_mappings: HashSet<u64> = p
+        .mapping
+        .iter()
+        .filter(|m| text(m.filename) == "[kernel.kallsyms]")
+        .map(|m| m.id)
+        .collect();
+    let function: BTreeMap<u64, String> = p.function.iter().map(|f| (f.id, text(f.name))).collect();
+    let location: BTreeMap<u64, &pprof::proto::Location> =
+        p.location.iter().map(|l| (l.id, l)).collect();
+    let names = |id: &u64| -> Vec<String> {
+        location[id]
+            .line
+            .iter()
+            .map(|l| function.get(&l.function_id).cloned().unwrap_or_default())
+            .collect()
+    };
+    let mut kernel: Vec<String> = Vec::new();
+    for sample in &p.sample {
+        let labelled = sample
+            .label
+            .iter()
+            .find(|l| text(l.key) == "kernel_frames")
+            .map_or(0, |l| l.num.max(0) as usize);
+        // Locations are leaf first: the kernel's come first.
+        for (i, id) in sample.location_id.iter().enumerate() {
+            if i < labelled || kernel_mappings.contains(&location[id].mapping_id) {
+                kernel.extend(names(id));
+            }
+        }
+    }
+    kernel.sort();
+    kernel.dedup();
+    kernel
+}
+
+/// Whether the slice file at `path` holds samples of command `comm`.
+pub(crate) fn slice_holds_comm(path: &Path, comm: &str) -> bool {
+    let p = read_pprof(path);
+    let text = |i: i64| p.string_table.get(i as usize).map(String::as_str);
+    p.sample.iter().any(|s| {
+        s.label
+            .iter()
+            .any(|l| text(l.key) == Some("comm") && text(l.str) == Some(comm))
+    })
+}
+
+/// CPU time of `pid` (user + system, from `/proc/PID/stat`), seconds.
+pub(crate) fn cpu_seconds(pid: u32) -> f64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    (f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()) as f64 / 100.0
+}
+
 #[test]
 fn daemon_history_shares_persistence_and_corrupt_slices() {
     let _guard = sampling_lock();
@@ -295,17 +412,16 @@ fn daemon_history_shares_persistence_and_corrupt_slices() {
     // 2 s at most, then dropped and counted).
     let mut burner = Command::new(&w.burner);
     burner.arg("30");
+    let burner_at = unix_now();
     let burner = Spawned::spawn(burner, "burner");
-    thread::sleep(Duration::from_millis(1500));
-    let caught_up_by = Instant::now() + Duration::from_secs(60);
-    while (daemon.number("newest_slice_end_ns") as f64) < (unix_now() - 1.5) * 1e9 {
-        assert!(
-            Instant::now() < caught_up_by,
-            "the slices never caught up with the present within 60 s: {:?}",
-            daemon.status()
-        );
-        thread::sleep(Duration::from_millis(100));
-    }
+    daemon.wait_status(
+        "the slices caught up with the present, the burner running",
+        Duration::from_secs(60),
+        |s| {
+            let newest = number_in(s, "newest_slice_end_ns") as f64 / 1e9;
+            newest >= burner_at + 0.5 && newest >= unix_now() - 1.5
+        },
+    );
     let stopped_at = unix_now();
     let config_path = daemon.config.clone();
     let log = daemon.stop();
@@ -329,7 +445,7 @@ fn daemon_history_shares_persistence_and_corrupt_slices() {
 
     // A truncated slice in the range: skipped, reported and counted; the rest is served.
     let slices = dir.path().join("state/slices");
-    let mut in_range: Vec<(PathBuf, u64)> = fs::read_dir(&slices)
+    let in_range: Vec<(PathBuf, u64)> = fs::read_dir(&slices)
         .unwrap()
         .flatten()
         .filter_map(|e| {
@@ -340,8 +456,15 @@ fn daemon_history_shares_persistence_and_corrupt_slices() {
                 .then(|| (e.path(), e.metadata().unwrap().len()))
         })
         .collect();
-    in_range.sort_by_key(|(_, len)| std::cmp::Reverse(*len));
-    let (victim, len) = in_range.first().cloned().expect("a slice in the range");
+    // The largest of the slices holding split's samples: cutting it certainly takes some of
+    // them away (the largest slice of the range need not hold any).
+    let victim = in_range
+        .iter()
+        .filter(|(path, _)| slice_holds_comm(path, "split"))
+        .max_by_key(|(_, len)| *len)
+        .cloned();
+    let (victim, len) =
+        victim.unwrap_or_else(|| panic!("no slice of the range holds split: {in_range:?}"));
     let bytes = fs::read(&victim).unwrap();
     fs::write(&victim, &bytes[..len as usize / 2]).unwrap();
     let third = dir.path().join("third.folded");
@@ -384,7 +507,7 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
         eprintln!("skipped: needs root to create a user");
         return;
     }
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
@@ -419,8 +542,14 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
     daemon.wait_slices_through(t1);
     let range = (t0 - 0.5, t1 + 0.5);
 
-    // Root sees both, with kernel frames.
-    let (_, root_view) = flamegraph(&daemon.socket, range, &[], &dir.path().join("root.folded"));
+    // Root sees both, with kernel frames (as the profile marks them).
+    let root_pprof = dir.path().join("root.pb.gz");
+    let (_, root_view) = flamegraph(
+        &daemon.socket,
+        range,
+        &["-o", root_pprof.to_str().unwrap()],
+        &dir.path().join("root.folded"),
+    );
     assert!(
         comm_total(&root_view, "split") > 0,
         "{}",
@@ -431,50 +560,8 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
         "{}",
         comm_summary(&root_view)
     );
-    // Kernel names that user space does not also have: the kernel has its own `strcmp`,
-    // `memcpy` and more, and the user's split runs libc's and the loader's.
-    let user_names: HashSet<String> = [
-        w.split.to_str().unwrap(),
-        "/lib/x86_64-linux-gnu/libc.so.6",
-        "/lib64/ld-linux-x86-64.so.2",
-    ]
-    .iter()
-    .flat_map(|file| {
-        let out = Command::new("nm")
-            .args(["-D", "--defined-only", file])
-            .output();
-        let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-        let syms = Command::new("nm").args(["--defined-only", file]).output();
-        let text2 = syms.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-        [text.unwrap_or_default(), text2.unwrap_or_default()]
-    })
-    .flat_map(|text| {
-        text.lines()
-            .filter_map(|l| l.split_whitespace().nth(2))
-            .map(|n| n.split('@').next().unwrap_or(n).to_string())
-            .collect::<Vec<_>>()
-    })
-    .collect();
-    assert!(user_names.contains("strcmp"), "nm gave no libc names");
-    let kallsyms: HashSet<String> = fs::read_to_string("/proc/kallsyms")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
-        .filter(|name| !user_names.contains(name))
-        .collect();
-    let kernel_frames = |stacks: &[Stack]| -> Vec<String> {
-        let mut names: Vec<String> = stacks
-            .iter()
-            .flat_map(|s| s.frames.iter())
-            .filter(|f| kallsyms.contains(*f))
-            .cloned()
-            .collect();
-        names.sort();
-        names.dedup();
-        names
-    };
     assert!(
-        !kernel_frames(&root_view).is_empty(),
+        !kernel_frames_in(&root_pprof).is_empty(),
         "root's view has no kernel frame:\n{}",
         top_lines(&root_view, 20)
     );
@@ -492,7 +579,7 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
         let stacks = read_folded(&user_dir.join(out));
         (run, stacks)
     };
-    let (run, user_view) = run_user(&[], "user.folded");
+    let (run, user_view) = run_user(&["-o", "user.pb.gz"], "user.folded");
     assert!(run.stderr.contains("user space only"), "{}", run.stderr);
     assert!(
         comm_total(&user_view, "split") > 0,
@@ -506,10 +593,10 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
         "the user sees root's process:\n{}",
         comm_summary(&user_view)
     );
+    let user_kernel = kernel_frames_in(&user_dir.join("user.pb.gz"));
     assert!(
-        kernel_frames(&user_view).is_empty(),
-        "the user sees kernel frames: {:?}",
-        kernel_frames(&user_view)
+        user_kernel.is_empty(),
+        "the user sees kernel frames: {user_kernel:?}"
     );
     // Asking for root's processes by uid or command gives nothing.
     let (_, by_uid) = run_user(&["--uid", "0"], "uid0.folded");
@@ -529,14 +616,12 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
 
 #[test]
 fn daemon_tells_systemd_ready_watchdog_and_stopping() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = scratch();
     let config = Daemon::write_config(dir.path(), "");
     let notify_path = dir.path().join("notify.sock");
     let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
-    notify
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    notify.set_nonblocking(true).unwrap();
     let watchdog_usec = dir.path().join("2000000");
     let daemon = Daemon::start_with(
         &config,
@@ -551,18 +636,14 @@ fn daemon_tells_systemd_ready_watchdog_and_stopping() {
     );
     let mut seen: Vec<String> = Vec::new();
     let read_until = |want: &str, limit: Duration, seen: &mut Vec<String>| {
-        let deadline = Instant::now() + limit;
-        let mut buf = [0u8; 4096];
-        while Instant::now() < deadline {
-            if let Ok(n) = notify.recv(&mut buf) {
-                let text = String::from_utf8_lossy(&buf[..n]).into_owned();
-                seen.extend(text.lines().map(String::from));
-                if seen.iter().any(|l| l == want) {
-                    return;
-                }
+        wait_for(&format!("{want} from profilerd"), limit, || {
+            seen.extend(notifications(&notify));
+            if seen.iter().any(|l| l == want) {
+                Ok(())
+            } else {
+                Err(format!("{seen:?}"))
             }
-        }
-        panic!("no {want} within {limit:?}; seen: {seen:?}");
+        })
     };
     read_until("READY=1", Duration::from_secs(10), &mut seen);
     read_until("WATCHDOG=1", Duration::from_secs(5), &mut seen);
@@ -571,6 +652,18 @@ fn daemon_tells_systemd_ready_watchdog_and_stopping() {
     assert!(ready_at < watchdog_at, "{seen:?}");
     daemon.stop();
     read_until("STOPPING=1", Duration::from_secs(1), &mut seen);
+}
+
+/// The lines of every notification (sd_notify datagram) waiting on `socket`, which must be
+/// non-blocking.
+pub(crate) fn notifications(socket: &std::os::unix::net::UnixDatagram) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = socket.recv(&mut buf) {
+        let text = String::from_utf8_lossy(&buf[..n]);
+        lines.extend(text.lines().map(String::from));
+    }
+    lines
 }
 
 /// `profctl top` and `profctl diff` over ranges of the daemon's history: the inlined workload

@@ -10,12 +10,11 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::cgroup::{CpuCgroup, MemoryCgroup};
 use crate::common::*;
-use crate::daemon::{profilerd, unix_now, Daemon, BUDGET_OFF};
+use crate::daemon::{number_in, profilerd, unix_now, Daemon, BUDGET_OFF};
 use crate::daemon_ops::write_ops_config;
 use crate::daemon_serve::as_user;
 
@@ -152,7 +151,7 @@ fn daemon_connections_are_capped_per_user_and_idle_ones_closed() {
         is_root(),
         "run as root: the test plays two unprivileged users"
     );
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = shared_scratch();
     let config = Daemon::write_config(dir.path(), "");
     let daemon = Daemon::start(&config);
@@ -174,16 +173,21 @@ fn daemon_connections_are_capped_per_user_and_idle_ones_closed() {
         ),
         "holder",
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready.exists() {
-        assert!(
-            holder.wait_timeout(Duration::ZERO).is_none(),
-            "the holder ended early: {}",
-            holder.stderr_now()
-        );
-        assert!(Instant::now() < deadline, "the holder did not connect");
-        thread::sleep(Duration::from_millis(100));
-    }
+    wait_for(
+        "the holder's 600 connections",
+        Duration::from_secs(60),
+        || {
+            assert!(
+                holder.wait_timeout(Duration::ZERO).is_none(),
+                "the holder ended early: {}",
+                holder.stderr_now()
+            );
+            match ready.exists() {
+                true => Ok(()),
+                false => Err("not all connected".into()),
+            }
+        },
+    );
     // Another user and root are still answered.
     let (code, body) = other.http(&daemon.socket, "GET", "/v1/status", None);
     assert_eq!(code, 200, "another user's status: {body}");
@@ -240,7 +244,7 @@ fn daemon_folded_query_of_deep_long_names_stays_within_its_bound() {
         is_root(),
         "run as root: the test plays an unprivileged user"
     );
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = shared_scratch();
     let user = User::new(TEST_USER, dir.path());
     let longnames = build_longnames(dir.path());
@@ -294,10 +298,10 @@ fn daemon_folded_query_of_deep_long_names_stays_within_its_bound() {
         "the recording's folded stacks were not refused as too large: {code}, {} bytes",
         body.len()
     );
-    thread::sleep(Duration::from_secs(1));
+    // Its history too: the workload runs until the slices through its first 3 s are written.
+    daemon.wait_slices_through(t0 + 3.0);
     deep.kill_tree();
     drop(deep);
-    daemon.wait_slices_through(t0 + 3.0);
     // The user's own query over those seconds: refused as too large, at once, by a daemon
     // that stays alive within its memory.
     let since = format!("@{:.3}", t0 - 1.0);
@@ -336,7 +340,7 @@ fn daemon_recordings_have_a_byte_budget_and_a_slot_per_user() {
         is_root(),
         "run as root: the test plays two unprivileged users"
     );
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = shared_scratch();
     let config = Daemon::write_config(dir.path(), "[recordings]\nmax_bytes = \"4KiB\"\n");
@@ -426,20 +430,6 @@ fn daemon_recordings_have_a_byte_budget_and_a_slot_per_user() {
     daemon.stop();
 }
 
-/// `queries_running` in root's status.
-fn queries_running(daemon: &Daemon) -> u64 {
-    daemon.number("queries_running")
-}
-
-/// Waits (up to `limit`) until `done` holds of the daemon; panics naming `what` if not.
-fn wait_until(daemon: &Daemon, what: &str, limit: Duration, done: impl Fn(&Daemon) -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done(daemon) {
-        assert!(Instant::now() < deadline, "{what}: {:?}", daemon.status());
-        thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Query slots end to end (`api.max_concurrent_queries` 3, `api.max_queries_per_user` 2 here;
 /// one slot kept for admins): a user holding both their slots with slow history queries (the
 /// daemon throttled to a few percent of a CPU in a cgroup) is refused a third with the
@@ -451,7 +441,7 @@ fn daemon_query_slots_are_held_by_the_work_and_one_is_kept_for_root() {
         is_root(),
         "run as root: the test plays an unprivileged user"
     );
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = shared_scratch();
     let user = User::new(TEST_USER, dir.path());
     let longnames = build_longnames(dir.path());
@@ -468,12 +458,13 @@ fn daemon_query_slots_are_held_by_the_work_and_one_is_kept_for_root() {
     let cgroup = CpuCgroup::new();
     let daemon = Daemon::start(&config);
     cgroup.add(daemon.process.pid());
-    // History to read: deep stacks of threads renamed all the time, 6 s of them.
+    // History to read: deep stacks of threads renamed all the time, 6 s of them (the
+    // workload runs until the slices through them are written).
     let t0 = unix_now();
     let mut deep = user.command(&longnames);
     deep.arg("2");
     let mut deep = Spawned::spawn(deep, "longnames (user)");
-    thread::sleep(Duration::from_secs(6));
+    daemon.wait_slices_through(t0 + 6.0);
     deep.kill_tree();
     let t1 = unix_now();
     daemon.wait_slices_through(t1);
@@ -483,12 +474,9 @@ fn daemon_query_slots_are_held_by_the_work_and_one_is_kept_for_root() {
     let socket = daemon.socket.to_str().unwrap();
     let mut first = Spawned::spawn(user.python(HTTP, &[socket, "GET", &slow]), "query 1");
     let mut second = Spawned::spawn(user.python(HTTP, &[socket, "GET", &slow]), "query 2");
-    wait_until(
-        &daemon,
-        "the user's two queries run",
-        Duration::from_secs(30),
-        |d| queries_running(d) == 2,
-    );
+    daemon.wait_status("the user's two queries run", Duration::from_secs(30), |s| {
+        number_in(s, "queries_running") == 2
+    });
 
     // Both of the user's slots are taken: the third is refused, with the daemon's reason.
     let (code, body) = user.http(&daemon.socket, "GET", &slow, None);
@@ -496,11 +484,11 @@ fn daemon_query_slots_are_held_by_the_work_and_one_is_kept_for_root() {
         code == 503 && body.contains("api.max_queries_per_user"),
         "the user's third query: {code} {body}"
     );
-    assert!(
-        queries_running(&daemon) == 2 && daemon.number("queries_refused") >= 1,
-        "the refusal took no slot: {:?}",
-        daemon.status()
-    );
+    // The refusal took no slot. (Read through wait_status: the throttled daemon may take
+    // longer than a status request's timeout to answer one.)
+    daemon.wait_status("the refusal took no slot", Duration::from_secs(30), |s| {
+        number_in(s, "queries_running") == 2 && number_in(s, "queries_refused") >= 1
+    });
     // Root gets the slot kept for admins (a second of the same: answered though throttled).
     let small = format!(
         "/v1/folded?since={t0:.3}&until={:.3}&comm=nothing-of-this-name",
@@ -519,18 +507,15 @@ fn daemon_query_slots_are_held_by_the_work_and_one_is_kept_for_root() {
     // back; the second query's slot is held until its work ends.
     first.kill_tree();
     drop(first);
-    wait_until(
-        &daemon,
+    // The second's slot is held while its work runs; its work may also have ended by now
+    // (throttled or not, a machine busy elsewhere gives no order), then its answer follows:
+    // one slot held at most. That a slot is held until the blocking work ends, and no longer,
+    // is unit-tested (`http::limits::tests`).
+    daemon.wait_status(
         "the slot of the query whose client went away comes back",
         Duration::from_secs(30),
-        |d| queries_running(d) <= 1,
+        |s| number_in(s, "queries_running") <= 1,
     );
-    // The second's slot is held while its work runs; its work may also have ended by now
-    // (throttled or not, a machine busy elsewhere gives no order), then its answer follows.
-    // That a slot is held until the blocking work ends, and no longer, is unit-tested
-    // (`http::limits::tests`).
-    let held = queries_running(&daemon);
-    assert!(held <= 1, "{held} slots held with one query left");
     cgroup.limit(None);
     let run = second.wait_or_panic(Duration::from_secs(120));
     assert!(
@@ -538,11 +523,10 @@ fn daemon_query_slots_are_held_by_the_work_and_one_is_kept_for_root() {
         "the second query: {}",
         run.stdout.chars().take(300).collect::<String>()
     );
-    wait_until(
-        &daemon,
+    daemon.wait_status(
         "every slot is free once the work ended",
         Duration::from_secs(10),
-        |d| queries_running(d) == 0,
+        |s| number_in(s, "queries_running") == 0,
     );
     let (code, body) = user.http(&daemon.socket, "GET", &slow, None);
     assert_eq!(

@@ -10,11 +10,12 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::daemon::{flamegraph, http_get, unix_now, Daemon, BUDGET_OFF};
+use crate::daemon::{
+    cpu_seconds, flamegraph, http_get, notifications, number_in, unix_now, Daemon, BUDGET_OFF,
+};
 
 /// A configuration under `dir` with `sampling` lines in `[sampling]` and `extra` sections.
 fn ops_config(dir: &Path, sampling: &str, extra: &str) -> PathBuf {
@@ -38,18 +39,10 @@ pub(crate) fn write_ops_config(config: &Path, dir: &Path, sampling: &str, extra:
     fs::rename(&tmp, config).unwrap();
 }
 
-/// CPU time of `pid` (user + system), seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    (f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()) as f64 / 100.0
-}
-
 /// The CPU `pid` uses over the next `span`, percent of one core.
 fn cpu_percent_over(pid: u32, span: Duration) -> f64 {
     let (c0, t0) = (cpu_seconds(pid), Instant::now());
-    thread::sleep(span);
+    hold(span);
     (cpu_seconds(pid) - c0) / t0.elapsed().as_secs_f64() * 100.0
 }
 
@@ -64,29 +57,6 @@ fn status_kb(pid: u32, field: &str) -> u64 {
 }
 
 impl Daemon {
-    fn text(&self, key: &str) -> String {
-        self.status().expect("status")[key].clone()
-    }
-
-    fn float(&self, key: &str) -> f64 {
-        self.text(key).parse().unwrap()
-    }
-
-    /// Polls the status until `done` (every 250 ms, at most `limit`); panics with the status
-    /// and the log otherwise.
-    fn wait_for(&self, what: &str, limit: Duration, done: impl Fn(&Daemon) -> bool) {
-        let deadline = Instant::now() + limit;
-        while !done(self) {
-            assert!(
-                Instant::now() < deadline,
-                "{what}: not within {limit:?}\nstatus: {:?}\n--- log ---\n{}",
-                self.status(),
-                self.process.stderr_now()
-            );
-            thread::sleep(Duration::from_millis(250));
-        }
-    }
-
     fn hangup(&self) {
         assert!(send_signal(self.process.pid(), "HUP"));
     }
@@ -108,38 +78,42 @@ fn daemon_budget_lowers_the_frequency_under_a_cpu_cap_and_raises_it_back() {
     let _guard = sampling_lock();
     let dir = scratch();
     let sampling = "frequency = 4999\nslice = \"1s\"\n";
+    // The budget's window (a reading a second): lowering takes two windows over the cap,
+    // settling two without a change, raising starts three after the last lowering.
+    const WINDOW: f64 = 2.0;
     let budget = |cap: f64| {
-        format!("[budget]\nmax_cpu_percent = {cap:.3}\nmax_resident = \"8GiB\"\nwindow = \"4s\"\n")
+        format!("[budget]\nmax_cpu_percent = {cap:.3}\nmax_resident = \"8GiB\"\nwindow = \"{WINDOW}s\"\n")
     };
     let config = ops_config(dir.path(), sampling, &budget(10_000.0));
     let daemon = Daemon::start(&config);
     let pid = daemon.process.pid();
+    daemon.wait_start_up_named();
     let spin = spinners(2);
 
-    // What 4999 Hz costs with both CPUs busy (after the start-up work).
-    thread::sleep(Duration::from_secs(8));
+    // What 4999 Hz costs with both CPUs busy (once a slice of the busy machine is named).
+    daemon.wait_slices_through(unix_now() + 1.0);
     let high = cpu_percent_over(pid, Duration::from_secs(6));
     assert_eq!(daemon.number("frequency"), 4999, "no cap yet");
     // A cap well below it: the budget must lower the frequency to get under.
     let cap = high / 3.0;
     write_ops_config(&config, dir.path(), sampling, &budget(cap));
     daemon.hangup();
-    daemon.wait_for(
+    daemon.wait_status(
         "the budget lowers the frequency",
         Duration::from_secs(60),
-        |d| d.text("budget") == "cpu" && d.number("frequency") < 4999,
+        |s| s["budget"] == "cpu" && number_in(s, "frequency") < 4999,
     );
-    // Settled: two windows without a change, then the daemon's own CPU measured from /proc.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut changes = daemon.number("budget_frequency_changes");
-    let mut since = Instant::now();
-    while since.elapsed() < Duration::from_secs(9) && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(500));
-        let now = daemon.number("budget_frequency_changes");
-        if now != changes {
-            (changes, since) = (now, Instant::now());
+    // Settled: two windows without a change (looked for up to 90 s, as long as it takes a
+    // controller that keeps changing), then the daemon's own CPU measured from /proc.
+    let quiet = Duration::from_secs_f64(2.0 * WINDOW + 1.0);
+    let mut last = (daemon.number("budget_frequency_changes"), Instant::now());
+    poll_until(scaled(Duration::from_secs(90)), || {
+        let changes = daemon.number("budget_frequency_changes");
+        if changes != last.0 {
+            last = (changes, Instant::now());
         }
-    }
+        (last.1.elapsed() >= quiet).then_some(())
+    });
     let lowered = daemon.number("frequency");
     let settled = cpu_percent_over(pid, Duration::from_secs(12));
     let report = format!(
@@ -169,10 +143,10 @@ fn daemon_budget_lowers_the_frequency_under_a_cpu_cap_and_raises_it_back() {
 
     // The load drops: the frequency goes back up, step by step.
     drop(spin);
-    daemon.wait_for(
+    daemon.wait_status(
         "the budget raises the frequency again",
         Duration::from_secs(60),
-        |d| d.number("frequency") > lowered,
+        |s| number_in(s, "frequency") > lowered,
     );
     let log = daemon.stop();
     for line in log.lines().filter(|l| l.contains("budget")) {
@@ -222,8 +196,8 @@ fn daemon_budget_sheds_symbol_caches_over_a_memory_cap_and_names_on() {
     // A cap below what any daemon holds: the caches are shed (once per window).
     write_ops_config(&config, dir.path(), &sampling, &budget("1MiB"));
     daemon.hangup();
-    daemon.wait_for("the caches are shed", Duration::from_secs(30), |d| {
-        d.number("budget_cache_sheds") >= 1 && d.text("budget").contains("memory")
+    daemon.wait_status("the caches are shed", Duration::from_secs(30), |s| {
+        number_in(s, "budget_cache_sheds") >= 1 && s["budget"].contains("memory")
     });
     let log = daemon.process.stderr_now();
     let shed = log
@@ -246,8 +220,8 @@ fn daemon_budget_sheds_symbol_caches_over_a_memory_cap_and_names_on() {
     // A cap above again: back within budget.
     write_ops_config(&config, dir.path(), &sampling, &budget("8GiB"));
     daemon.hangup();
-    daemon.wait_for("memory back within budget", Duration::from_secs(20), |d| {
-        !d.text("budget").contains("memory")
+    daemon.wait_status("memory back within budget", Duration::from_secs(20), |s| {
+        !s["budget"].contains("memory")
     });
     let log = daemon.stop();
     assert!(log.contains("memory back within budget"), "{log}");
@@ -260,9 +234,7 @@ fn daemon_reload_changes_the_frequency_live_and_refuses_a_bad_file() {
     let dir = scratch();
     let notify_path = dir.path().join("notify.sock");
     let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
-    notify
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    notify.set_nonblocking(true).unwrap();
     let config = ops_config(
         dir.path(),
         &format!("frequency = {FREQ}\nslice = \"1s\"\n"),
@@ -271,24 +243,24 @@ fn daemon_reload_changes_the_frequency_live_and_refuses_a_bad_file() {
     let daemon = Daemon::start_with(&config, &[("NOTIFY_SOCKET", notify_path.as_path())]);
     let mut seen: Vec<String> = Vec::new();
     let read_until = |want: &str, seen: &mut Vec<String>| {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut buf = [0u8; 4096];
-        while Instant::now() < deadline {
-            if let Ok(n) = notify.recv(&mut buf) {
-                let text = String::from_utf8_lossy(&buf[..n]).into_owned();
-                seen.extend(text.lines().map(String::from));
+        wait_for(
+            &format!("{want} from profilerd"),
+            Duration::from_secs(10),
+            || {
+                seen.extend(notifications(&notify));
                 if seen.iter().any(|l| l == want) {
-                    return;
+                    Ok(())
+                } else {
+                    Err(format!("{seen:?}"))
                 }
-            }
-        }
-        panic!("no {want}; seen: {seen:?}");
+            },
+        )
     };
     read_until("READY=1", &mut seen);
     seen.clear();
     // Past the start-up work (the first symbolizers), which may keep the drain from reading
     // the rings in time.
-    thread::sleep(Duration::from_secs(8));
+    daemon.wait_start_up_named();
     let lost_before = daemon.number("lost");
 
     // Two copies of burner, one before and one after the change, each burning 1.5 s.
@@ -315,8 +287,8 @@ fn daemon_reload_changes_the_frequency_live_and_refuses_a_bad_file() {
             && seen.iter().any(|l| l.starts_with("MONOTONIC_USEC=")),
         "systemd is told RELOADING=1 and MONOTONIC_USEC=, then READY=1: {seen:?}"
     );
-    daemon.wait_for("the new frequency", Duration::from_secs(10), |d| {
-        d.number("frequency") == 99
+    daemon.wait_status("the new frequency", Duration::from_secs(10), |s| {
+        number_in(s, "frequency") == 99
     });
     assert_eq!(daemon.number("configured_frequency"), 99);
     assert_eq!(daemon.float("slice_seconds"), 1.0, "slice needs a restart");
@@ -373,8 +345,8 @@ fn daemon_reload_changes_the_frequency_live_and_refuses_a_bad_file() {
     assert!(log.contains("unknown field `frequncy`"), "{log}");
     assert_eq!(daemon.number("frequency"), 99);
     let samples = daemon.number("samples");
-    daemon.wait_for("sampling goes on", Duration::from_secs(10), |d| {
-        d.number("samples") > samples && d.text("sampling") == "true"
+    daemon.wait_status("sampling goes on", Duration::from_secs(10), |s| {
+        number_in(s, "samples") > samples && s["sampling"] == "true"
     });
     daemon.stop();
 }
@@ -408,17 +380,18 @@ fn daemon_fork_storm_leaves_memory_bounded_and_back_near_baseline() {
     // Baseline once the start-up work is done, and after a small storm: the daemon samples
     // itself, and the first forks it follows run code whose DWARF it then parses and keeps
     // (within the symbol service's bounds), once.
-    thread::sleep(Duration::from_secs(5));
+    daemon.wait_start_up_named();
     let tracked_start = daemon.number("processes");
     for mut s in storm(100) {
-        let _ = s.wait_timeout(Duration::from_secs(60));
+        s.wait_or_panic(Duration::from_secs(60));
     }
-    daemon.wait_for(
+    daemon.wait_status(
         "the warm-up's processes forgotten",
         Duration::from_secs(30),
-        |d| d.number("processes") <= tracked_start + 50,
+        |s| number_in(s, "processes") <= tracked_start + 50,
     );
-    thread::sleep(Duration::from_secs(5));
+    // The warm-up named, and its freed heap trimmed (after each slice named).
+    daemon.wait_start_up_named();
     let rss = || status_kb(pid, "VmRSS:");
     let anon = || status_kb(pid, "RssAnon:");
     let (base_rss, base_anon) = (rss(), anon());
@@ -427,36 +400,35 @@ fn daemon_fork_storm_leaves_memory_bounded_and_back_near_baseline() {
     let t0 = Instant::now();
     let mut storms = storm(2000);
     let (mut peak_rss, mut peak_anon, mut peak_tracked) = (0, 0, 0);
-    while storms
-        .iter_mut()
-        .any(|s| s.wait_timeout(Duration::ZERO).is_none())
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(180),
-            "the fork storm did not end"
-        );
+    wait_for("the fork storm ends", Duration::from_secs(180), || {
         peak_rss = peak_rss.max(rss());
         peak_anon = peak_anon.max(anon());
         peak_tracked = peak_tracked.max(daemon.number("processes"));
-        thread::sleep(Duration::from_millis(200));
-    }
+        let mut running = 0;
+        for s in storms.iter_mut() {
+            running += usize::from(s.wait_timeout(Duration::ZERO).is_none());
+        }
+        match running {
+            0 => Ok(()),
+            n => Err(format!("{n} shells still forking")),
+        }
+    });
     let storm = t0.elapsed();
     // Afterwards: slices close, ended processes are forgotten, caches let them go.
-    daemon.wait_for("ended processes forgotten", Duration::from_secs(30), |d| {
-        d.number("processes") <= tracked_before + 50
+    daemon.wait_status("ended processes forgotten", Duration::from_secs(30), |s| {
+        number_in(s, "processes") <= tracked_before + 50
     });
-    // Freed heap goes back to the kernel at most once a minute (the recorder's trim): wait
-    // for that, up to 90 s.
+    // Freed heap goes back to the kernel as slices are named (the naming thread's trim: after
+    // every slice while the daemon is resident past 48 MiB, as a debug build is, else every
+    // 6 slices): looked for up to a minute.
     let anon_bound = base_anon + base_anon / 4 + 16 * 1024;
     let rss_bound = base_rss + base_rss / 4 + 32 * 1024;
     let settling = Instant::now();
     let (mut after_rss, mut after_anon) = (rss(), anon());
-    while (after_anon >= anon_bound || after_rss >= rss_bound)
-        && settling.elapsed() < Duration::from_secs(90)
-    {
-        thread::sleep(Duration::from_secs(1));
+    poll_until(scaled(Duration::from_secs(60)), || {
         (after_rss, after_anon) = (rss(), anon());
-    }
+        (after_anon < anon_bound && after_rss < rss_bound).then_some(())
+    });
     let report = format!(
         "fork storm of 4000 processes in {storm:.1?}: RSS {base_rss} kB before, {peak_rss} kB peak, \
          {after_rss} kB after ({:.0?} after the processes were forgotten); anonymous \
@@ -491,7 +463,7 @@ fn daemon_full_disk_is_logged_sampling_goes_on_and_writing_resumes() {
         eprintln!("skipped: needs root to mount a small tmpfs");
         return;
     }
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
     let state = dir.path().join("state");
@@ -519,8 +491,8 @@ fn daemon_full_disk_is_logged_sampling_goes_on_and_writing_resumes() {
     let mut burner = Command::new(&w.burner);
     burner.arg("60");
     let _burner = Spawned::spawn(burner, "burner");
-    daemon.wait_for("a slice written", Duration::from_secs(20), |d| {
-        d.number("slices_written") > 0
+    daemon.wait_status("a slice written", Duration::from_secs(20), |s| {
+        number_in(s, "slices_written") > 0
     });
 
     // Fill the disk.
@@ -530,13 +502,14 @@ fn daemon_full_disk_is_logged_sampling_goes_on_and_writing_resumes() {
         .arg(format!("of={}", filler.display()))
         .stderr(std::process::Stdio::null())
         .status();
-    daemon.wait_for("writes refused", Duration::from_secs(20), |d| {
-        d.number("write_errors") > 0 && d.number("slices_unwritten") >= 2
+    daemon.wait_status("writes refused", Duration::from_secs(20), |s| {
+        number_in(s, "write_errors") > 0 && number_in(s, "slices_unwritten") >= 2
     });
+    // Sampling goes on while the disk refuses the slices.
     let samples = daemon.number("samples");
-    thread::sleep(Duration::from_secs(2));
-    assert_eq!(daemon.text("sampling"), "true");
-    assert!(daemon.number("samples") > samples, "sampling stopped");
+    daemon.wait_status("sampling goes on", Duration::from_secs(20), |s| {
+        number_in(s, "samples") > samples && s["sampling"] == "true"
+    });
     let log = daemon.process.stderr_now();
     assert!(log.contains("cannot write a slice"), "{log}");
     let waiting = daemon.number("slices_unwritten");
@@ -544,8 +517,8 @@ fn daemon_full_disk_is_logged_sampling_goes_on_and_writing_resumes() {
 
     // Space returns: the slices kept meanwhile are written.
     fs::remove_file(&filler).unwrap();
-    daemon.wait_for("writing resumes", Duration::from_secs(20), |d| {
-        d.number("slices_unwritten") == 0 && d.number("slices_written") >= written + waiting
+    daemon.wait_status("writing resumes", Duration::from_secs(20), |s| {
+        number_in(s, "slices_unwritten") == 0 && number_in(s, "slices_written") >= written + waiting
     });
     let log = daemon.stop();
     assert!(log.contains("writing slices again"), "{log}");

@@ -6,8 +6,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 use crate::daemon::{unix_now, Daemon};
@@ -34,13 +33,15 @@ impl<T: Read + Write> ReadWrite for T {}
 /// The status code and body of `GET path` over the daemon's socket.
 pub(crate) fn socket_get(socket: &Path, path: &str) -> (u16, Vec<u8>) {
     let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_read_timeout(Some(scaled(Duration::from_secs(60))))
+        .unwrap();
     get_status(&mut s, path)
 }
 
 fn scrape_get(port: u16, path: &str) -> (u16, Vec<u8>) {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_read_timeout(Some(scaled(Duration::from_secs(60))))
+        .unwrap();
     get_status(&mut s, path)
 }
 
@@ -59,21 +60,21 @@ fn write_config(config: &Path, dir: &Path, port: u16, api_extra: &str) {
 
 #[test]
 fn daemon_reload_lowers_the_response_bound_for_the_socket_api_and_the_scrape_listener() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let config = dir.path().join("profilerd.toml");
     write_config(&config, dir.path(), port, "");
     let daemon = Daemon::start(&config);
 
-    // A few seconds of a busy process, so that both answers hold some kilobytes.
+    // A few seconds of a busy process, so that both answers hold some kilobytes: it runs
+    // until the slices through its first 3 s are written.
     let mut busy = Command::new("sh");
     busy.args(["-c", "while :; do :; done"]);
     let busy = Spawned::spawn(busy, "spinner");
     let started = unix_now();
-    thread::sleep(Duration::from_secs(4));
-    drop(busy);
     daemon.wait_slices_through(started + 3.0);
+    drop(busy);
 
     let folded = format!("/v1/folded?since={}", started - 1.0);
     let scrape = "/debug/pprof/profile?seconds=10&past=1";
@@ -95,15 +96,13 @@ fn daemon_reload_lowers_the_response_bound_for_the_socket_api_and_the_scrape_lis
     // The bound lowered below both answers, then SIGHUP.
     write_config(&config, dir.path(), port, "max_response_bytes = \"64B\"\n");
     assert!(send_signal(daemon.process.pid(), "HUP"));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !daemon.process.stderr_now().contains("max_response_bytes") {
-        assert!(
-            Instant::now() < deadline,
-            "the reload was not logged:\n{}",
-            daemon.process.stderr_now()
-        );
-        thread::sleep(Duration::from_millis(100));
-    }
+    wait_for("the reload logged", Duration::from_secs(20), || {
+        let log = daemon.process.stderr_now();
+        match log.contains("max_response_bytes") {
+            true => Ok(()),
+            false => Err(log),
+        }
+    });
 
     let (status, body) = socket_get(&daemon.socket, &folded);
     assert_eq!(

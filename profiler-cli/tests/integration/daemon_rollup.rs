@@ -12,14 +12,19 @@ use std::fs;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
-use crate::daemon::{unix_now, Daemon};
+use crate::daemon::{number_in, unix_now, Daemon};
 
 /// The roll-up period of this test, seconds (each roll-up holds this many 1-s slices).
-const PERIOD: u64 = 60;
+const PERIOD: u64 = 20;
+
+/// The budget's window, seconds (two readings a window).
+const WINDOW: f64 = 2.0;
+
+/// Readings of the steady cost (one a second) the cap is set from.
+const READINGS: usize = 30;
 
 /// The sampling frequency of this test.
 const HZ: u64 = 299;
@@ -32,7 +37,8 @@ const ROLLUPS_KEPT: u64 = 72;
 /// A GET over the daemon's socket: (headers, body) of a 200 answer.
 pub(crate) fn get(socket: &Path, path: &str) -> (String, String) {
     let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.set_read_timeout(Some(scaled(Duration::from_secs(30))))
+        .unwrap();
     write!(s, "GET {path} HTTP/1.0\r\nHost: profilerd\r\n\r\n").unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
@@ -65,7 +71,7 @@ pub(crate) fn rollups(dir: &Path) -> Vec<(f64, f64)> {
 fn write_config(dir: &Path, cap: f64) -> std::path::PathBuf {
     let config = dir.join("profilerd.toml");
     let text = format!(
-        "[sampling]\nfrequency = {HZ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\nmax_age = \"{}s\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"2s\"\nmax_resident = \"8GiB\"\n",
+        "[sampling]\nfrequency = {HZ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\nmax_age = \"{}s\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"{WINDOW}s\"\nmax_resident = \"8GiB\"\n",
         dir.join("state").display(),
         dir.join("cache").display(),
         ROLLUPS_KEPT * PERIOD,
@@ -91,6 +97,20 @@ pub(crate) fn churn() -> std::path::PathBuf {
     out
 }
 
+/// The roll-up files under `dir` in the daemon's index: (start, end) in seconds; Err while a
+/// roll-up file is on disk that `rollups_written` does not count yet (renamed into place, not
+/// yet indexed: a query may still read its slices). The state directory is the test's own:
+/// every roll-up there is one this daemon wrote.
+fn indexed_rollups(daemon: &Daemon, dir: &Path) -> Result<Vec<(f64, f64)>, String> {
+    let written = daemon.number("rollups_written") as usize;
+    let files = rollups(dir);
+    if files.len() <= written {
+        Ok(files)
+    } else {
+        Err(format!("{} roll-up files, {written} indexed", files.len()))
+    }
+}
+
 #[test]
 fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
     let _guard = sampling_lock();
@@ -108,15 +128,16 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
         &[("PROFILERD_TEST_ROLLUP_SECONDS", Path::new(&period))],
     );
 
-    // The steady cost the budget judges (its 2-s window, once a second, for 40 s, after the
-    // start-up's naming of every process running): the cap goes above its 90th percentile
-    // (the pipeline's own cost comes in bursts too: naming each new process of the churn).
-    thread::sleep(Duration::from_secs(15));
+    // The steady cost the budget judges (its 2-s window, once a second, for READINGS s, once
+    // the start-up's naming of every process running is done and a window of steady work
+    // named): the cap goes above its 90th percentile (the pipeline's own cost comes in bursts
+    // too: naming each new process of the churn).
+    daemon.wait_start_up_named();
+    daemon.wait_slices_through(unix_now() + WINDOW);
     let mut readings = Vec::new();
-    let until = Instant::now() + Duration::from_secs(40);
-    while Instant::now() < until {
-        readings.push(daemon.float_of("budget_cpu_percent"));
-        thread::sleep(Duration::from_secs(1));
+    for _ in 0..READINGS {
+        readings.push(daemon.float("budget_cpu_percent"));
+        hold(Duration::from_secs(1));
     }
     readings.sort_by(f64::total_cmp);
     let median = readings[readings.len() / 2];
@@ -124,6 +145,11 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
     let cap = (median * 1.4).max(p90 * 1.2) + 2.0;
     write_config(dir.path(), cap);
     assert!(send_signal(daemon.process.pid(), "HUP"));
+    daemon.wait_status("the cap applied", Duration::from_secs(10), |s| {
+        s.get("budget_max_cpu_percent")
+            .and_then(|v| v.parse::<f64>().ok())
+            .is_some_and(|v| (v - cap).abs() < 0.01)
+    });
     let configured = daemon.number("configured_frequency");
     let changes = daemon.number("budget_frequency_changes");
     let dropped = daemon.number("slices_dropped");
@@ -133,75 +159,89 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
         readings[readings.len() * 9 / 10],
         readings[readings.len() - 1]
     );
-
-    // A period begun after the cap: queried while its slices are files, then rolled up.
-    let p0 = ((unix_now() as u64) / PERIOD + 1) * PERIOD;
-    let range = format!("/v1/folded?since={}&until={}", p0 + 3, p0 + 15);
-    let deadline = Instant::now() + Duration::from_secs(4 * PERIOD + 60);
-    let mut before = None;
-    let mut rolled = None;
-    let mut crossed = 0;
-    while Instant::now() < deadline && crossed < 2 {
-        let s = daemon.status().expect("status");
-        let f: u64 = s["frequency"].parse().unwrap();
-        let c: u64 = s["budget_frequency_changes"].parse().unwrap();
+    // From here on, every status the test reads shows the frequency unchanged.
+    let steady = |s: &std::collections::BTreeMap<String, String>| {
+        let (f, c) = (
+            number_in(s, "frequency"),
+            number_in(s, "budget_frequency_changes"),
+        );
         assert!(
             f == configured && c == changes,
             "the frequency changed ({f} Hz, {c} changes; cap {cap:.2}%, steady {median:.2}%)\n--- log ---\n{}",
             daemon.process.stderr_now()
         );
-        let now = unix_now();
-        if before.is_none() && now > (p0 + 16) as f64 && now < (p0 + PERIOD - 5) as f64 {
-            daemon.wait_slices_through((p0 + 15) as f64);
-            let (head, body) = get(&daemon.socket, &range);
-            assert!(
-                header(&head, daemon_api::header::SLICES)
-                    .parse::<u64>()
-                    .unwrap()
-                    > 1
-            );
-            before = Some(body);
-        }
-        let done: Vec<_> = rollups(dir.path());
-        if rolled.is_none()
-            && done
-                .iter()
-                .any(|r| r.0 <= (p0 + 3) as f64 && r.1 > (p0 + 15) as f64)
-        {
-            let (head, body) = get(&daemon.socket, &range);
-            assert_eq!(
-                header(&head, daemon_api::header::SLICES),
-                "1",
-                "read from the roll-up"
-            );
-            rolled = Some(body);
-        }
-        crossed = done.iter().filter(|r| r.0 >= p0 as f64).count();
-        thread::sleep(Duration::from_millis(500));
-    }
-    // Two windows after the last roll-up, still unchanged.
-    thread::sleep(Duration::from_secs(5));
-    assert_eq!(daemon.number("budget_frequency_changes"), changes);
-    assert_eq!(daemon.number("frequency"), configured);
+    };
+
+    // A period begun after the cap: queried while its slices are files, then rolled up.
+    let p0 = ((unix_now() as u64) / PERIOD + 1) * PERIOD;
+    let (since, until) = (p0 + 2, p0 + PERIOD / 2);
+    let range = format!("/v1/folded?since={since}&until={until}");
+    daemon.wait_status(
+        "the period's first half written as slices",
+        Duration::from_secs(2 * PERIOD + 30),
+        |s| {
+            steady(s);
+            number_in(s, "newest_slice_end_ns") >= until * 1_000_000_000
+        },
+    );
+    let (head, before) = get(&daemon.socket, &range);
+    let read = header(&head, daemon_api::header::SLICES);
+    assert!(
+        read.parse::<u64>().unwrap() > 1,
+        "read from slices, before the period's roll-up: {read} files"
+    );
+    assert!(!before.is_empty());
+
+    // The period rolled up: the same range is read from one file, with the same answer.
+    let covering = |r: &(f64, f64)| r.0 <= since as f64 && r.1 > until as f64;
+    wait_for(
+        "the period's roll-up indexed",
+        Duration::from_secs(2 * PERIOD + 60),
+        || {
+            steady(&daemon.status().expect("status"));
+            match indexed_rollups(&daemon, dir.path())? {
+                r if r.iter().any(covering) => Ok(()),
+                r => Err(format!("roll-ups {r:?}")),
+            }
+        },
+    );
+    let (head, rolled) = get(&daemon.socket, &range);
+    assert_eq!(
+        header(&head, daemon_api::header::SLICES),
+        "1",
+        "read from the roll-up"
+    );
+    assert_eq!(before, rolled, "the roll-up answers as its slices did");
+
+    // A second boundary crossed, then two windows of the pipeline's work past its roll-up,
+    // still unchanged.
+    wait_for(
+        "a second roll-up after the cap",
+        Duration::from_secs(2 * PERIOD + 60),
+        || {
+            steady(&daemon.status().expect("status"));
+            let r = indexed_rollups(&daemon, dir.path())?;
+            match r.iter().filter(|r| r.0 >= p0 as f64).count() {
+                n if n >= 2 => Ok(()),
+                _ => Err(format!("roll-ups {r:?}")),
+            }
+        },
+    );
+    let rolled_at = unix_now();
+    daemon.wait_status(
+        "two budget windows past the last roll-up",
+        Duration::from_secs(30),
+        |s| {
+            steady(s);
+            number_in(s, "newest_slice_end_ns") as f64 >= (rolled_at + 2.0 * WINDOW + 1.0) * 1e9
+        },
+    );
     eprintln!(
         "slices dropped meanwhile: {}",
         daemon.number("slices_dropped") - dropped
     );
     let log = daemon.stop();
-    assert!(crossed >= 2, "two roll-ups after the cap\n{log}");
-    let (before, rolled) = (
-        before.expect("queried from slices"),
-        rolled.expect("rolled"),
-    );
-    assert!(!before.is_empty());
-    assert_eq!(before, rolled, "the roll-up answers as its slices did");
     for line in log.lines().filter(|l| l.contains("rolled up")) {
         eprintln!("{line}");
-    }
-}
-
-impl Daemon {
-    fn float_of(&self, key: &str) -> f64 {
-        self.status().expect("status")[key].parse().unwrap()
     }
 }

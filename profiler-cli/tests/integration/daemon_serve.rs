@@ -13,19 +13,21 @@ use std::thread;
 use std::time::Duration;
 
 use crate::common::*;
-use crate::daemon::{flamegraph, unix_now, Daemon};
+use crate::daemon::{flamegraph, kernel_frames_in, unix_now, Daemon};
 
 /// `split forever MEASURED` started, waiting until its first report.
 fn start_split(mut cmd: Command, measured: &Path, name: &str) -> Spawned {
     cmd.arg("forever").arg(measured);
     let workload = Spawned::spawn(cmd, name);
-    for _ in 0..250 {
-        if fs::metadata(measured).is_ok_and(|m| m.len() > 0) {
-            return workload;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{name} did not start");
+    wait_for(
+        &format!("{name}'s first report"),
+        Duration::from_secs(10),
+        || match fs::metadata(measured) {
+            Ok(m) if m.len() > 0 => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    workload
 }
 
 /// What the workload measured between two reads of its report.
@@ -44,14 +46,17 @@ fn measured_since(before: &BTreeMap<String, u64>, path: &Path) -> BTreeMap<Strin
 
 /// A report read whole (the workload rewrites it every 100 ms).
 fn read_report(path: &Path) -> BTreeMap<String, u64> {
-    for _ in 0..50 {
-        let m = read_measured(path);
-        if HOT.iter().all(|f| m.contains_key(*f)) {
-            return m;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    panic!("no whole report in {}", path.display());
+    wait_for(
+        &format!("a whole report in {}", path.display()),
+        Duration::from_secs(2),
+        || {
+            let m = read_measured(path);
+            match HOT.iter().all(|f| m.contains_key(*f)) {
+                true => Ok(m),
+                false => Err(format!("{m:?}")),
+            }
+        },
+    )
 }
 
 /// `program` run as `uid`:`gid` (no supplementary groups) in `cwd`, through setpriv.
@@ -201,6 +206,8 @@ fn daemon_record_pid_shares_access_and_descendants() {
             "2",
             "--folded",
             "own.folded",
+            "-o",
+            "own.pb.gz",
         ]);
         run.assert_success("the user records their own process through profilerd");
         assert!(
@@ -210,16 +217,9 @@ fn daemon_record_pid_shares_access_and_descendants() {
         );
         let own = read_folded(&user_dir.join("own.folded"));
         assert_names(&own, "split", &HOT);
-        let kallsyms: std::collections::HashSet<String> = fs::read_to_string("/proc/kallsyms")
-            .unwrap()
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
-            .collect();
-        let kernel: Vec<&String> = own
-            .iter()
-            .flat_map(|s| s.frames.iter())
-            .filter(|f| kallsyms.contains(*f))
-            .collect();
+        // Kernel frames as the profile marks them: split.c's flush_thread is a user
+        // function that the kernel has a function of the same name as.
+        let kernel = kernel_frames_in(&user_dir.join("own.pb.gz"));
         assert!(
             kernel.is_empty(),
             "the user's recording has kernel frames: {kernel:?}"
@@ -310,7 +310,8 @@ pub(crate) fn free_port() -> u16 {
 /// `GET path` on the scrape listener with an optional bearer token: (status, body).
 pub(crate) fn scrape_get(port: u16, path: &str, token: Option<&str>) -> (u16, Vec<u8>) {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_read_timeout(Some(scaled(Duration::from_secs(60))))
+        .unwrap();
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         s,
@@ -323,6 +324,19 @@ pub(crate) fn scrape_get(port: u16, path: &str, token: Option<&str>) -> (u16, Ve
     let head = String::from_utf8_lossy(&bytes[..end]).to_string();
     let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
     (status, bytes[end + 4..].to_vec())
+}
+
+/// A 5-minute profile asked of the scrape listener on `port` (with the token), its answer
+/// not read: the stream, non-blocking.
+fn long_profile(port: u16) -> std::net::TcpStream {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET /debug/pprof/profile?seconds=300 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer s3cret-token\r\n\r\n"
+    )
+    .unwrap();
+    s.set_nonblocking(true).unwrap();
+    s
 }
 
 /// `go tool pprof -top -cum -sample_index=samples URL`: (cum samples by function, output).
@@ -414,8 +428,18 @@ fn daemon_scrape_with_go_tool_pprof_token_and_two_at_once() {
         assert_eq!(*status, 200, "{}", String::from_utf8_lossy(body));
         assert_eq!(&body[..2], b"\x1f\x8b", "not gzip");
     }
+    // At once: their 2-s windows (each profile's time) overlap, and together they took less
+    // than one after the other would (two windows and their naming: 15 s, scaled).
+    let starts: Vec<f64> = both
+        .iter()
+        .map(|(_, body)| pprof::decode(body).expect("a pprof profile").time_nanos as f64 / 1e9)
+        .collect();
     assert!(
-        started.elapsed() < Duration::from_secs(15),
+        (starts[0] - starts[1]).abs() < 1.0,
+        "the two scrapes' windows start at {starts:?}: one after the other"
+    );
+    assert!(
+        started.elapsed() < scaled(Duration::from_secs(15)),
         "the two scrapes ran one after the other ({:.1?})",
         started.elapsed()
     );
@@ -458,24 +482,34 @@ fn daemon_scrape_with_go_tool_pprof_token_and_two_at_once() {
     assert!(answer.starts_with("HTTP/1.0 403"), "{answer}");
     let (status, body) = scrape_get(port, path, Some("s3cret-token"));
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    // Clients that go away stop their profiles: four (scrape.max_concurrent) 30-second
-    // profiles asked and dropped leave room for another at once.
-    for _ in 0..4 {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        write!(
-            s,
-            "GET /debug/pprof/profile?seconds=30 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer s3cret-token\r\n\r\n"
-        )
-        .unwrap();
-        thread::sleep(Duration::from_millis(200));
-    }
-    thread::sleep(Duration::from_millis(500));
-    let (status, body) = scrape_get(port, path, Some("s3cret-token"));
-    assert_eq!(
-        status,
-        200,
-        "profiles of clients gone still hold their places: {}",
-        String::from_utf8_lossy(&body)
+    // Clients that go away stop their profiles: four (scrape.max_concurrent) 5-minute
+    // profiles asked hold every place (another is refused), and once their clients are gone
+    // there is room for another within seconds.
+    let mut held: Vec<std::net::TcpStream> = (0..4).map(|_| long_profile(port)).collect();
+    wait_for(
+        "four profiles hold every place",
+        Duration::from_secs(10),
+        || {
+            // A profile answered (refused while this test's own asked for a place) is asked again.
+            for s in held.iter_mut() {
+                if s.peek(&mut [0u8; 1]).is_ok() {
+                    *s = long_profile(port);
+                }
+            }
+            match scrape_get(port, path, Some("s3cret-token")) {
+                (503, _) => Ok(()),
+                (status, _) => Err(format!("another profile answered {status}")),
+            }
+        },
+    );
+    drop(held);
+    wait_for(
+        "room for another once the clients went away (long before their 5 minutes)",
+        Duration::from_secs(10),
+        || match scrape_get(port, path, Some("s3cret-token")) {
+            (200, _) => Ok(()),
+            (status, body) => Err(format!("{status}: {}", String::from_utf8_lossy(&body))),
+        },
     );
     let (status, body) = scrape_get(port, "/metrics", Some("s3cret-token"));
     assert_eq!(status, 200);

@@ -10,11 +10,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::RwLockWriteGuard;
-use std::thread;
-use std::time::Duration;
 
 use crate::common::*;
-use crate::daemon::{flamegraph, http_get, unix_now, Daemon, BUDGET_OFF};
+use crate::daemon::{cpu_seconds, flamegraph, http_get, unix_now, Daemon, BUDGET_OFF};
 use crate::daemon_limits::{is_root, shared_scratch, User, OTHER_USER};
 
 /// Functions of the hostile program.
@@ -111,22 +109,6 @@ fn write_config(dir: &Path, storage: &Storage) -> PathBuf {
     )
     .unwrap();
     config
-}
-
-/// Sleeps until `t` (UNIX seconds).
-fn sleep_until(t: f64) {
-    let left = t - unix_now();
-    if left > 0.0 {
-        thread::sleep(Duration::from_secs_f64(left));
-    }
-}
-
-/// CPU time of `pid` (user + system), seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    (f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()) as f64 / 100.0
 }
 
 /// The `"uid":N,"stacks":M` entries of a status body's `uid_share_dropped`: (uid, stacks).
@@ -253,13 +235,14 @@ fn contest(
     burner.arg(format!("{}", storage.run_seconds + 10.0));
     let mut burner = Spawned::spawn(burner, "burner (other user)");
     let mut deep = Spawned::spawn(hostile.command(&manynames), "manynames (hostile user)");
-    // The CPU time the other user's burner used over the early seconds.
+    // The CPU time the other user's burner used over the early seconds (a span measured),
+    // then the contest runs its length.
     let early = (t0 + 1.0, t0 + 1.0 + EARLY_SECONDS);
-    sleep_until(early.0);
+    hold_until(early.0);
     let cpu_before = cpu_seconds(burner.pid());
-    sleep_until(early.1);
+    hold_until(early.1);
     let early_cpu = cpu_seconds(burner.pid()) - cpu_before;
-    sleep_until(t0 + storage.run_seconds);
+    hold_until(t0 + storage.run_seconds);
     deep.kill_tree();
     let t1 = unix_now();
     daemon.wait_slices_through(t1);

@@ -57,7 +57,7 @@ pub(crate) fn folded_as_user(
 /// a drain interval): none of their stacks are in that user's view; admins see them.
 #[test]
 fn daemon_setuid_programs_stay_out_of_their_users_view() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = scratch();
     let Some((uid, gid, user_dir)) = test_user_dir(dir.path()) else {
         return;
@@ -153,34 +153,24 @@ fn daemon_deep_stacks_with_long_names_neither_stall_slices_nor_sigterm() {
     // The naming queue may fill up (6 slices) while other work on the machine is named too
     // (a debug build, a shared machine); a backlog that keeps growing is a stall.
     let allowed = SLICE_S + GRACE_S + 6.0 * SLICE_S;
-    let mut stalled = Vec::new();
-    let mut last = (unix_now(), 0.0);
-    let mut worst: f64 = 0.0;
-    let started = unix_now();
-    let mut lags = Vec::new();
-    while unix_now() < started + 24.0 {
-        std::thread::sleep(Duration::from_secs(1));
-        let newest = daemon.number("newest_slice_end_ns") as f64 / 1e9;
-        let lag = unix_now() - newest;
-        if newest > last.1 {
-            last = (unix_now(), newest);
-        } else if unix_now() - last.0 > allowed {
-            stalled.push(format!("{:.0}", unix_now() - started));
-        }
-        lags.push(format!("{lag:.1}"));
-        if unix_now() > started + 2.0 * (SLICE_S + GRACE_S) {
-            worst = worst.max(lag);
-        }
-    }
+    let watch = watch_slices(&daemon, 24.0, allowed);
+    // The worst lag once the first slices of the workload are named.
+    let worst = watch
+        .lags
+        .iter()
+        .filter(|(at, _)| *at > 2.0 * (SLICE_S + GRACE_S))
+        .map(|(_, lag)| *lag)
+        .fold(0.0, f64::max);
     let dropped = daemon.number("slices_dropped");
     let peak = peak_resident(pid);
     let started_stop = std::time::Instant::now();
     let log = daemon.stop_within(Duration::from_secs(10));
     let took = started_stop.elapsed();
     assert!(
-        stalled.is_empty(),
-        "no slice reached disk for more than {allowed:.1} s, at {stalled:?} s; lags each second: {}; {dropped} slices dropped",
-        lags.join(" ")
+        watch.stalled.is_empty(),
+        "no slice reached disk for more than {allowed:.1} s, at {:?} s; lags each second: {}; {dropped} slices dropped",
+        watch.stalled,
+        watch.lags_text()
     );
     assert!(peak < 768 << 20, "peak resident memory {} MiB", peak >> 20);
     eprintln!(
@@ -197,7 +187,7 @@ fn daemon_deep_stacks_with_long_names_neither_stall_slices_nor_sigterm() {
 /// nobody's).
 #[test]
 fn daemon_names_a_root_process_chrooted_in_a_root_only_directory() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     if id(&["-u"]) != Some(0) {
         eprintln!("note: not root: cannot chroot; skipped");
         return;
@@ -228,7 +218,19 @@ fn daemon_names_a_root_process_chrooted_in_a_root_only_directory() {
         .arg(&jail)
         .args(["/burner", "6"]);
     let mut jailed = Spawned::spawn(jailed, "chrooted burner");
-    std::thread::sleep(Duration::from_millis(500));
+    // Started before the daemon: the burner runs in its jail.
+    let unshare = jailed.pid();
+    wait_for("the chrooted burner runs", Duration::from_secs(10), || {
+        let comms: Vec<String> = descendants(unshare)
+            .iter()
+            .filter_map(|p| fs::read_to_string(format!("/proc/{p}/comm")).ok())
+            .map(|c| c.trim().to_string())
+            .collect();
+        match comms.iter().any(|c| c == "burner") {
+            true => Ok(()),
+            false => Err(format!("descendants: {comms:?}")),
+        }
+    });
     let config = Daemon::write_config(dir.path(), "");
     let daemon = Daemon::start(&config);
     let t0 = unix_now();
@@ -256,23 +258,47 @@ fn daemon_names_a_root_process_chrooted_in_a_root_only_directory() {
     assert!(!log.contains("Permission denied"), "{log}");
 }
 
-/// Polls the daemon each second for `seconds`: the times (since the start) at which no new
-/// slice had reached disk for more than `allowed` seconds, and each second's lag.
-fn stalls(daemon: &Daemon, seconds: f64, allowed: f64) -> (Vec<String>, Vec<String>) {
+/// What [`watch_slices`] saw.
+struct SliceWatch {
+    /// Seconds since the watch began at which no new slice had reached disk for longer than
+    /// allowed.
+    stalled: Vec<f64>,
+    /// Each reading: (seconds since the watch began, how far the newest slice on disk lagged
+    /// behind the present).
+    lags: Vec<(f64, f64)>,
+}
+
+impl SliceWatch {
+    /// The lags, one a reading, for failure messages.
+    fn lags_text(&self) -> String {
+        let lags: Vec<String> = self.lags.iter().map(|(_, l)| format!("{l:.1}")).collect();
+        lags.join(" ")
+    }
+}
+
+/// Reads the newest slice on disk once a second for `seconds` (the span watched is the
+/// measurement): when no new slice has reached disk for more than `allowed` seconds
+/// (scaled), a stall.
+fn watch_slices(daemon: &Daemon, seconds: f64, allowed: f64) -> SliceWatch {
+    let allowed = allowed * time_scale();
     let started = unix_now();
-    let (mut stalled, mut lags) = (Vec::new(), Vec::new());
+    let mut watch = SliceWatch {
+        stalled: Vec::new(),
+        lags: Vec::new(),
+    };
     let mut last = (started, daemon.number("newest_slice_end_ns") as f64 / 1e9);
     while unix_now() < started + seconds {
-        std::thread::sleep(Duration::from_secs(1));
+        hold(Duration::from_secs(1));
         let newest = daemon.number("newest_slice_end_ns") as f64 / 1e9;
-        lags.push(format!("{:.1}", unix_now() - newest));
+        let now = unix_now();
+        watch.lags.push((now - started, now - newest));
         if newest > last.1 {
-            last = (unix_now(), newest);
-        } else if unix_now() - last.0 > allowed {
-            stalled.push(format!("{:.0}", unix_now() - started));
+            last = (now, newest);
+        } else if now - last.0 > allowed {
+            watch.stalled.push((now - started).round());
         }
     }
-    (stalled, lags)
+    watch
 }
 
 /// A user's process maps a file executable 60,000 times (mappings that never merge), then
@@ -297,28 +323,29 @@ fn daemon_a_forking_process_with_60k_mappings_does_not_stall_draining() {
     let mut cmd = as_user(uid, gid, &maps, &user_dir);
     cmd.args(["/bin/true", "60000"]).arg(&ready);
     let _maps = Spawned::spawn(cmd, "manymaps");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !fs::read_to_string(&ready).is_ok_and(|t| t.ends_with('\n')) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "manymaps never mapped"
+    let mapped: u64 =
+        wait_for(
+            "manymaps mapped",
+            Duration::from_secs(60),
+            || match fs::read_to_string(&ready) {
+                Ok(text) if text.ends_with('\n') => Ok(text.trim().parse().unwrap()),
+                other => Err(format!("{other:?}")),
+            },
         );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let mapped: u64 = fs::read_to_string(&ready).unwrap().trim().parse().unwrap();
     assert!(mapped > 50_000, "only {mapped} mappings");
     // The burst of 60,000 mapping records overflows the rings once (counted as lost): the
     // forks are judged after it.
     daemon.wait_slices_through(unix_now() + 2.0);
     let (samples, lost) = (daemon.number("samples"), daemon.number("lost"));
     let allowed = 1.0 + GRACE_S + 6.0;
-    let (stalled, lags) = stalls(&daemon, 12.0, allowed);
+    let watch = watch_slices(&daemon, 12.0, allowed);
     let samples = daemon.number("samples") - samples;
     let lost = daemon.number("lost") - lost;
     assert!(
-        stalled.is_empty(),
-        "no slice reached disk for more than {allowed:.1} s, at {stalled:?} s; lags: {}",
-        lags.join(" ")
+        watch.stalled.is_empty(),
+        "no slice reached disk for more than {allowed:.1} s, at {:?} s; lags: {}",
+        watch.stalled,
+        watch.lags_text()
     );
     assert!(
         lost * 10 < samples,
@@ -326,7 +353,7 @@ fn daemon_a_forking_process_with_60k_mappings_does_not_stall_draining() {
     );
     eprintln!(
         "60k mappings forking: {samples} samples, {lost} lost; lags {}",
-        lags.join(" ")
+        watch.lags_text()
     );
     daemon.stop();
 }

@@ -63,6 +63,7 @@ pub fn snapshot(s: &Shared) -> Status {
         slices_written: c.written.load(Ordering::Relaxed),
         write_errors: c.write_errors.load(Ordering::Relaxed),
         slices_unwritten: s.unwritten.load(Ordering::Relaxed),
+        rollups_written: c.rollups_written.load(Ordering::Relaxed),
         corrupt_slices: c.corrupt.load(Ordering::Relaxed),
         slices_kept,
         bytes_kept,
@@ -191,6 +192,12 @@ const METRICS: &[Metric<Status>] = &[
         kind: "counter",
         help: "Slices written.",
         value: |s| s.slices_written as f64,
+    },
+    Metric {
+        name: "rollups_written_total",
+        kind: "counter",
+        help: "Roll-ups written.",
+        value: |s| s.rollups_written as f64,
     },
     Metric {
         name: "write_errors_total",

@@ -20,7 +20,7 @@
 //! (`Store::open`).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -98,8 +98,6 @@ pub struct Hourly {
     store: Arc<Store>,
     work: Mutex<Work>,
     wake: Condvar,
-    /// Roll-ups written since start.
-    pub written: AtomicU64,
     /// Set by [`Hourly::stop`]: a roll-up being written is abandoned (its hour is rolled up
     /// from its files after the next start), so that stopping never waits on it.
     stopping: AtomicBool,
@@ -112,7 +110,6 @@ impl Hourly {
             store,
             work: Mutex::default(),
             wake: Condvar::new(),
-            written: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
         })
     }
@@ -280,7 +277,6 @@ impl Hourly {
                 work.claimed.remove(&hour);
                 work.members.push_back((Instant::now(), members.to_vec()));
                 drop(work);
-                self.written.fetch_add(1, Ordering::Relaxed);
                 info!(
                     start_ns = key.0,
                     slices = members.len(),

@@ -94,6 +94,8 @@ pub struct StoreCounters {
     pub corrupt: AtomicU64,
     /// Slices deleted by retention since start.
     pub expired: AtomicU64,
+    /// Roll-ups written and indexed (in place of their members) since start.
+    pub rollups_written: AtomicU64,
 }
 
 /// The slice store.
@@ -321,6 +323,10 @@ impl Store {
         }
         index.rollups.insert(key);
         index.bytes += bytes;
+        drop(index);
+        self.counters
+            .rollups_written
+            .fetch_add(1, Ordering::Relaxed);
         Ok(bytes)
     }
 

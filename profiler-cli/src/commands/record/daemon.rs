@@ -420,7 +420,11 @@ mod tests {
                 "descendants": false, "kernel": false, "started_ns": 0, "sampling": false,
             });
             for (k, v) in base.as_object().unwrap() {
-                fields.as_object_mut().unwrap().entry(k).or_insert(v.clone());
+                fields
+                    .as_object_mut()
+                    .unwrap()
+                    .entry(k)
+                    .or_insert(v.clone());
             }
             Finished::of(&serde_json::from_value(fields).expect("a recording's status"))
         };
