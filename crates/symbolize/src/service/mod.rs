@@ -466,7 +466,7 @@ impl SymbolService {
                 .files
                 .key(source)
                 .and_then(|k| k.content())
-                .map(ContentKey::cache_id);
+                .and_then(ContentKey::cache_id);
             let cached = cache_id
                 .as_deref()
                 .and_then(|id| self.frame_cache.get(id, offset, lines));
