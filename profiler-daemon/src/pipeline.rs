@@ -43,6 +43,12 @@ const UNWRITTEN_KEPT: usize = 64;
 /// whatever depth and names a user's program has.
 pub const STACK_FRAMES: usize = 256;
 
+/// Bytes the names of user addresses may take in the symbol service (two generations, see
+/// `symbolize::service`): a part of the daemon's resident target (64 MiB), and far more than
+/// the addresses a machine runs through in a generation (some 40 bytes an address, each
+/// function's name held once).
+pub const NAME_BYTES: usize = 16 << 20;
+
 /// After SIGTERM, slices still waiting are named for this long; those left are dropped,
 /// counted and logged, so that the daemon stops within systemd's patience whatever users
 /// made it sample.
@@ -86,6 +92,7 @@ impl Pipeline {
             ..recorder::ResolveOptions::default()
         };
         service_options.limits.stack_frames = STACK_FRAMES;
+        service_options.limits.name_bytes = NAME_BYTES;
         let symbolizer = Symbolizer::new(service_options, options.frame_cache_dir.clone());
         let feed = symbolizer.feed();
         // One place more than the closed slices have, for a snapshot of the open ones.
@@ -289,14 +296,33 @@ const SHED_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
 /// Slices named between two trims of the symbol service (a minute at the default slice).
 const TRIM_EVERY: u64 = 6;
 
-/// Resident memory past which the symbol service is trimmed after every slice, below the
-/// daemon's resident target of 64 MiB.
+/// Resident memory past which the symbol service is trimmed after every slice, every mapped
+/// page it holds released, below the daemon's resident target of 64 MiB.
 const TRIM_ABOVE: u64 = 48 << 20;
 
-/// Whether the symbol service is trimmed after the `named`-th slice: every [`TRIM_EVERY`]
-/// slices, and after each while the daemon is resident past [`TRIM_ABOVE`].
-fn trim_due(named: u64) -> bool {
-    named % TRIM_EVERY == 0 || recorder::resident_bytes().is_some_and(|r| r > TRIM_ABOVE)
+/// How the symbol service is trimmed after a slice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trim {
+    /// Not after this one.
+    None,
+    /// What no slice used since the last trim ([`recorder::Symbolizer::trim`]).
+    Unused,
+    /// Every mapped page too ([`recorder::Symbolizer::trim_all`]): the daemon is resident past
+    /// [`TRIM_ABOVE`].
+    All,
+}
+
+/// How the symbol service is trimmed after the `named`-th slice: what was not used since,
+/// every [`TRIM_EVERY`] slices; everything it can, after each while the daemon is resident
+/// past [`TRIM_ABOVE`].
+fn trim_due(named: u64) -> Trim {
+    if recorder::resident_bytes().is_some_and(|r| r > TRIM_ABOVE) {
+        Trim::All
+    } else if named % TRIM_EVERY == 0 {
+        Trim::Unused
+    } else {
+        Trim::None
+    }
 }
 
 /// The naming thread: name each closed slice, write it, let go of what went away.
@@ -397,7 +423,14 @@ fn name_closed(
     shared: &Shared,
 ) -> Slice {
     let period_ns = 1_000_000_000 / closed.frequency.max(1);
-    let (profile, stacks, _stats) = symbolizer.symbolize_stacks(&closed.window);
+    let (profile, stacks, stats) = symbolizer.symbolize_stacks(&closed.window);
+    tracing::debug!(
+        hits = stats.user.cache_hits,
+        misses = stats.user.cache_misses,
+        files = stats.user.files,
+        frame_cache_hits = stats.user.frame_cache_hits,
+        "slice's names"
+    );
     for &file in &closed.released_files {
         symbolizer.evict_file(file);
     }
@@ -408,11 +441,15 @@ fn name_closed(
     // set; indexes no slice needed lately go, and what was freed goes back to the
     // system. Not after every slice: what the next slice needs again would be faulted
     // back in and rebuilt every time (see docs/daemon.md, "Cost").
-    if trim_due(named + 1) {
-        shared.budget.pipeline.housekeeping(|| {
-            symbolizer.trim();
+    match trim_due(named + 1) {
+        Trim::None => {}
+        trim => shared.budget.pipeline.housekeeping(|| {
+            match trim {
+                Trim::All => symbolizer.trim_all(),
+                _ => symbolizer.trim(),
+            }
             recorder::release_free_memory();
-        });
+        }),
     }
     // Monotonic (the samples' clock) to UNIX time, as of now.
     let offset = unix_now_ns().saturating_sub(sampler::now_ns());
@@ -491,7 +528,7 @@ fn name_open(
             })
             .collect();
         if recorder::resident_bytes().is_some_and(|r| r > TRIM_ABOVE) {
-            symbolizer.trim();
+            symbolizer.trim_all();
             recorder::release_free_memory();
         }
         slices

@@ -102,6 +102,16 @@ pub struct Status {
     pub symbolizers: usize,
     /// Their estimated bytes.
     pub symbolizer_bytes: u64,
+    /// User addresses whose names are cached (see docs/daemon.md, "Cost").
+    #[serde(default)]
+    pub names: usize,
+    /// Bytes of those names, as counted against their bound.
+    #[serde(default)]
+    pub name_bytes: usize,
+    /// Addresses looked up in their files (DWARF, symbol tables) since start: each address is
+    /// looked up once, then named from the cache.
+    #[serde(default)]
+    pub name_lookups: u64,
     /// Resident memory of the daemon, bytes (ring buffers are not resident memory).
     pub resident_bytes: u64,
     /// The daemon's CPU time since start, seconds.
@@ -202,6 +212,9 @@ pub fn snapshot(s: &Shared) -> Status {
         off_cpu_waiting: tracked.off_cpu_waiting,
         symbolizers: symbols.symbolizers,
         symbolizer_bytes: symbols.symbolizer_bytes,
+        names: symbols.names,
+        name_bytes: symbols.name_bytes,
+        name_lookups: symbols.lookups,
         resident_bytes: recorder::resident_bytes().unwrap_or(0),
         cpu_seconds: recorder::ProcessUsage::now().cpu().as_secs_f64(),
         budget: s.budget.status(&config.budget),
@@ -406,6 +419,12 @@ const METRICS: &[Metric<Status>] = &[
         kind: "gauge",
         help: "Resident memory.",
         value: |s| s.resident_bytes as f64,
+    },
+    Metric {
+        name: "name_lookups_total",
+        kind: "counter",
+        help: "Addresses looked up in their files (DWARF, symbol tables) to be named; once each, then cached.",
+        value: |s| s.name_lookups as f64,
     },
     Metric {
         name: "cpu_seconds_total",
