@@ -134,7 +134,11 @@ impl Pipeline {
         let sampling_shared = Arc::clone(&shared);
         let sampling = std::thread::Builder::new()
             .name("drain".into())
-            .spawn(move || sample(options, feed, stop_rx, tx, &sampling_shared))
+            .spawn(move || {
+                // However sampling ends (an error, a panic, a stop), the main loop is told.
+                let _ended = SamplingEnded(&sampling_shared);
+                sample(options, feed, stop_rx, tx, &sampling_shared)
+            })
             .context("starting the sampling thread")?;
         Ok(Pipeline {
             stop: Some(stop_tx),
@@ -185,6 +189,16 @@ impl Pipeline {
     }
 }
 
+/// Marks sampling as ended and tells the main loop, when dropped (the sampling thread's end).
+struct SamplingEnded<'a>(&'a Shared);
+
+impl Drop for SamplingEnded<'_> {
+    fn drop(&mut self) {
+        self.0.sampling_ended.store(true, Ordering::Relaxed);
+        self.0.sampling_news.notify_one();
+    }
+}
+
 /// The sampling thread: the recorder's drain loop until `stop`.
 fn sample(
     options: RecordOptions,
@@ -202,9 +216,13 @@ fn sample(
     let mut progress = |p: recorder::Progress| {
         shared.samples.store(p.samples, Ordering::Relaxed);
         shared.lost.store(p.lost, Ordering::Relaxed);
-        shared
+        let first = shared
             .heartbeat_ns
-            .store(sampler::now_ns().max(1), Ordering::Relaxed);
+            .swap(sampler::now_ns().max(1), Ordering::Relaxed)
+            == 0;
+        if first {
+            shared.sampling_news.notify_one();
+        }
     };
     // What a dropped slice said about files and processes that went away, for the next one.
     let mut carried_files: Vec<u32> = Vec::new();
