@@ -216,6 +216,13 @@ sampling_rows() {
         "$(ratio "$D99_RSS" "$P99_RSS")" "< 64 MB" "$(pass_lt "$D99_RSS" 65536)"
     row "  peak (VmHWM, MB)" "$(mb "$((D99_HWM * 1024))")"
     for f in 99 999; do
+        echo "  steady CPU at $f Hz by thread, ms/min (runs/min): $(cpu_ms_by_thread "$T/d$f.cpu0" "$T/d$f.cpu1" |
+            awk -v s="$(awk '{ print $2 }' "$T/d$f.final")" '{ printf "%s %.1f (%d)  ", $1, 60 * $2 / s, 60 * $3 / s }')"
+        [ -s "$T/d$f.status" ] && echo "  at its end: $(tr ',' '\n' <"$T/d$f.status" |
+            grep -E '"(slices_named|names|name_bytes|name_lookups|symbolizers|symbolizer_bytes|budget_cache_sheds)"' |
+            tr -d '"{}' | tr '\n' ' ')"
+    done
+    for f in 99 999; do
         row "history at $f Hz (MB per hour)" "$(mb "$(hist_bph "d$f")")" \
             "$(mb "$(perf_bph "p$f")")" "$(ratio "$(hist_bph "d$f")" "$(perf_bph "p$f")")"
     done
