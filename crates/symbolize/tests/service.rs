@@ -583,7 +583,7 @@ fn a_second_window_of_the_same_stacks_looks_nothing_up() {
         match round {
             0 => {}
             1 => service.trim(),
-            _ => service.trim_all(),
+            _ => service.release_resident_pages(),
         }
     }
     assert_eq!(service.sizes().names, frames.len());

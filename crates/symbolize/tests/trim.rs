@@ -124,11 +124,23 @@ fn a_trim_keeps_what_was_used_since_the_last_and_every_name() {
         assert_eq!((stats.user.cache_misses, stats.unnamed), (0, unnamed));
     }
     assert_eq!(service.sizes().lookups, lookups);
-    // Under memory pressure every page goes.
-    service.trim_all();
+    // Under memory pressure every page goes, and nothing parsed: the next addresses of the
+    // busy process, in the functions it ran last (in fewer units than a file keeps parsed),
+    // are named without indexing DWARF again.
+    service.release_resident_pages();
     assert!(
         resident_kb(&busy) <= 16,
-        "{} kB after trim_all",
+        "{} kB after release_resident_pages",
         resident_kb(&busy)
+    );
+    let built = service.sizes().dwarf_indexes_built;
+    assert!(built > 0, "DWARF indexed per unit: {:?}", service.sizes());
+    let next: Vec<u64> = later[later.len() - 8..].iter().map(|o| o + 1).collect();
+    let (_, stats) = service.symbolize(&window(1, &busy, &next));
+    assert_eq!(stats.user.cache_misses, next.len() as u64);
+    assert_eq!(
+        service.sizes().dwarf_indexes_built,
+        built,
+        "an index was built again"
     );
 }

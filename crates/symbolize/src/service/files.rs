@@ -54,6 +54,8 @@ pub(crate) struct OpenFiles {
     trimmed_at: u64,
     /// Lookups in symbolizers (DWARF, Go table, symbol tables) since the service started.
     lookups: u64,
+    /// DWARF indexes (units, whole files) those lookups built, again after each release.
+    indexes_built: u64,
 }
 
 fn weight(held: &Held) -> u64 {
@@ -82,6 +84,7 @@ impl OpenFiles {
             fetcher,
             trimmed_at: 0,
             lookups: 0,
+            indexes_built: 0,
         }
     }
 
@@ -250,12 +253,12 @@ impl OpenFiles {
     }
 
     /// Let go of what no lookup used since the last call: the resident pages of the mapped
-    /// files of symbolizers not used since (with `all`, of every symbolizer), and the DWARF
-    /// indexes (whole-file, per unit) not used since. What the next lookups need again stays.
-    pub(crate) fn trim(&mut self, all: bool) {
+    /// files of symbolizers not used since, and the DWARF indexes (whole-file, per unit) not
+    /// used since. What the next lookups need again stays.
+    pub(crate) fn trim(&mut self) {
         for (held, used) in self.lru.values_used_since(self.trimmed_at) {
             if let Some(symbolizer) = &held.opened {
-                if all || !used {
+                if !used {
                     symbolizer.release_resident_pages();
                 }
                 symbolizer.release_idle();
@@ -264,9 +267,25 @@ impl OpenFiles {
         self.trimmed_at = self.lru.tick();
     }
 
-    /// Count a lookup in a symbolizer.
-    pub(crate) fn count_lookup(&mut self) {
+    /// Let go of the resident pages of every open symbolizer's mapped files (nothing parsed
+    /// is dropped).
+    pub(crate) fn release_resident_pages(&self) {
+        for held in self.lru.values() {
+            if let Some(symbolizer) = &held.opened {
+                symbolizer.release_resident_pages();
+            }
+        }
+    }
+
+    /// Count a lookup in a symbolizer, which built `indexes` DWARF indexes.
+    pub(crate) fn count_lookup(&mut self, indexes: u64) {
         self.lookups += 1;
+        self.indexes_built += indexes;
+    }
+
+    /// DWARF indexes built by lookups since the service started.
+    pub(crate) fn indexes_built(&self) -> u64 {
+        self.indexes_built
     }
 
     /// Lookups in symbolizers since the service started.

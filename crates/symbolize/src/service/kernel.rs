@@ -119,8 +119,8 @@ impl KernelNames {
         }
     }
 
-    /// Let go of the resident pages of the kernel symbol table, when it is mapped and no
-    /// address was looked up in it since the last call (with `all`, whether or not).
+    /// Let go of the resident pages of the kernel symbol table, when it is mapped and (unless
+    /// `all`) no address was looked up in it since the last call.
     pub(crate) fn release_resident_pages(&mut self, all: bool) {
         let used = std::mem::take(&mut self.looked_up);
         if let (true, Some(Some(symbols))) = (all || !used, &self.symbols) {

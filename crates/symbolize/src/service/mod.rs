@@ -477,8 +477,10 @@ impl SymbolService {
                 self.files.symbolizer(file, window, now, &mut self.stats)
             {
                 if let Some(addr) = symbolizer.file_offset_to_addr(FileOffset(offset)) {
-                    self.files.count_lookup();
+                    let built = symbolizer.dwarf_indexes_built();
                     symbolizer.frames_into(addr, lines, &mut self.scratch);
+                    self.files
+                        .count_lookup(symbolizer.dwarf_indexes_built().saturating_sub(built));
                     // Only frames from DWARF are kept: names from a symbol table alone would
                     // hide debug info installed later.
                     if let (Some(id), false, true) =
@@ -563,18 +565,19 @@ impl SymbolService {
     /// sections, symbol tables) that naming made resident, of symbolizers (and the kernel's
     /// symbols) no lookup used since (they stay in the page cache, and a later lookup faults
     /// what it reads back in), and the DWARF indexes (whole-file, per unit) no lookup used
-    /// since. A service calls this every few windows, so that its resident set holds what it
-    /// keeps using, not every page it read or every index it once built, and what every
-    /// window needs is not read again each time.
+    /// since (built again on need). A service calls this every few windows, so that its
+    /// resident set holds what it keeps using, not every page it read or every index it once
+    /// built, and what the windows keep needing is neither read nor parsed again each time.
     pub fn trim(&mut self) {
-        self.files.trim(false);
+        self.files.trim();
         self.kernel.release_resident_pages(false);
     }
 
-    /// As [`SymbolService::trim`], and the resident pages of every mapped file too, used or
-    /// not (under memory pressure: what the next lookups read is faulted back in).
-    pub fn trim_all(&mut self) {
-        self.files.trim(true);
+    /// Let go of the resident pages of every mapped file, used or not (under memory
+    /// pressure: what the next lookups read is faulted back in from the page cache). Nothing
+    /// parsed is dropped: see [`SymbolService::trim`].
+    pub fn release_resident_pages(&mut self) {
+        self.files.release_resident_pages();
         self.kernel.release_resident_pages(true);
     }
 
@@ -603,6 +606,7 @@ impl SymbolService {
             names: self.names.len(),
             name_bytes: self.names.bytes(),
             lookups: self.files.lookups(),
+            dwarf_indexes_built: self.files.indexes_built(),
             kernel_names: self.kernel.sizes().0,
             kernel_reloads: self.kernel.reloads(),
             jit_maps,
