@@ -87,6 +87,7 @@ status >"$T/status1.json"
 kill -INT "$DPID"
 wait "$DPID" || true
 DPID=''
+cp "$T/profilerd.err" "$OUT/$NAME.log"
 
 F=$OUT/$NAME.folded
 TOTAL=$(awk '{ s += $NF } END { print s + 0 }' "$F")
@@ -113,7 +114,7 @@ share() {
     printf '  %-56s %s\n' "unwinding (unwind::)" "$(share 'unwind::')"
     echo "busiest leaf functions:"
     awk '{ n = $NF; $NF = ""; k = split($0, f, ";"); sub(/ +$/, "", f[k]); s[f[k]] += n }
-        END { for (k in s) printf "  %6d  %s\n", s[k], k }' "$F" | sort -rn | head -25
+        END { for (k in s) printf "  %6d  %s\n", s[k], k }' "$F" | sort -rn | awk 'NR <= 25'
     echo "naming counters (/v1/status, before and after the recording):"
     for f in status0 status1; do
         printf '  %s: ' "$f"
@@ -123,5 +124,4 @@ share() {
     done
     echo "load at end:$(uptime | sed 's/.*load average://')"
 } | tee "$OUT/$NAME.txt"
-cp "$T/profilerd.err" "$OUT/$NAME.log"
 note "kept $F, $OUT/$NAME.txt and the daemon's log $OUT/$NAME.log (PROFILERD_LOG sets its filter)"

@@ -314,32 +314,28 @@ const SHED_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
 /// Slices named between two trims of the symbol service (a minute at the default slice).
 const TRIM_EVERY: u64 = 6;
 
-/// Resident memory past which the symbol service is trimmed after every slice, every mapped
-/// page it holds released, below the daemon's resident target of 64 MiB.
+/// Resident memory past which the symbol service lets go of every mapped page it holds after
+/// each slice, below the daemon's resident target of 64 MiB.
 const TRIM_ABOVE: u64 = 48 << 20;
 
-/// How the symbol service is trimmed after a slice.
+/// What the symbol service lets go of after a slice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Trim {
-    /// Not after this one.
-    None,
-    /// What no slice used since the last trim ([`recorder::Symbolizer::trim`]).
-    Unused,
-    /// Every mapped page too ([`recorder::Symbolizer::trim_all`]): the daemon is resident past
-    /// [`TRIM_ABOVE`].
-    All,
+struct Trim {
+    /// What no slice used since the last trim, mapped pages and DWARF indexes
+    /// ([`recorder::Symbolizer::trim`]), then the heap freed ([`recorder::release_free_memory`]).
+    unused: bool,
+    /// The resident pages of every mapped file ([`recorder::Symbolizer::release_resident_pages`]):
+    /// the daemon is resident past [`TRIM_ABOVE`]. Nothing parsed: the indexes the next slices
+    /// use stay (parsing them again each slice, and the heap churn of it, cost more than
+    /// anything else at steady state).
+    pages: bool,
 }
 
-/// How the symbol service is trimmed after the `named`-th slice: what was not used since,
-/// every [`TRIM_EVERY`] slices; everything it can, after each while the daemon is resident
-/// past [`TRIM_ABOVE`].
+/// What the symbol service lets go of after the `named`-th slice (see [`Trim`]).
 fn trim_due(named: u64) -> Trim {
-    if recorder::resident_bytes().is_some_and(|r| r > TRIM_ABOVE) {
-        Trim::All
-    } else if named % TRIM_EVERY == 0 {
-        Trim::Unused
-    } else {
-        Trim::None
+    Trim {
+        unused: named % TRIM_EVERY == 0,
+        pages: recorder::resident_bytes().is_some_and(|r| r > TRIM_ABOVE),
     }
 }
 
@@ -447,7 +443,9 @@ fn name_closed(
         misses = stats.user.cache_misses,
         files = stats.user.files,
         frame_cache_hits = stats.user.frame_cache_hits,
-        "slice's names"
+        lookups = symbolizer.sizes().lookups,
+        dwarf_indexes_built = symbolizer.sizes().dwarf_indexes_built,
+        "slice's names (lookups and indexes built: since start)"
     );
     for &file in &closed.released_files {
         symbolizer.evict_file(file);
@@ -459,15 +457,17 @@ fn name_closed(
     // set; indexes no slice needed lately go, and what was freed goes back to the
     // system. Not after every slice: what the next slice needs again would be faulted
     // back in and rebuilt every time (see docs/daemon.md, "Cost").
-    match trim_due(named + 1) {
-        Trim::None => {}
-        trim => shared.budget.pipeline.housekeeping(|| {
-            match trim {
-                Trim::All => symbolizer.trim_all(),
-                _ => symbolizer.trim(),
+    let trim = trim_due(named + 1);
+    if trim.unused || trim.pages {
+        shared.budget.pipeline.housekeeping(|| {
+            if trim.unused {
+                symbolizer.trim();
+                recorder::release_free_memory();
             }
-            recorder::release_free_memory();
-        }),
+            if trim.pages {
+                symbolizer.release_resident_pages();
+            }
+        });
     }
     // Monotonic (the samples' clock) to UNIX time, as of now.
     let offset = unix_now_ns().saturating_sub(sampler::now_ns());
@@ -513,7 +513,8 @@ fn hold_to_share(slice: &mut Slice, shared: &Shared) {
 /// Name a snapshot of the open windows taken at `taken` (monotonic ns) and publish it in the
 /// store. The queries' work, not the pipeline's: housekeeping to the budget. Nothing is
 /// evicted or written; what it names is cached for the slice when it closes. Past the resident
-/// bound of [`TRIM_ABOVE`], the symbol service is trimmed after it as after a slice.
+/// bound of [`TRIM_ABOVE`], the symbol service lets go of its mapped pages after it, as after a
+/// slice.
 fn name_open(
     symbolizer: &mut Symbolizer,
     cgroups: &mut CgroupCache,
@@ -546,8 +547,7 @@ fn name_open(
             })
             .collect();
         if recorder::resident_bytes().is_some_and(|r| r > TRIM_ABOVE) {
-            symbolizer.trim_all();
-            recorder::release_free_memory();
+            symbolizer.release_resident_pages();
         }
         slices
     });
