@@ -17,7 +17,8 @@
 #      (each thread's schedstat nanoseconds, bench/lib.sh cpu_snapshot, from a settling time
 #      after the start to the stop: a third of the run, at least 20 s and at most 60 s, so that
 #      the naming of what the daemon found running at its start stays out of it);
-#      targets: < 0.2% of one core at 99 Hz, < 1% at 999 Hz (steady);
+#      targets (steady): at 99 Hz at most 2.5 times perf record's steady CPU in the same run,
+#      or 0.05% of one core (30 ms/min), whichever is larger; < 1% of one core at 999 Hz;
 #   2. RSS (VmRSS) at the end of the 99 Hz run (target < 64 MB), with smaps_rollup kept;
 #   3. bytes of history per hour: the slices directory after the run, over the run's wall time,
 #      against perf.data's bytes per hour at the same frequency; and what the per-second counts
@@ -53,6 +54,7 @@
 #          BENCH_NO_BUILD=1        do not rebuild profctl / profilerd
 #          BENCH_PROFILERD=PATH    run this profilerd binary (default target/release/profilerd)
 #          BENCH_REUSE=DIR         only the queries, on the sampling runs kept in DIR (BENCH_KEEP=1)
+#          BENCH_SAMPLING_ONLY=1   only the sampling runs and their figures (CPU, RSS, history)
 # Needs:   cc, perf, awk, curl, cargo, inferno-collapse-perf (for the perf query figure).
 set -euo pipefail
 
@@ -199,6 +201,62 @@ for f in 99 999; do
 done
 perf_bph() { calc "$(stat -c %s "$T/$1.data") * 3600 / $(wall "$T/$1.cpu")"; }
 
+# ------------------------------------------------------------ sampling figures
+mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+row() { printf '%-44s %12s %12s %9s  %-9s %s\n' "$@"; }
+pass_lt() { awk -v v="$1" -v l="$2" 'BEGIN { print (v + 0 < l + 0 ? "PASS" : "FAIL") }'; }
+# sampling_rows: the CPU, RSS and history rows (after the sampling runs). At 99 Hz the steady
+# CPU must be at most 2.5 times perf record's in the same run, or under 0.05% of one core,
+# whichever is larger (issue 38); at 999 Hz under 1% of one core.
+sampling_rows() {
+    local f lim D99_RSS D99_HWM P99_RSS
+    read -r _ _ D99_RSS D99_HWM <"$T/d99.final"
+    read -r _ _ P99_RSS _ <"$T/p99.final"
+    echo
+    row "" profilerd "perf record" ratio target ""
+    for f in 99 999; do
+        row "CPU at $f Hz, steady (ms/min)" "$(spm "d$f")" "$(spm "p$f")" "$(ratio "$(spm "d$f")" "$(spm "p$f")")"
+        if [ "$f" = 99 ]; then
+            lim=$(awk -v p="$(spm p99)" 'BEGIN { l = 2.5 * p; if (l < 30) l = 30; printf "%.1f", l }')
+            row "  % of one core" "$(pct "d$f")%" "$(pct "p$f")%" "" "<= $lim ms/min" \
+                "$(pass_lt "$(spm "d$f")" "$lim.001")"
+        else
+            row "  % of one core" "$(pct "d$f")%" "$(pct "p$f")%" "" "< 1%" "$(pass_lt "$(pct "d$f")" 1)"
+        fi
+        row "  whole run, start-up included (ms/min)" "$(printf %.1f "$(cpm "d$f")")" "$(printf %.1f "$(cpm "p$f")")" \
+            "$(ratio "$(cpm "d$f")" "$(cpm "p$f")")"
+    done
+    row "RSS after $MINUTES min at 99 Hz (MB)" "$(mb "$((D99_RSS * 1024))")" "$(mb "$((P99_RSS * 1024))")" \
+        "$(ratio "$D99_RSS" "$P99_RSS")" "< 64 MB" "$(pass_lt "$D99_RSS" 65536)"
+    row "  peak (VmHWM, MB)" "$(mb "$((D99_HWM * 1024))")"
+    for f in 99 999; do
+        echo "  steady CPU at $f Hz by thread, ms/min (runs/min): $(cpu_ms_by_thread "$T/d$f.cpu0" "$T/d$f.cpu1" |
+            awk -v s="$(awk '{ print $2 }' "$T/d$f.final")" '{ printf "%s %.1f (%d)  ", $1, 60 * $2 / s, 60 * $3 / s }')"
+        [ -s "$T/d$f.status" ] && echo "  at its end: $(tr ',' '\n' <"$T/d$f.status" |
+            grep -E '"(slices_named|names|name_bytes|name_lookups|symbolizers|symbolizer_bytes|budget_cache_sheds)"' |
+            tr -d '"{}' | tr '\n' ' ')"
+    done
+    for f in 99 999; do
+        row "history at $f Hz (MB per hour)" "$(mb "$(hist_bph "d$f")")" \
+            "$(mb "$(perf_bph "p$f")")" "$(ratio "$(hist_bph "d$f")" "$(perf_bph "p$f")")"
+        if read -r SW SWO RW RWO CW CWO <"$T/d$f.seconds" && [ "${SW:-0}" -gt 0 ]; then
+            row "  without per-second counts (before)" "$(mb "$(calc "$(hist_bph "d$f") * $SWO / $SW")")"
+            row "  per-second counts add (MB per hour)" "$(mb "$(calc "$(hist_bph "d$f") * ($SW - $SWO) / $SW")")" \
+                "" "" "" "+$(printf %.1f "$(calc "100 * ($SW - $SWO) / $SWO")")% slices, +$(printf %.1f "$(calc "100 * ($RW - $RWO) / $RWO")")% roll-up"
+            row "  roll-up compact form with / without (MB)" "$(mb "$CW") / $(mb "$CWO")"
+        else
+            row "  without per-second counts (before)" "?" "" "" "" "(seconds_cost did not run)"
+        fi
+    done
+}
+if [ "${BENCH_SAMPLING_ONLY:-0}" = 1 ]; then
+    sampling_rows
+    echo "daemon at 99 Hz, smaps_rollup at the end:"
+    grep -E '^(Rss|Pss_Anon|Pss_File|Anonymous)' "$T/d99.smaps" | sed 's/^/  /' | tr -s ' '
+    echo "load at end:$(uptime | sed 's/.*load average://')   total $(($(date +%s) - START)) s"
+    exit 0
+fi
+
 # ------------------------------------------------------------ query history
 # 24 h (plus one slice) of 10 s slices ending now, each a hard link to one of the 99 Hz run's
 # slices, round robin.
@@ -324,35 +382,7 @@ PERF_Q1=$(calc "$PERF_QMS * 3600 / $(wall "$T/p99.cpu")")
 PERF_Q24=$(calc "$PERF_Q1 * 24")
 
 # ------------------------------------------------------------------ figures
-read -r _ _ D99_RSS D99_HWM <"$T/d99.final"
-read -r _ _ P99_RSS _ <"$T/p99.final"
-mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
-row() { printf '%-44s %12s %12s %9s  %-9s %s\n' "$@"; }
-pass_lt() { awk -v v="$1" -v l="$2" 'BEGIN { print (v + 0 < l + 0 ? "PASS" : "FAIL") }'; }
-echo
-row "" profilerd "perf record" ratio target ""
-for f in 99 999; do
-    row "CPU at $f Hz, steady (ms/min)" "$(spm "d$f")" "$(spm "p$f")" "$(ratio "$(spm "d$f")" "$(spm "p$f")")"
-    lim=$([ "$f" = 99 ] && echo 0.2 || echo 1)
-    row "  % of one core" "$(pct "d$f")%" "$(pct "p$f")%" "" "< $lim%" "$(pass_lt "$(pct "d$f")" "$lim")"
-    row "  whole run, start-up included (ms/min)" "$(printf %.1f "$(cpm "d$f")")" "$(printf %.1f "$(cpm "p$f")")" \
-        "$(ratio "$(cpm "d$f")" "$(cpm "p$f")")"
-done
-row "RSS after $MINUTES min at 99 Hz (MB)" "$(mb "$((D99_RSS * 1024))")" "$(mb "$((P99_RSS * 1024))")" \
-    "$(ratio "$D99_RSS" "$P99_RSS")" "< 64 MB" "$(pass_lt "$D99_RSS" 65536)"
-row "  peak (VmHWM, MB)" "$(mb "$((D99_HWM * 1024))")"
-for f in 99 999; do
-    row "history at $f Hz (MB per hour)" "$(mb "$(hist_bph "d$f")")" \
-        "$(mb "$(perf_bph "p$f")")" "$(ratio "$(hist_bph "d$f")" "$(perf_bph "p$f")")"
-    if read -r SW SWO RW RWO CW CWO <"$T/d$f.seconds" && [ "${SW:-0}" -gt 0 ]; then
-        row "  without per-second counts (before)" "$(mb "$(calc "$(hist_bph "d$f") * $SWO / $SW")")"
-        row "  per-second counts add (MB per hour)" "$(mb "$(calc "$(hist_bph "d$f") * ($SW - $SWO) / $SW")")" \
-            "" "" "" "+$(printf %.1f "$(calc "100 * ($SW - $SWO) / $SWO")")% slices, +$(printf %.1f "$(calc "100 * ($RW - $RWO) / $RWO")")% roll-up"
-        row "  roll-up compact form with / without (MB)" "$(mb "$CW") / $(mb "$CWO")"
-    else
-        row "  without per-second counts (before)" "?" "" "" "" "(seconds_cost did not run)"
-    fi
-done
+sampling_rows
 row "query 1 h, median of $QUERIES (ms)" "$Q1_MED" "$(printf %.0f "$PERF_Q1")" "$(ratio "$Q1_MED" "$PERF_Q1")" \
     "< 200 ms" "$(pass_lt "$Q1_MED" 200)"
 row "  first (cold)" "$Q1_COLD"

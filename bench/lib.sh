@@ -11,15 +11,18 @@ note() { echo "$BENCH_NAME: $*" >&2; }
 # cpu FILE: user+sys seconds; wall FILE: wall seconds (from a cpuwrap file)
 cpu() { awk '{printf "%.6f", $2 + $3}' "$1"; }
 wall() { awk '{printf "%.6f", $1}' "$1"; }
-# cpu_snapshot PID FILE: each live thread of PID with its CPU time so far, "TID NS" per line
-# (/proc/PID/task/TID/schedstat: nanoseconds, where /proc/PID/stat counts 10-ms ticks), then
-# "ticks N", the whole process's utime+stime in clock ticks (threads ended included).
+# cpu_snapshot PID FILE: each live thread of PID with its CPU time so far, its name and the
+# times it was run, "TID NS NAME RUNS" per line (/proc/PID/task/TID/schedstat: nanoseconds,
+# where /proc/PID/stat counts 10-ms ticks, and time slices, about its wake-ups; spaces in a
+# name become _), then "ticks N", the whole process's utime+stime in clock ticks (threads
+# ended included).
 cpu_snapshot() {
-    local f tid
+    local f tid comm
     for f in /proc/"$1"/task/*/schedstat; do
         tid=${f#/proc/"$1"/task/}
         tid=${tid%/schedstat}
-        awk -v t="$tid" '{ print t, $1 }' "$f" 2>/dev/null || true
+        comm=$(tr ' ' _ <"/proc/$1/task/$tid/comm" 2>/dev/null) || comm=?
+        awk -v t="$tid" -v c="${comm:-?}" '{ print t, $1, c, $3 }' "$f" 2>/dev/null || true
     done >"$2"
     awk '{ sub(/.*\) /, ""); print "ticks", $12 + $13 }' "/proc/$1/stat" >>"$2"
 }
@@ -32,6 +35,14 @@ cpu_ms_between() {
         $1 == "ticks" { t1 = $2; next }
         { ns += $2 - ns0[$1] }
         END { a = ns / 1e6; b = (t1 - t0) * 1000 / hz; printf "%.1f\n", (a > b ? a : b) }' "$1" "$2"
+}
+# cpu_ms_by_thread BEFORE AFTER: the CPU milliseconds and the runs (time slices) between two
+# cpu_snapshot files by thread name (threads of one name summed; a thread new in AFTER counts
+# whole), "NAME MS RUNS" per line, the busiest first.
+cpu_ms_by_thread() {
+    awk 'NR == FNR { if ($1 != "ticks") { ns0[$1] = $2; r0[$1] = $4 } next }
+        $1 != "ticks" { ms[$3] += ($2 - ns0[$1]) / 1e6; runs[$3] += $4 - r0[$1] }
+        END { for (n in ms) printf "%s %.1f %d\n", n, ms[n], runs[n] }' "$1" "$2" | sort -k2 -rn
 }
 # calc EXPR: floating point arithmetic
 calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }

@@ -44,6 +44,12 @@ const UNWRITTEN_KEPT: usize = 64;
 /// whatever depth and names a user's program has.
 pub const STACK_FRAMES: usize = 256;
 
+/// Bytes the names of user addresses may take in the symbol service (two generations, see
+/// `symbolize::service`): a part of the daemon's resident target (64 MiB), and far more than
+/// the addresses a machine runs through in a generation (some 40 bytes an address, each
+/// function's name held once).
+pub const NAME_BYTES: usize = 16 << 20;
+
 /// After SIGTERM, slices still waiting are named for this long; those left are dropped,
 /// counted and logged, so that the daemon stops within systemd's patience whatever users
 /// made it sample.
@@ -87,6 +93,7 @@ impl Pipeline {
             ..recorder::ResolveOptions::default()
         };
         service_options.limits.stack_frames = STACK_FRAMES;
+        service_options.limits.name_bytes = NAME_BYTES;
         let symbolizer = Symbolizer::new(service_options, options.frame_cache_dir.clone());
         let feed = symbolizer.feed();
         // One place more than the closed slices have, for a snapshot of the open ones.
@@ -128,7 +135,11 @@ impl Pipeline {
         let sampling_shared = Arc::clone(&shared);
         let sampling = std::thread::Builder::new()
             .name("drain".into())
-            .spawn(move || sample(options, feed, stop_rx, tx, &sampling_shared))
+            .spawn(move || {
+                // However sampling ends (an error, a panic, a stop), the main loop is told.
+                let _ended = SamplingEnded(&sampling_shared);
+                sample(options, feed, stop_rx, tx, &sampling_shared)
+            })
             .context("starting the sampling thread")?;
         Ok(Pipeline {
             stop: Some(stop_tx),
@@ -179,6 +190,16 @@ impl Pipeline {
     }
 }
 
+/// Marks sampling as ended and tells the main loop, when dropped (the sampling thread's end).
+struct SamplingEnded<'a>(&'a Shared);
+
+impl Drop for SamplingEnded<'_> {
+    fn drop(&mut self) {
+        self.0.sampling_ended.store(true, Ordering::Relaxed);
+        self.0.sampling_news.notify_one();
+    }
+}
+
 /// The sampling thread: the recorder's drain loop until `stop`.
 fn sample(
     options: RecordOptions,
@@ -196,9 +217,13 @@ fn sample(
     let mut progress = |p: recorder::Progress| {
         shared.samples.store(p.samples, Ordering::Relaxed);
         shared.lost.store(p.lost, Ordering::Relaxed);
-        shared
+        let first = shared
             .heartbeat_ns
-            .store(sampler::now_ns().max(1), Ordering::Relaxed);
+            .swap(sampler::now_ns().max(1), Ordering::Relaxed)
+            == 0;
+        if first {
+            shared.sampling_news.notify_one();
+        }
     };
     // What a dropped slice said about files and processes that went away, for the next one.
     let mut carried_files: Vec<u32> = Vec::new();
@@ -292,14 +317,29 @@ const SHED_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
 /// Slices named between two trims of the symbol service (a minute at the default slice).
 const TRIM_EVERY: u64 = 6;
 
-/// Resident memory past which the symbol service is trimmed after every slice, below the
-/// daemon's resident target of 64 MiB.
+/// Resident memory past which the symbol service lets go of every mapped page it holds after
+/// each slice, below the daemon's resident target of 64 MiB.
 const TRIM_ABOVE: u64 = 48 << 20;
 
-/// Whether the symbol service is trimmed after the `named`-th slice: every [`TRIM_EVERY`]
-/// slices, and after each while the daemon is resident past [`TRIM_ABOVE`].
-fn trim_due(named: u64) -> bool {
-    named % TRIM_EVERY == 0 || recorder::resident_bytes().is_some_and(|r| r > TRIM_ABOVE)
+/// What the symbol service lets go of after a slice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Trim {
+    /// What no slice used since the last trim, mapped pages and DWARF indexes
+    /// ([`recorder::Symbolizer::trim`]), then the heap freed ([`recorder::release_free_memory`]).
+    unused: bool,
+    /// The resident pages of every mapped file ([`recorder::Symbolizer::release_resident_pages`]):
+    /// the daemon is resident past [`TRIM_ABOVE`]. Nothing parsed: the indexes the next slices
+    /// use stay (parsing them again each slice, and the heap churn of it, cost more than
+    /// anything else at steady state).
+    pages: bool,
+}
+
+/// What the symbol service lets go of after the `named`-th slice (see [`Trim`]).
+fn trim_due(named: u64) -> Trim {
+    Trim {
+        unused: named % TRIM_EVERY == 0,
+        pages: recorder::resident_bytes().is_some_and(|r| r > TRIM_ABOVE),
+    }
 }
 
 /// The naming thread: name each closed slice, write it, let go of what went away.
@@ -400,7 +440,16 @@ fn name_closed(
     shared: &Shared,
 ) -> Slice {
     let period_ns = 1_000_000_000 / closed.frequency.max(1);
-    let (profile, stacks, _stats) = symbolizer.symbolize_stacks(&closed.window);
+    let (profile, stacks, stats) = symbolizer.symbolize_stacks(&closed.window);
+    tracing::debug!(
+        hits = stats.user.cache_hits,
+        misses = stats.user.cache_misses,
+        files = stats.user.files,
+        frame_cache_hits = stats.user.frame_cache_hits,
+        lookups = symbolizer.sizes().lookups,
+        dwarf_indexes_built = symbolizer.sizes().dwarf_indexes_built,
+        "slice's names (lookups and indexes built: since start)"
+    );
     for &file in &closed.released_files {
         symbolizer.evict_file(file);
     }
@@ -411,10 +460,16 @@ fn name_closed(
     // set; indexes no slice needed lately go, and what was freed goes back to the
     // system. Not after every slice: what the next slice needs again would be faulted
     // back in and rebuilt every time (see docs/daemon.md, "Cost").
-    if trim_due(named + 1) {
+    let trim = trim_due(named + 1);
+    if trim.unused || trim.pages {
         shared.budget.pipeline.housekeeping(|| {
-            symbolizer.trim();
-            recorder::release_free_memory();
+            if trim.unused {
+                symbolizer.trim();
+                recorder::release_free_memory();
+            }
+            if trim.pages {
+                symbolizer.release_resident_pages();
+            }
         });
     }
     // Monotonic (the samples' clock) to UNIX time, as of now.
@@ -461,7 +516,8 @@ fn hold_to_share(slice: &mut Slice, shared: &Shared) {
 /// Name a snapshot of the open windows taken at `taken` (monotonic ns) and publish it in the
 /// store. The queries' work, not the pipeline's: housekeeping to the budget. Nothing is
 /// evicted or written; what it names is cached for the slice when it closes. Past the resident
-/// bound of [`TRIM_ABOVE`], the symbol service is trimmed after it as after a slice.
+/// bound of [`TRIM_ABOVE`], the symbol service lets go of its mapped pages after it, as after a
+/// slice.
 fn name_open(
     symbolizer: &mut Symbolizer,
     cgroups: &mut CgroupCache,
@@ -494,8 +550,7 @@ fn name_open(
             })
             .collect();
         if recorder::resident_bytes().is_some_and(|r| r > TRIM_ABOVE) {
-            symbolizer.trim();
-            recorder::release_free_memory();
+            symbolizer.release_resident_pages();
         }
         slices
     });

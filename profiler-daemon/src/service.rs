@@ -193,37 +193,47 @@ async fn start(prepared: &Prepared) -> Result<Running> {
 }
 
 /// Run until a signal to stop or the end of sampling: reload on SIGHUP, tell systemd when
-/// ready, ping its watchdog while the drain reports. Returns why it stopped.
+/// ready (the drain's first report), ping its watchdog while the drain reports. Returns why it
+/// stopped. Woken only by those: no tick but the watchdog's, when systemd asks for one.
 async fn wait(running: &mut Running, prepared: &Prepared, signals: &mut Signals) -> &'static str {
     let (shared, reloader) = (&*prepared.shared, &prepared.reloader);
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
     let watchdog = sd_notify::watchdog_enabled();
-    let mut last_ping = tokio::time::Instant::now();
+    // Pinged at a third of systemd's interval, only while the drain loop reports: a wedged
+    // drain stops the pings, and systemd restarts the daemon.
+    let mut pings = watchdog.map(|interval| {
+        let mut t = tokio::time::interval((interval / 3).max(Duration::from_millis(100)));
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    });
     let mut ready = false;
     loop {
+        let ping = async {
+            match pings.as_mut() {
+                Some(t) => t.tick().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = signals.terminate.recv() => return "SIGTERM",
             _ = signals.interrupt.recv() => return "SIGINT",
             _ = signals.hangup.recv() => reload::reload(reloader, shared),
-            _ = tick.tick() => {
-                if running.pipeline.sampling_finished() {
+            _ = shared.sampling_news.notified() => {
+                if shared.sampling_ended.load(std::sync::atomic::Ordering::Relaxed)
+                    || running.pipeline.sampling_finished()
+                {
                     return "sampling ended";
                 }
-                let alive = shared.drain_alive(Duration::from_secs(5));
-                if !ready && alive {
+                if !ready && shared.drain_alive(Duration::from_secs(5)) {
                     ready = true;
                     let _ = sd_notify::notify(&[
                         sd_notify::NotifyState::Ready,
                         sd_notify::NotifyState::Status("sampling"),
                     ]);
                 }
-                if let Some(interval) = watchdog {
-                    // Pinged only while the drain loop reports: a wedged drain stops the
-                    // pings, and systemd restarts the daemon.
-                    if alive && last_ping.elapsed() >= interval / 3 {
-                        last_ping = tokio::time::Instant::now();
-                        let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
-                    }
+            }
+            _ = ping => {
+                if shared.drain_alive(Duration::from_secs(5)) {
+                    let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
                 }
             }
         }

@@ -70,6 +70,9 @@ pub struct Shared {
     pub heartbeat_ns: AtomicU64,
     /// Whether sampling ended (on stop or error).
     pub sampling_ended: AtomicBool,
+    /// Told when the drain loop reports for the first time and when sampling ends: the main
+    /// loop then looks (ready for systemd, or time to stop), with no tick of its own.
+    pub sampling_news: tokio::sync::Notify,
     /// A snapshot of the open slices waits in the naming queue.
     pub snapshot_queued: AtomicBool,
     /// Snapshots of the open slices named.
@@ -106,6 +109,7 @@ impl Shared {
             symbols: Mutex::new(Default::default()),
             heartbeat_ns: AtomicU64::new(0),
             sampling_ended: AtomicBool::new(false),
+            sampling_news: tokio::sync::Notify::new(),
             snapshot_queued: AtomicBool::new(false),
             open_named: AtomicU64::new(0),
             open_naming_us: AtomicU64::new(0),

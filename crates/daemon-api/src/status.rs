@@ -91,6 +91,16 @@ pub struct Status {
     pub symbolizers: usize,
     /// Their estimated bytes.
     pub symbolizer_bytes: u64,
+    /// User addresses whose names are cached (see docs/daemon.md, "Cost").
+    #[serde(default)]
+    pub names: usize,
+    /// Bytes of those names, as counted against their bound.
+    #[serde(default)]
+    pub name_bytes: usize,
+    /// Addresses looked up in their files (DWARF, symbol tables) since start: each address is
+    /// looked up once, then named from the cache.
+    #[serde(default)]
+    pub name_lookups: u64,
     /// Resident memory of the daemon, bytes (ring buffers are not resident memory).
     pub resident_bytes: u64,
     /// The daemon's CPU time since start, seconds.

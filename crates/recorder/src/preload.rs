@@ -70,7 +70,7 @@ impl Preloader {
                 .clone();
             // Frames an earlier run saw need no symbolizer.
             let offset = mapping.file_offset(entry);
-            if let Some(id) = content.as_ref().map(ContentKey::cache_id) {
+            if let Some(id) = content.as_ref().and_then(ContentKey::cache_id) {
                 if frame_cache.contains(&id, offset, false)
                     || frame_cache.contains(&id, offset, true)
                 {

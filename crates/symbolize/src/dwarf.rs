@@ -97,6 +97,8 @@ struct DwarfState<'a> {
     too_deep: OnceLock<bool>,
     /// How many times that scan ran (once at most; for tests and statistics).
     depth_scans: AtomicU64,
+    /// How many times the whole-file context was built (again after each idle release).
+    whole_built: AtomicU64,
 }
 
 impl<'a> DwarfState<'a> {
@@ -137,6 +139,7 @@ impl Dwarf {
             whole_bytes: Default::default(),
             too_deep: OnceLock::new(),
             depth_scans: AtomicU64::new(0),
+            whole_built: AtomicU64::new(0),
         });
         Dwarf { cell }
     }
@@ -171,6 +174,14 @@ impl Dwarf {
     pub(crate) fn depth_scans(&self) -> u64 {
         self.cell.with_dependent(|_, d| {
             d.depth_scans.load(Ordering::Relaxed) + d.units().map_or(0, |u| u.depth_scans())
+        })
+    }
+
+    /// How many indexes were built so far: unit contexts and whole-file ones, each built
+    /// again after a release (or an eviction) counted again (for statistics).
+    pub(crate) fn indexes_built(&self) -> u64 {
+        self.cell.with_dependent(|_, d| {
+            d.whole_built.load(Ordering::Relaxed) + d.units().map_or(0, UnitIndex::built)
         })
     }
 
@@ -267,6 +278,7 @@ impl Dwarf {
             }
             let mut whole = state.whole.lock().unwrap_or_else(|e| e.into_inner());
             if let WholeContext::Unbuilt = *whole {
+                state.whole_built.fetch_add(1, Ordering::Relaxed);
                 *whole = match build_context(owner, state) {
                     Some((ctx, bytes)) => {
                         state.whole_bytes.store(bytes, Ordering::Relaxed);

@@ -290,6 +290,12 @@ impl FileSymbolizer {
         self.dwarf.as_ref().map_or((0, false), Dwarf::units_parsed)
     }
 
+    /// How many DWARF indexes were built so far: unit contexts and whole-file ones, each one
+    /// built again after a release counted again (for statistics: what trims cost).
+    pub fn dwarf_indexes_built(&self) -> u64 {
+        self.dwarf.as_ref().map_or(0, Dwarf::indexes_built)
+    }
+
     /// How many times DWARF entries were all read to check their nesting depth: the whole
     /// file's for its index, once at most, and each unit's for its own, once per unit
     /// however often the indexes are dropped and built again (for tests and statistics).

@@ -91,6 +91,9 @@ pub(crate) struct UnitIndex<'a> {
     parsed_bytes: AtomicU64,
     /// Units whose every entry was read to check their depth (for tests and statistics).
     depth_scans: AtomicU64,
+    /// Unit contexts built so far, a unit built again after a release counted again (for
+    /// statistics).
+    built: AtomicU64,
 }
 
 impl<'a> UnitIndex<'a> {
@@ -126,6 +129,7 @@ impl<'a> UnitIndex<'a> {
             contexts: Mutex::new(UnitContexts::default()),
             parsed_bytes: AtomicU64::new(0),
             depth_scans: AtomicU64::new(0),
+            built: AtomicU64::new(0),
         })
     }
 
@@ -147,6 +151,12 @@ impl<'a> UnitIndex<'a> {
     /// How many times a unit's entries were all read to check its depth.
     pub(crate) fn depth_scans(&self) -> u64 {
         self.depth_scans.load(Ordering::Relaxed)
+    }
+
+    /// Unit contexts built so far (a unit built again after a release or an eviction counts
+    /// again).
+    pub(crate) fn built(&self) -> u64 {
+        self.built.load(Ordering::Relaxed)
     }
 
     /// Bytes of `.debug_info` in the units held parsed now.
@@ -184,6 +194,7 @@ impl<'a> UnitIndex<'a> {
                 contexts.shallow.insert(unit);
             }
             if context.is_some() {
+                self.built.fetch_add(1, Ordering::Relaxed);
                 if contexts.parsed >= MAX_PARSED_UNITS {
                     self.evict_least_used(&mut contexts);
                 }

@@ -460,7 +460,7 @@ fn files_are_opened_ahead_through_the_feed() {
 }
 
 #[test]
-fn jit_maps_are_dropped_with_their_process_and_shed_empties_everything() {
+fn jit_maps_are_dropped_with_their_process_and_shed_drops_the_caches() {
     let fx = common::fixtures();
     let pid = std::process::id();
     let map = PathBuf::from(format!("/tmp/perf-{pid}.map"));
@@ -509,11 +509,82 @@ fn jit_maps_are_dropped_with_their_process_and_shed_empties_everything() {
             sizes.names,
             sizes.symbolizer_bytes
         ),
-        (0, 0, 0, 0),
-        "{sizes:?}"
+        (0, 0, 1, 0),
+        "{sizes:?}: names used since the last shed stay, for one more"
     );
+    service.shed();
+    assert_eq!(service.sizes().names, 0, "two sheds drop every name");
     // Naming goes on after shedding.
     let mut names = leaf_names(&mut service, &w);
     names.sort();
     assert_eq!(names, vec!["compute_alpha", "jitted_function"]);
+}
+
+/// `src` copied to `dst` without its build-id note, as some toolchains ship their binaries
+/// (rustup's rustc, LLVM and lld have none).
+fn copy_without_build_id(src: &Path, dst: &Path) {
+    let out = std::process::Command::new("objcopy")
+        .args(["--remove-section", ".note.gnu.build-id"])
+        .arg(src)
+        .arg(dst)
+        .output()
+        .expect("objcopy runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(common::readelf_build_id(dst), None, "no build-id left");
+}
+
+/// A window of `frames` in the file `path` (no build-id), mapped by a process whose
+/// recording knows it as file `id` and holds it open.
+fn process_window(id: u32, path: &Path, frames: &[(u32, u64)]) -> NormalizedWindow {
+    let mut w = window(&[(id, path.to_path_buf(), None)], frames);
+    w.files[0].pinned = Some(std::sync::Arc::new(std::fs::File::open(path).unwrap()));
+    w
+}
+
+#[test]
+fn a_second_window_of_the_same_stacks_looks_nothing_up() {
+    let fx = common::fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let compiler = dir.path().join("compiler");
+    copy_without_build_id(&fx.pie, &compiler);
+    let mut frames = Vec::new();
+    for f in ["compute_alpha", "compute_beta", "compute_gamma"] {
+        let start = offset_of(&fx.pie, f);
+        frames.extend((0..3).map(|delta| (0u32, start + delta)));
+    }
+    let mut service = SymbolService::new(options(Limits::default()), None);
+    let first = leaf_names(&mut service, &process_window(1, &compiler, &frames));
+    let looked_up = service.sizes().lookups;
+    assert_eq!(
+        looked_up,
+        frames.len() as u64,
+        "each address looked up once"
+    );
+    // The next windows, the same stacks: every address is named from the cache, with a
+    // trim between them (as the daemon does every few slices), then one that lets go of
+    // everything it can (memory pressure); and from a new process of the same binary each
+    // time (a compiler run after run: the recorder's file id is new once the last process
+    // mapping it exited), the process before it gone.
+    for round in 0..4u32 {
+        let id = 2 + round;
+        service.evict_file(id - 1);
+        let w = process_window(id, &compiler, &frames);
+        assert_eq!(leaf_names(&mut service, &w), first, "round {round}");
+        let (_, stats) = service.symbolize(&w);
+        assert_eq!(
+            (stats.user.cache_misses, service.sizes().lookups),
+            (0, looked_up),
+            "round {round}: the second window of these stacks looked addresses up again"
+        );
+        match round {
+            0 => {}
+            1 => service.trim(),
+            _ => service.release_resident_pages(),
+        }
+    }
+    assert_eq!(service.sizes().names, frames.len());
 }

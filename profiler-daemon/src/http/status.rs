@@ -84,6 +84,9 @@ pub fn snapshot(s: &Shared) -> Status {
         off_cpu_waiting: tracked.off_cpu_waiting,
         symbolizers: symbols.symbolizers,
         symbolizer_bytes: symbols.symbolizer_bytes,
+        names: symbols.names,
+        name_bytes: symbols.name_bytes,
+        name_lookups: symbols.lookups,
         resident_bytes: recorder::resident_bytes().unwrap_or(0),
         cpu_seconds: recorder::ProcessUsage::now().cpu().as_secs_f64(),
         budget: s.budget.status(&config.budget),
@@ -294,6 +297,12 @@ const METRICS: &[Metric<Status>] = &[
         kind: "gauge",
         help: "Resident memory.",
         value: |s| s.resident_bytes as f64,
+    },
+    Metric {
+        name: "name_lookups_total",
+        kind: "counter",
+        help: "Addresses looked up in their files (DWARF, symbol tables) to be named; once each, then cached.",
+        value: |s| s.name_lookups as f64,
     },
     Metric {
         name: "cpu_seconds_total",

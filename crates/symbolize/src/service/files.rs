@@ -49,6 +49,13 @@ pub(crate) struct OpenFiles {
     preloader: Preloader,
     search: DebugSearch,
     fetcher: Fetcher,
+    /// The LRU's use counter at the last [`OpenFiles::trim`]: symbolizers used after it were
+    /// used since.
+    trimmed_at: u64,
+    /// Lookups in symbolizers (DWARF, Go table, symbol tables) since the service started.
+    lookups: u64,
+    /// DWARF indexes (units, whole files) those lookups built, again after each release.
+    indexes_built: u64,
 }
 
 fn weight(held: &Held) -> u64 {
@@ -75,6 +82,9 @@ impl OpenFiles {
             preloader: Preloader::new(search.clone(), preload_queue, max_files),
             search,
             fetcher,
+            trimmed_at: 0,
+            lookups: 0,
+            indexes_built: 0,
         }
     }
 
@@ -242,15 +252,45 @@ impl OpenFiles {
         opened_from_it && self.lru.remove(&released.source).is_some()
     }
 
-    /// Let go of the resident pages of every open symbolizer's mapped files, and of the
-    /// whole-file DWARF indexes no lookup used since the last call.
-    pub(crate) fn trim(&self) {
-        for held in self.lru.values() {
+    /// Let go of what no lookup used since the last call: the resident pages of the mapped
+    /// files of symbolizers not used since, and the DWARF indexes (whole-file, per unit) not
+    /// used since. What the next lookups need again stays.
+    pub(crate) fn trim(&mut self) {
+        for (held, used) in self.lru.values_used_since(self.trimmed_at) {
             if let Some(symbolizer) = &held.opened {
-                symbolizer.release_resident_pages();
+                if !used {
+                    symbolizer.release_resident_pages();
+                }
                 symbolizer.release_idle();
             }
         }
+        self.trimmed_at = self.lru.tick();
+    }
+
+    /// Let go of the resident pages of every open symbolizer's mapped files (nothing parsed
+    /// is dropped).
+    pub(crate) fn release_resident_pages(&self) {
+        for held in self.lru.values() {
+            if let Some(symbolizer) = &held.opened {
+                symbolizer.release_resident_pages();
+            }
+        }
+    }
+
+    /// Count a lookup in a symbolizer, which built `indexes` DWARF indexes.
+    pub(crate) fn count_lookup(&mut self, indexes: u64) {
+        self.lookups += 1;
+        self.indexes_built += indexes;
+    }
+
+    /// DWARF indexes built by lookups since the service started.
+    pub(crate) fn indexes_built(&self) -> u64 {
+        self.indexes_built
+    }
+
+    /// Lookups in symbolizers since the service started.
+    pub(crate) fn lookups(&self) -> u64 {
+        self.lookups
     }
 
     /// Close every symbolizer, drop what was opened ahead, and forget every file.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use tracing::warn;
 
-use super::names::{NameCache, Names};
+use super::names::{CachedNames, NameCache};
 use crate::KernelSymbols;
 
 /// Kernel symbols, loaded once in the background and shared. Cheap to clone.
@@ -100,6 +100,9 @@ pub(crate) struct KernelNames {
     modules_checked: Option<std::time::Instant>,
     /// Times kallsyms was read again because modules were loaded or unloaded.
     reloads: u64,
+    /// Whether an address was looked up in the symbols since the last
+    /// [`KernelNames::release_resident_pages`].
+    looked_up: bool,
 }
 
 impl KernelNames {
@@ -112,12 +115,15 @@ impl KernelNames {
             cache: NameCache::new(max_entries, max_bytes),
             modules_checked: None,
             reloads: 0,
+            looked_up: false,
         }
     }
 
-    /// Let go of the resident pages of the kernel symbol table, when it is mapped.
-    pub(crate) fn release_resident_pages(&self) {
-        if let Some(Some(symbols)) = &self.symbols {
+    /// Let go of the resident pages of the kernel symbol table, when it is mapped and (unless
+    /// `all`) no address was looked up in it since the last call.
+    pub(crate) fn release_resident_pages(&mut self, all: bool) {
+        let used = std::mem::take(&mut self.looked_up);
+        if let (true, Some(Some(symbols))) = (all || !used, &self.symbols) {
             symbols.release_resident_pages();
         }
     }
@@ -155,17 +161,18 @@ impl KernelNames {
     }
 
     /// The name of the kernel address `addr` (`[kernel]` when unknown).
-    pub(crate) fn name(&mut self, addr: u64) -> &Names {
+    pub(crate) fn name(&mut self, addr: u64) -> CachedNames<'_> {
         if self.cache.get(&addr).is_none() {
+            self.looked_up = true;
             let loader = &self.loader;
             let symbols = self.symbols.get_or_insert_with(|| loader.get());
-            let names = match symbols.as_ref().and_then(|k| k.lookup(addr)) {
-                Some(sym) => Names::one(sym.name, true),
-                None => Names::one("[kernel]", false),
+            let (name, named) = match symbols.as_ref().and_then(|k| k.lookup(addr)) {
+                Some(sym) => (sym.name, true),
+                None => ("[kernel]", false),
             };
-            return self.cache.insert(addr, names);
+            self.cache.insert(addr, &[name], None, named);
         }
-        self.cache.get(&addr).expect("just found")
+        self.cache.get(&addr).expect("just cached")
     }
 
     /// Drop the cached names.
@@ -203,11 +210,7 @@ mod tests {
         for round in 0..2 {
             for i in 0..100u64 {
                 let n = names.name(0xffff_ffff_8100_0000 + i * 0x100 + 8);
-                assert_eq!(
-                    &*n.names()[0],
-                    format!("kernel_function_{i}"),
-                    "round {round}"
-                );
+                assert_eq!(n.name(0), format!("kernel_function_{i}"), "round {round}");
                 assert!(n.named());
                 assert!(names.sizes().0 <= 10);
             }

@@ -159,6 +159,14 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
         self.entries.values().map(|s| &s.value)
     }
+
+    /// The values, in no order, each with whether it was used after `tick` (see
+    /// [`Lru::tick`]).
+    pub(crate) fn values_used_since(&self, tick: u64) -> impl Iterator<Item = (&V, bool)> {
+        self.entries
+            .values()
+            .map(move |s| (&s.value, s.used > tick))
+    }
 }
 
 #[cfg(test)]
@@ -207,6 +215,18 @@ mod tests {
         assert_eq!(removed, vec![(2, ())]);
         assert_eq!((lru.len(), lru.weight()), (2, 2));
         assert!(lru.remove_unused_since(0).is_empty());
+    }
+
+    #[test]
+    fn values_tell_whether_they_were_used_since_a_tick() {
+        let mut lru = Lru::new(100, u64::MAX);
+        lru.insert(1, 'a', 1);
+        lru.insert(2, 'b', 1);
+        let mark = lru.tick();
+        lru.get(&2);
+        let mut used: Vec<_> = lru.values_used_since(mark).map(|(v, u)| (*v, u)).collect();
+        used.sort();
+        assert_eq!(used, [('a', false), ('b', true)]);
     }
 
     #[test]

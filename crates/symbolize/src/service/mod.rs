@@ -278,7 +278,7 @@ impl SymbolService {
                 if let Frame::Kernel(addr) = *frame {
                     let (id, named) = *kernel_ids.entry(addr).or_insert_with(|| {
                         let names = self.kernel.name(addr);
-                        (profile.intern(&names.names()[0]), names.named())
+                        (profile.intern(names.name(0)), names.named())
                     });
                     frames.push(id);
                     unnamed += !named as u64;
@@ -414,22 +414,21 @@ impl SymbolService {
         };
         let source = self.files.source(file);
         let key = (source, offset);
-        let names = if self.names.get(&key).is_some() {
+        if self.names.get(&key).is_some() {
             self.stats.cache_hits += 1;
-            self.names.get(&key).expect("just found")
         } else {
             self.stats.cache_misses += 1;
-            let names = self.name_file_offset(file, source, offset, now);
-            self.names.insert(key, names)
-        };
-        out.extend(names.names().iter().rev().map(|name| profile.intern(name)));
+            let found = self.name_file_offset(file, source, offset, now);
+            self.names.insert_names(key, &found);
+        }
+        let names = self.names.get(&key).expect("just cached");
+        out.extend(names.names().rev().map(|name| profile.intern(name)));
         if let Some(s) = sources {
-            let n = names.names().len();
-            s.extend(
-                (0..n)
-                    .rev()
-                    .map(|i| names.source(i).cloned().unwrap_or((None, 0))),
-            );
+            s.extend((0..names.len()).rev().map(|i| {
+                names
+                    .source(i)
+                    .map_or((None, 0), |(file, line)| (file.map(Into::into), line))
+            }));
         }
         names.named()
     }
@@ -442,6 +441,7 @@ impl SymbolService {
         offset: u64,
         now: Instant,
     ) -> Names {
+        tracing::trace!(file = %file.path, offset, "address named");
         let mut names: Vec<Box<str>> = Vec::new();
         let mut sources: Vec<SourceLine> = Vec::new();
         let mut named = false;
@@ -466,7 +466,7 @@ impl SymbolService {
                 .files
                 .key(source)
                 .and_then(|k| k.content())
-                .map(ContentKey::cache_id);
+                .and_then(ContentKey::cache_id);
             let cached = cache_id
                 .as_deref()
                 .and_then(|id| self.frame_cache.get(id, offset, lines));
@@ -477,7 +477,10 @@ impl SymbolService {
                 self.files.symbolizer(file, window, now, &mut self.stats)
             {
                 if let Some(addr) = symbolizer.file_offset_to_addr(FileOffset(offset)) {
+                    let built = symbolizer.dwarf_indexes_built();
                     symbolizer.frames_into(addr, lines, &mut self.scratch);
+                    self.files
+                        .count_lookup(symbolizer.dwarf_indexes_built().saturating_sub(built));
                     // Only frames from DWARF are kept: names from a symbol table alone would
                     // hide debug info installed later.
                     if let (Some(id), false, true) =
@@ -512,11 +515,14 @@ impl SymbolService {
         if names.is_empty() {
             names.push(format!("{}+{:#x}", file.basename(), offset).into());
         }
-        if self.source_locations {
+        let sources = self.source_locations.then(|| {
             sources.resize(names.len(), (None, 0));
-            Names::with_sources(names, sources, named)
-        } else {
-            Names::new(names, named)
+            sources
+        });
+        Names {
+            names,
+            sources,
+            named,
         }
     }
 
@@ -554,22 +560,34 @@ impl SymbolService {
         self.jit.evict(pid, process_start)
     }
 
-    /// Shrink to what later windows need, keeping every cached name: let go of the pages of
-    /// mapped files (debug files, decompressed sections, symbol tables) that naming made
-    /// resident (the next lookup faults what it reads back in from the page cache), and drop
-    /// whole-file DWARF indexes no window used since the last call. A service calls this
-    /// after each window, so that its resident set holds what it keeps using, not every page
-    /// it read or every index it once built.
-    pub fn trim(&self) {
+    /// Shrink to what later windows need, keeping every cached name: let go of what no
+    /// window used since the last call. The pages of mapped files (debug files, decompressed
+    /// sections, symbol tables) that naming made resident, of symbolizers (and the kernel's
+    /// symbols) no lookup used since (they stay in the page cache, and a later lookup faults
+    /// what it reads back in), and the DWARF indexes (whole-file, per unit) no lookup used
+    /// since (built again on need). A service calls this every few windows, so that its
+    /// resident set holds what it keeps using, not every page it read or every index it once
+    /// built, and what the windows keep needing is neither read nor parsed again each time.
+    pub fn trim(&mut self) {
         self.files.trim();
-        self.kernel.release_resident_pages();
+        self.kernel.release_resident_pages(false);
     }
 
-    /// Drop every cache to its minimum (under memory pressure): symbolizers and what was
-    /// opened ahead, cached names, JIT maps. Naming goes on, opening and reading again.
+    /// Let go of the resident pages of every mapped file, used or not (under memory
+    /// pressure: what the next lookups read is faulted back in from the page cache). Nothing
+    /// parsed is dropped: see [`SymbolService::trim`].
+    pub fn release_resident_pages(&mut self) {
+        self.files.release_resident_pages();
+        self.kernel.release_resident_pages(true);
+    }
+
+    /// Drop the caches to their minimum (under memory pressure): symbolizers and what was
+    /// opened ahead, JIT maps, kernel names; and the cached names of user addresses not used
+    /// since the last shed or generation (the rest become the old generation: two sheds in a
+    /// row drop them all). Naming goes on, opening and reading again.
     pub fn shed(&mut self) {
         self.files.clear();
-        self.names.clear();
+        self.names.shed();
         self.kernel.clear();
         self.jit.clear();
     }
@@ -587,6 +605,8 @@ impl SymbolService {
             sources,
             names: self.names.len(),
             name_bytes: self.names.bytes(),
+            lookups: self.files.lookups(),
+            dwarf_indexes_built: self.files.indexes_built(),
             kernel_names: self.kernel.sizes().0,
             kernel_reloads: self.kernel.reloads(),
             jit_maps,

@@ -7,7 +7,10 @@
 //! size and the same owner are one *source*: the first copy's symbolizer and names serve the
 //! others. The owner is part of the key so that a file one user made can never name another
 //! user's frames: a user's file carrying the build-id of root's libc is a source of its own.
-//! A file without a build-id, or that is not held open, is a source alone.
+//! A file without a build-id is one source with itself whatever process maps it: the same
+//! device, inode, size, owner and modification time (so that each new process of a compiler
+//! shipped without build-ids does not name its addresses again). A file that is not held
+//! open is a source alone.
 //!
 //! A source whose files are all released stays known, idle, so that the next copy (a deploy
 //! seen only in a later window) finds its names; at most [`MAX_IDLE`] idle sources are kept,
@@ -20,35 +23,57 @@ use std::os::unix::fs::MetadataExt;
 use profile::WindowFile;
 use rustc_hash::FxBuildHasher;
 
-/// What makes two files interchangeable for naming: the same build-id, size and owner.
+/// What makes two files interchangeable for naming: the same build-id, size and owner; or,
+/// for a file without a build-id, being the same file, unchanged.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ContentKey {
-    build_id: Box<[u8]>,
+    id: ContentId,
     size: u64,
     owner: u32,
 }
 
+/// What tells a file's content apart.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum ContentId {
+    /// Its GNU build-id.
+    BuildId(Box<[u8]>),
+    /// No build-id: the file itself (device, inode) as last modified (ns since the epoch).
+    File { dev: u64, ino: u64, mtime_ns: i128 },
+}
+
 impl ContentKey {
-    /// The key of `file` (held open) whose build-id is `build_id`; None without a build-id
-    /// or when the file cannot be inspected (it is then a source alone).
+    /// The key of `file` (held open) whose build-id is `build_id` (None or empty: the file
+    /// has none); None when the file cannot be inspected (it is then a source alone).
     pub fn of(build_id: Option<&[u8]>, file: &File) -> Option<ContentKey> {
-        let build_id = build_id.filter(|id| !id.is_empty())?;
         let meta = file.metadata().ok()?;
+        let id = match build_id.filter(|id| !id.is_empty()) {
+            Some(id) => ContentId::BuildId(id.into()),
+            None => ContentId::File {
+                dev: meta.dev(),
+                ino: meta.ino(),
+                mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            },
+        };
         Some(ContentKey {
-            build_id: build_id.into(),
+            id,
             size: meta.size(),
             owner: meta.uid(),
         })
     }
 
     /// The id of this content in the [`crate::FrameCache`]: the build-id, then the size and
-    /// the owner (so that frames one user's file produced never name another user's).
-    pub fn cache_id(&self) -> Vec<u8> {
-        let mut id = Vec::with_capacity(self.build_id.len() + 12);
-        id.extend_from_slice(&self.build_id);
+    /// the owner (so that frames one user's file produced never name another user's). None
+    /// for a file without a build-id: the frame cache outlives the files it names, and only
+    /// a build-id names the same content in a later run.
+    pub fn cache_id(&self) -> Option<Vec<u8>> {
+        let ContentId::BuildId(build_id) = &self.id else {
+            return None;
+        };
+        let mut id = Vec::with_capacity(build_id.len() + 12);
+        id.extend_from_slice(build_id);
         id.extend_from_slice(&self.size.to_le_bytes());
         id.extend_from_slice(&self.owner.to_le_bytes());
-        id
+        Some(id)
     }
 }
 
@@ -238,7 +263,8 @@ mod tests {
         assert_eq!(s.of(&window_file(2, Some(b"id"), Some(&b))), first);
         assert_ne!(s.of(&window_file(3, Some(b"id"), Some(&c))), first, "size");
         assert_ne!(s.of(&window_file(4, Some(b"other"), Some(&a))), first);
-        assert_ne!(s.of(&window_file(5, None, Some(&a))), first, "no build-id");
+        let no_id = s.of(&window_file(5, None, Some(&a)));
+        assert_ne!(no_id, first, "no build-id");
         assert_ne!(s.of(&window_file(6, Some(b"id"), None)), first, "not held");
         assert_eq!(s.sizes(), (6, 5));
         // Released one by one: the source stays known, idle, for the next copy.
@@ -253,6 +279,41 @@ mod tests {
             "the next deploy"
         );
         assert_eq!(s.sizes(), (5, 5));
+    }
+
+    #[test]
+    fn a_file_without_build_id_is_one_source_whatever_process_maps_it() {
+        let (_a, a) = temp_file(b"0123456789");
+        let (_b, b) = temp_file(b"0123456789");
+        let a_again = Arc::new(a.try_clone().unwrap());
+        let mut s = Sources::default();
+        let first = s.of(&window_file(1, None, Some(&a)));
+        // Mapped by another process: another window file id, another descriptor.
+        assert_eq!(s.of(&window_file(2, None, Some(&a_again))), first);
+        // Released, then mapped again by a new process (a compiler run after run).
+        s.release(1);
+        s.release(2);
+        assert_eq!(s.of(&window_file(3, None, Some(&a_again))), first);
+        // A copy with the same bytes is another file: without a build-id nothing says it
+        // names alike.
+        assert_ne!(s.of(&window_file(4, None, Some(&b))), first);
+        let key = ContentKey::of(None, &a).unwrap();
+        assert_eq!(key.cache_id(), None, "not in the frame cache");
+        assert!(ContentKey::of(Some(b"id"), &a)
+            .unwrap()
+            .cache_id()
+            .is_some());
+        // Written to: another content.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&*a)
+            ))
+            .unwrap()
+            .write_all(b"more")
+            .unwrap();
+        assert_ne!(ContentKey::of(None, &a), Some(key));
     }
 
     #[test]

@@ -100,6 +100,13 @@ pub struct ServiceSizes {
     pub names: usize,
     /// Bytes of those names (as counted against the bound).
     pub name_bytes: usize,
+    /// Addresses looked up in their files (DWARF, a Go function table or symbol tables) since
+    /// the service started: the cache misses that were not answered by the frame cache of
+    /// earlier runs. An address named once is answered by the name cache after that.
+    pub lookups: u64,
+    /// DWARF indexes (a unit's, or a whole file's) those lookups built since the service
+    /// started, each built again after a trim dropped it counted again.
+    pub dwarf_indexes_built: u64,
     /// Kernel addresses whose names are cached.
     pub kernel_names: usize,
     /// Processes whose JIT map is held.
