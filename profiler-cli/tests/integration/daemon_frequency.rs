@@ -7,13 +7,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 use crate::daemon::{unix_now, Daemon};
-use crate::daemon_rename::scaled;
-use crate::daemon_rollup::{get, header, rollups};
+use crate::daemon_rollup::{get, header, indexed_rollups};
 
 /// The roll-up period of this test, seconds.
 const PERIOD: u64 = 40;
@@ -30,28 +28,6 @@ fn write_config(dir: &Path, cap: f64) -> PathBuf {
     fs::write(&tmp, text).unwrap();
     fs::rename(&tmp, &config).unwrap();
     config
-}
-
-/// Polls the status until `done` holds (at most `limit`, scaled); the status then.
-fn wait_for(
-    daemon: &Daemon,
-    what: &str,
-    limit: Duration,
-    done: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
-) {
-    let deadline = Instant::now() + scaled(limit);
-    loop {
-        let s = daemon.status().expect("status");
-        if done(&s) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not within {limit:?}: {s:?}\n--- log ---\n{}",
-            daemon.process.stderr_now()
-        );
-        thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn number(s: &std::collections::BTreeMap<String, String>, key: &str) -> f64 {
@@ -76,7 +52,7 @@ fn daemon_an_hour_whose_frequency_the_budget_changed_rolls_up_and_answers_as_its
     );
     let configured = daemon.number("configured_frequency");
     // Past the start's naming of every process running: two slices written.
-    wait_for(&daemon, "slices written", Duration::from_secs(60), |s| {
+    daemon.wait_status("slices written", Duration::from_secs(60), |s| {
         number(s, "slices_written") >= 2.0
     });
     let cost = number(&daemon.status().unwrap(), "budget_cpu_percent");
@@ -84,27 +60,19 @@ fn daemon_an_hour_whose_frequency_the_budget_changed_rolls_up_and_answers_as_its
     // A period from its start: the cap set under the cost lowers the frequency, the cap
     // lifted raises it again, both within the period.
     let p0 = ((unix_now() as u64) / PERIOD + 1) * PERIOD;
-    thread::sleep(Duration::from_secs_f64(
-        (p0 as f64 + 0.5 - unix_now()).max(0.0),
-    ));
+    hold_until(p0 as f64 + 0.5);
     let changes = daemon.number("budget_frequency_changes");
     write_config(dir.path(), (cost / 3.0).max(0.01));
     assert!(send_signal(daemon.process.pid(), "HUP"));
-    wait_for(
-        &daemon,
-        "the frequency lowered",
-        Duration::from_secs(20),
-        |s| number(s, "frequency") < configured as f64,
-    );
+    daemon.wait_status("the frequency lowered", Duration::from_secs(20), |s| {
+        number(s, "frequency") < configured as f64
+    });
     let lowered = daemon.number("frequency");
     write_config(dir.path(), 10_000.0);
     assert!(send_signal(daemon.process.pid(), "HUP"));
-    wait_for(
-        &daemon,
-        "the frequency raised",
-        Duration::from_secs(20),
-        |s| number(s, "frequency") > lowered as f64,
-    );
+    daemon.wait_status("the frequency raised", Duration::from_secs(20), |s| {
+        number(s, "frequency") > lowered as f64
+    });
     let changed = unix_now();
     assert!(
         changed < (p0 + PERIOD - 6) as f64,
@@ -118,22 +86,23 @@ fn daemon_an_hour_whose_frequency_the_budget_changed_rolls_up_and_answers_as_its
     let range = format!("/v1/folded?since={a}&until={b}");
     daemon.wait_slices_through(b as f64);
     let (head, before) = get(&daemon.socket, &range);
-    assert!(header(&head, "x-profilerd-slices").parse::<u64>().unwrap() > 10);
-    let deadline = Instant::now() + scaled(Duration::from_secs(2 * PERIOD + 30));
-    while !rollups(dir.path())
-        .iter()
-        .any(|r| r.0 <= a as f64 && r.1 >= b as f64)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the period was not rolled up\n--- log ---\n{}",
-            daemon.process.stderr_now()
-        );
-        thread::sleep(Duration::from_millis(200));
-    }
+    assert!(
+        header(&head, daemon_api::header::SLICES)
+            .parse::<u64>()
+            .unwrap()
+            > 10
+    );
+    crate::poll::wait_for(
+        "the period rolled up and indexed",
+        Duration::from_secs(2 * PERIOD + 30),
+        || match indexed_rollups(&daemon, dir.path())? {
+            r if r.iter().any(|r| r.0 <= a as f64 && r.1 >= b as f64) => Ok(()),
+            r => Err(format!("roll-ups {r:?}")),
+        },
+    );
     let (head, rolled) = get(&daemon.socket, &range);
     assert_eq!(
-        header(&head, "x-profilerd-slices"),
+        header(&head, daemon_api::header::SLICES),
         "1",
         "read from the roll-up"
     );

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 use crate::daemon::{unix_now, Daemon};
@@ -19,16 +19,6 @@ use crate::daemon_users::test_user_dir;
 
 /// Allowed distance between measured and profiled shares, in points.
 const POINTS: f64 = 3.0;
-
-/// `base` scaled by `PROFCTL_TEST_TIME_SCALE` (a slow machine's deadlines; 1 by default).
-pub(crate) fn scaled(base: Duration) -> Duration {
-    let scale = std::env::var("PROFCTL_TEST_TIME_SCALE")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .filter(|s| *s > 0.0)
-        .unwrap_or(1.0);
-    base.mul_f64(scale)
-}
 
 /// A daemon configuration under `dir` at the default slice length (the other daemon tests'
 /// 1-s slices taken out).
@@ -186,14 +176,15 @@ fn record_pid(user: (u32, u32), user_dir: &Path, socket: &Path) {
     let mut cmd = as_user(user.0, user.1, &w.split, user_dir);
     cmd.args(["--rename", "forever"]).arg(&report);
     let mut split = Spawned::spawn(cmd, "split --rename forever (user)");
-    let deadline = Instant::now() + scaled(Duration::from_secs(10));
     // The second rename (a second after the start) before the recording starts.
-    while !fs::read_to_string(format!("/proc/{}/comm", split.pid()))
-        .is_ok_and(|c| c.trim() == "split-again")
-    {
-        assert!(Instant::now() < deadline, "split did not rename itself");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        "split's second rename",
+        Duration::from_secs(10),
+        || match fs::read_to_string(format!("/proc/{}/comm", split.pid())) {
+            Ok(c) if c.trim() == "split-again" => Ok(()),
+            other => Err(format!("comm {other:?}")),
+        },
+    );
     let pid = split.pid().to_string();
     let run = profctl_as(
         user,

@@ -101,7 +101,7 @@ pub(crate) fn churn() -> std::path::PathBuf {
 /// roll-up file is on disk that `rollups_written` does not count yet (renamed into place, not
 /// yet indexed: a query may still read its slices). The state directory is the test's own:
 /// every roll-up there is one this daemon wrote.
-fn indexed_rollups(daemon: &Daemon, dir: &Path) -> Result<Vec<(f64, f64)>, String> {
+pub(crate) fn indexed_rollups(daemon: &Daemon, dir: &Path) -> Result<Vec<(f64, f64)>, String> {
     let written = daemon.number("rollups_written") as usize;
     let files = rollups(dir);
     if files.len() <= written {

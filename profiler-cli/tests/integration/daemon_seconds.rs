@@ -13,15 +13,14 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::common::*;
-use crate::daemon::Daemon;
-use crate::daemon_rename::{config_default_slices, scaled};
-use crate::daemon_rollup::rollups;
+use crate::daemon::{number_in, Daemon};
+use crate::daemon_rename::config_default_slices;
+use crate::daemon_rollup::indexed_rollups;
 
 /// The roll-up period of this test, seconds (three 10-s slices).
 const PERIOD: u64 = 30;
@@ -186,11 +185,9 @@ fn daemon_timeline_tells_the_second_at_the_default_slice_length() {
         "the default slice length"
     );
     // The start's naming of every process running out of the way: a first slice written.
-    let deadline = Instant::now() + scaled(Duration::from_secs(60));
-    while daemon.number("slices_written") < 1 {
-        assert!(Instant::now() < deadline, "no slice written");
-        thread::sleep(Duration::from_millis(200));
-    }
+    daemon.wait_status("a first slice written", Duration::from_secs(60), |s| {
+        number_in(s, "slices_written") >= 1
+    });
 
     let measured = dir.path().join("bursts.out");
     let mut cmd = Command::new(bursts());
@@ -216,20 +213,18 @@ fn daemon_timeline_tells_the_second_at_the_default_slice_length() {
     }
 
     // Once every period of the range is rolled up: the same, at the roll-ups' resolution.
-    let deadline = Instant::now() + scaled(Duration::from_secs(3 * PERIOD + 60));
-    loop {
-        let rolled = rollups(dir.path());
-        let covered = |t: f64| rolled.iter().any(|r| r.0 <= t && t < r.1);
-        if covered(bursts[0].start) && covered(bursts[1].end - 0.5) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the bursts' periods were not rolled up: {rolled:?}\n--- log ---\n{}",
-            daemon.process.stderr_now()
-        );
-        thread::sleep(Duration::from_millis(500));
-    }
+    wait_for(
+        "the bursts' periods rolled up and indexed",
+        Duration::from_secs(3 * PERIOD + 60),
+        || {
+            let rolled = indexed_rollups(&daemon, dir.path())?;
+            let covered = |t: f64| rolled.iter().any(|r| r.0 <= t && t < r.1);
+            match covered(bursts[0].start) && covered(bursts[1].end - 0.5) {
+                true => Ok(()),
+                false => Err(format!("roll-ups {rolled:?}")),
+            }
+        },
+    );
     for (k, bucket) in [1, 5].into_iter().enumerate() {
         let answer = timeline(&daemon.socket, range, bucket);
         check(

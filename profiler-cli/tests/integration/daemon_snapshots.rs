@@ -16,8 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::daemon::Daemon;
-use crate::daemon_rename::scaled;
+use crate::daemon::{number_in, Daemon};
 
 /// The budget's window in this test, seconds.
 const WINDOW_S: u64 = 2;
@@ -51,19 +50,6 @@ fn float(daemon: &Daemon, key: &str) -> f64 {
         .unwrap_or_else(|_| panic!("{key}: {:?}", s[key]))
 }
 
-/// Waits (polling the status) until `done` holds, at most `limit` (scaled).
-fn wait_until(daemon: &Daemon, what: &str, limit: Duration, done: impl Fn(&Daemon) -> bool) {
-    let deadline = Instant::now() + scaled(limit);
-    while !done(daemon) {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not within {limit:?}: {:?}",
-            daemon.status()
-        );
-        thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// One GET of `path` over the socket; whether it was answered 200.
 fn get_ok(socket: &Path, path: &str) -> bool {
     let Ok(mut s) = std::os::unix::net::UnixStream::connect(socket) else {
@@ -91,18 +77,15 @@ fn daemon_a_users_query_loop_never_lowers_the_frequency() {
     let config = write_config(dir.path(), 10_000.0);
     let daemon = Daemon::start(&config);
     // The first slice names every process running: the steady cost comes after it.
-    wait_until(
-        &daemon,
-        "the first slice written",
-        Duration::from_secs(60),
-        |d| d.number("slices_written") >= 1,
-    );
+    daemon.wait_status("the first slice written", Duration::from_secs(60), |s| {
+        number_in(s, "slices_written") >= 1
+    });
 
     // The steady cost the budget judges, once a second over 20 s: the cap just above it.
     let mut readings = Vec::new();
     for _ in 0..20 {
         readings.push(float(&daemon, "budget_cpu_percent"));
-        thread::sleep(Duration::from_secs(1));
+        hold(Duration::from_secs(1));
     }
     readings.sort_by(f64::total_cmp);
     let median = readings[readings.len() / 2];
@@ -110,8 +93,10 @@ fn daemon_a_users_query_loop_never_lowers_the_frequency() {
     let cap = (median * 1.3).max(p90 * 1.15) + 0.5;
     write_config(dir.path(), cap);
     assert!(send_signal(daemon.process.pid(), "HUP"));
-    wait_until(&daemon, "the cap reloaded", Duration::from_secs(10), |d| {
-        (float(d, "budget_max_cpu_percent") - cap).abs() < 0.01
+    daemon.wait_status("the cap reloaded", Duration::from_secs(10), |s| {
+        s.get("budget_max_cpu_percent")
+            .and_then(|v| v.parse::<f64>().ok())
+            .is_some_and(|v| (v - cap).abs() < 0.01)
     });
     let configured = daemon.number("configured_frequency");
     let changes = daemon.number("budget_frequency_changes");
@@ -147,12 +132,12 @@ fn daemon_a_users_query_loop_never_lowers_the_frequency() {
                     daemon.process.stderr_now()
                 );
             }
-            thread::sleep(Duration::from_millis(250));
+            hold(Duration::from_millis(250));
         }
         stop.store(true, Ordering::Relaxed);
     });
-    // Two windows more: still unchanged.
-    thread::sleep(Duration::from_secs(2 * WINDOW_S));
+    // Two windows more, watched as a span: still unchanged.
+    hold(Duration::from_secs(2 * WINDOW_S));
     assert_eq!(daemon.number("budget_frequency_changes"), changes);
     assert_eq!(daemon.number("frequency"), configured);
     let taken = daemon.number("open_snapshots") - snapshots;

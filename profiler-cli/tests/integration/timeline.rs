@@ -8,7 +8,6 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::thread;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -25,15 +24,15 @@ const TZ: &str = "Asia/Kolkata";
 /// The timeline's colour of its first group (profiler-cli/src/timeline/svg.rs).
 const FIRST_COLOUR: [u8; 3] = [0xd9, 0x48, 0x0f];
 
-/// Sleeps until `lead` seconds before a multiple of `bucket` (UNIX time), so that a burst
-/// started then covers a whole bucket.
+/// Lets time pass until `lead` seconds before a multiple of `bucket` (UNIX time), so that a
+/// burst started then covers a whole bucket.
 fn wait_before_boundary(bucket: f64, lead: f64) {
     let now = unix_now();
     let mut next = (now / bucket).ceil() * bucket - lead;
     if next < now {
         next += bucket;
     }
-    thread::sleep(Duration::from_secs_f64(next - now));
+    hold_until(next);
 }
 
 /// Runs the burner for `seconds` of CPU; its (start, end), UNIX seconds.
@@ -96,15 +95,17 @@ fn timeline_shows_bursts_and_the_pause_renders_in_a_browser_and_the_range_as_ppr
     );
     let daemon = Daemon::start(&config);
     let socket = daemon.socket.clone();
-    // The daemon's start (reading symbol tables ahead) out of the way of the first burst.
-    thread::sleep(Duration::from_secs(3));
+    // The daemon's start (naming what runs already) out of the way of the first burst.
+    daemon.wait_start_up_named();
 
     wait_before_boundary(5.0, 0.3);
     let first = burst(&w.burner, 8);
-    thread::sleep(Duration::from_secs(20));
+    // The pause: 20 s of the schedule.
+    hold(Duration::from_secs(20));
     wait_before_boundary(5.0, 0.3);
     let second = burst(&w.burner, 8);
-    thread::sleep(Duration::from_secs(1));
+    // Asked once the second burst's last second is in a slice on disk.
+    daemon.wait_slices_through(second.1);
 
     // From a bucket's middle before the first burst: both forms fall in the same bucket.
     let since = ((first.0 / 5.0).floor() * 5.0 - 7.5) as i64;
