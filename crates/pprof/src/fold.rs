@@ -80,6 +80,7 @@ pub fn fold(profile: &Profile, options: &FoldOptions) -> Result<Vec<FoldedStack>
     let mut merged: HashMap<Vec<String>, u64> = HashMap::new();
     let mut total_frames = 0usize;
     let comm_key = p.string_table.iter().position(|s| s == label::COMM);
+    let pid_key = p.string_table.iter().position(|s| s == label::PID);
     for sample in &p.sample {
         let count = sample.value.get(value).copied().unwrap_or(0);
         if count <= 0 {
@@ -91,8 +92,21 @@ pub fn fold(profile: &Profile, options: &FoldOptions) -> Result<Vec<FoldedStack>
                 .label
                 .iter()
                 .find(|l| Some(l.key as usize) == comm_key && l.str != 0);
-            if let Some(l) = comm {
-                frames.push(string(l.str)?.to_string());
+            // A thread whose name was never seen (its process's records lost) is rooted at
+            // its pid, as profilerd's folded answers root it, never at its outermost frame.
+            let pid = || {
+                sample
+                    .label
+                    .iter()
+                    .find(|l| Some(l.key as usize) == pid_key && l.str == 0)
+                    .map(|l| l.num)
+            };
+            // (A profile with neither label, such as Go's own, keeps its stacks as they are.)
+            match (comm, pid()) {
+                (Some(l), _) => frames.push(string(l.str)?.to_string()),
+                (None, Some(0)) => frames.push("swapper".to_string()),
+                (None, Some(pid)) => frames.push(format!("[pid {pid}]")),
+                (None, None) => {}
             }
         }
         for id in sample.location_id.iter().rev() {
@@ -327,6 +341,29 @@ mod tests {
         assert_eq!(lines.join("\n") + "\n", text);
         let err = from_folded("a;b\n", 1, true).unwrap_err();
         assert!(err.to_string().contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn a_thread_without_a_name_is_rooted_at_its_pid() {
+        let mut p = from_folded("app;main;a 5\n", 1_000_000, true).unwrap();
+        let pid_key = p.string_table.len() as i64;
+        p.string_table.push(label::PID.to_string());
+        let sample = &mut p.sample[0];
+        sample.label.clear();
+        sample.label.push(crate::proto::Label {
+            key: pid_key,
+            num: 4242,
+            ..Default::default()
+        });
+        let options = FoldOptions {
+            comm_root: true,
+            ..Default::default()
+        };
+        let folded = fold(&p, &options).unwrap();
+        assert_eq!(folded[0].frames, vec!["[pid 4242]", "main", "a"]);
+        p.sample[0].label.clear();
+        let folded = fold(&p, &options).unwrap();
+        assert_eq!(folded[0].frames, vec!["main", "a"], "no label: as it is");
     }
 
     #[test]

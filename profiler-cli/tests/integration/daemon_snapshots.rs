@@ -31,7 +31,7 @@ const SPACING_S: u64 = 2;
 fn write_config(dir: &Path, cap: f64) -> PathBuf {
     let config = dir.join("profilerd.toml");
     let text = format!(
-        "[sampling]\nfrequency = 999\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"{WINDOW_S}s\"\nmax_resident = \"8GiB\"\n",
+        "[sampling]\nfrequency = 999\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"{WINDOW_S}s\"\nmax_resident = \"8GiB\"\n",
         dir.join("state").display(),
         dir.join("cache").display(),
         dir.join("profilerd.sock").display()
