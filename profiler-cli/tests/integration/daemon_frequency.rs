@@ -51,11 +51,12 @@ fn daemon_an_hour_whose_frequency_the_budget_changed_rolls_up_and_answers_as_its
         &[("PROFILERD_TEST_ROLLUP_SECONDS", Path::new(&period))],
     );
     let configured = daemon.number("configured_frequency");
-    // Past the start's naming of every process running: two slices written.
-    daemon.wait_status("slices written", Duration::from_secs(60), |s| {
-        number(s, "slices_written") >= 2.0
-    });
+    // The steady cost, as the budget sees it: past the start's naming of every process
+    // running, once a budget window (2 s) of steady work is written.
+    daemon.wait_start_up_named();
+    daemon.wait_slices_through(unix_now() + 2.0);
     let cost = number(&daemon.status().unwrap(), "budget_cpu_percent");
+    eprintln!("steady cost {cost:.2}%: the cap goes to a third of it");
 
     // A period from its start: the cap set under the cost lowers the frequency, the cap
     // lifted raises it again, both within the period.
