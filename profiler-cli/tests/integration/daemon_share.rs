@@ -14,6 +14,7 @@ use std::sync::RwLockWriteGuard;
 use crate::common::*;
 use crate::daemon::{cpu_seconds, flamegraph, http_get, unix_now, Daemon, BUDGET_OFF};
 use crate::daemon_limits::{is_root, shared_scratch, User, OTHER_USER};
+use crate::daemon_users::folded_as_user;
 
 /// Functions of the hostile program.
 const FUNCTIONS: usize = 200;
@@ -26,8 +27,9 @@ const EARLY_SECONDS: f64 = 5.0;
 
 /// C source of a program calling through [`FUNCTIONS`] functions with distinct
 /// [`NAME_CHARS`]-character names, 30 to 59 deep along a random path, forever: nearly every
-/// sample a distinct stack naming dozens of long names.
-fn manynames_source() -> String {
+/// sample a distinct stack naming dozens of long names. With `hold_ms`, each path is run
+/// again and again for that much CPU time before the next: a stack of several samples.
+fn manynames_source(hold_ms: u32) -> String {
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut name = |i: usize| -> String {
         let mut s = format!("h{i}_");
@@ -51,17 +53,45 @@ fn manynames_source() -> String {
         );
     }
     let _ = writeln!(c, "fn table[{FUNCTIONS}] = {{ {} }};", names.join(", "));
-    c.push_str(
-        "int main(void) {\n  unsigned seed = 1;\n  for (;;) table[rand_r(&seed) % 200](&seed, 30 + rand_r(&seed) % 30);\n}\n",
+    if hold_ms == 0 {
+        c.push_str(
+            "int main(void) {\n  unsigned seed = 1;\n  for (;;) table[rand_r(&seed) % 200](&seed, 30 + rand_r(&seed) % 30);\n}\n",
+        );
+        return c;
+    }
+    let _ = write!(
+        c,
+        r#"#include <time.h>
+static long long cpu_ns(void) {{
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}}
+int main(void) {{
+  unsigned seed = 1;
+  for (;;) {{
+    int first = rand_r(&seed) % {FUNCTIONS}, depth = 30 + rand_r(&seed) % 30;
+    unsigned path = seed, s;
+    long long until = cpu_ns() + {hold_ms} * 1000000LL;
+    do {{ s = path; table[first](&s, depth); }} while (cpu_ns() < until);
+    seed = s;
+  }}
+}}
+"#
     );
     c
 }
 
 /// The hostile program, built into `dir`.
 fn build_manynames(dir: &Path) -> PathBuf {
-    let src = dir.join("manynames.c");
-    fs::write(&src, manynames_source()).unwrap();
-    let out = dir.join("manynames");
+    build_c(dir, "manynames", &manynames_source(0))
+}
+
+/// `source` built into `dir` as `name`.
+fn build_c(dir: &Path, name: &str, source: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    fs::write(&src, source).unwrap();
+    let out = dir.join(name);
     let run = Command::new("cc")
         .args([
             "-O1",
@@ -299,4 +329,183 @@ fn contest(
     // Within the retention's bytes.
     assert!(daemon.number("bytes_kept") <= storage.max_bytes);
     (daemon, dir, guard, early)
+}
+
+/// Functions of [`rare_source`]'s program.
+const RARE_FUNCTIONS: usize = 40;
+
+/// C source of a program that mostly sleeps: every 10 ms, 30 calls along random paths 4 to
+/// 11 deep through [`RARE_FUNCTIONS`] functions, some microseconds each: a few percent of a
+/// CPU, nearly every sample a stack of its own (one sample each).
+fn rare_source() -> String {
+    let mut c = String::from(
+        "#include <stdlib.h>\n#include <time.h>\nvolatile unsigned long sink;\ntypedef void (*fn)(unsigned *, int);\n",
+    );
+    let _ = writeln!(c, "extern fn table[{RARE_FUNCTIONS}];");
+    for i in 0..RARE_FUNCTIONS {
+        let _ = writeln!(
+            c,
+            "__attribute__((noinline)) void rare_{i}(unsigned *seed, int depth) {{\n  if (depth > 0) table[rand_r(seed) % {RARE_FUNCTIONS}](seed, depth - 1);\n  else for (int i = 0; i < 20000; i++) sink += i;\n  sink++;\n}}"
+        );
+    }
+    let names: Vec<String> = (0..RARE_FUNCTIONS).map(|i| format!("rare_{i}")).collect();
+    let _ = writeln!(
+        c,
+        "fn table[{RARE_FUNCTIONS}] = {{ {} }};",
+        names.join(", ")
+    );
+    let _ = write!(
+        c,
+        r#"int main(void) {{
+  unsigned seed = 7;
+  struct timespec nap = {{0, 10000000}};
+  for (;;) {{
+    for (int k = 0; k < 30; k++) table[rand_r(&seed) % {RARE_FUNCTIONS}](&seed, 4 + rand_r(&seed) % 8);
+    nanosleep(&nap, 0);
+  }}
+}}
+"#
+    );
+    c
+}
+
+/// The owner of a process no user may trace, as the daemon labels its stacks (admins only).
+const UNKNOWN_UID: u32 = u32::MAX;
+
+/// The uid `nobody`, whose set-uid program the other user runs.
+const NOBODY: u32 = 65534;
+
+/// `built` copied to `dir/name`, owned by `uid`, with `mode`.
+fn install(built: &Path, dir: &Path, name: &str, uid: u32, mode: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    fs::copy(built, &path).unwrap();
+    std::os::unix::fs::chown(&path, Some(uid), None).unwrap();
+    // After the chown, which clears a set-uid bit.
+    fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+/// Issue 35 item 7: a program its user made execute-only is not dumpable, so its stacks are
+/// seen by admins only, like a set-uid program's; the per-uid share must still charge them to
+/// their user (the real uid), not to the part every process nobody may trace shares. The
+/// hostile user runs `manynames` (deep stacks through long names, each path held 30 ms: a
+/// few samples a stack) made execute-only; the other user runs a set-uid (to `nobody`)
+/// program that mostly sleeps, its stacks one sample each. 1-s slices at 199 Hz, 2 MiB for
+/// 60 s (a slice's budget 8.7 KB), `max_share_per_uid` 10 %. The hostile user's drops are
+/// counted to their uid, in their own status too, none to the unknown uid; root's view of
+/// the other user's set-uid program holds its first seconds (at least 60 % of what its CPU
+/// time, measured, gives); who sees what is unchanged (neither user sees their program's
+/// stacks, root sees both under the unknown uid). Charged to who may see them (before the
+/// fix), the drops went to uid 4294967295 and the set-uid program's one-sample stacks were
+/// cut first there.
+#[test]
+fn daemon_per_uid_share_charges_a_withheld_program_to_its_real_uid() {
+    assert!(
+        is_root(),
+        "run as root: the test plays two unprivileged users"
+    );
+    let _guard = sampling_lock();
+    let dir = shared_scratch();
+    let hostile = User::new(TEST_USER, dir.path());
+    let other = User::new(OTHER_USER, dir.path());
+    let deep = build_c(dir.path(), "manynames", &manynames_source(30));
+    let deep = install(&deep, &hostile.dir, "manynames", hostile.uid, 0o111);
+    let rare = build_c(dir.path(), "rare", &rare_source());
+    let rare = install(&rare, &other.dir, "rare", NOBODY, 0o4755);
+    let config = dir.path().join("profilerd.toml");
+    fs::write(
+        &config,
+        format!(
+            "[sampling]\nfrequency = {HZ}\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\nmax_age = \"60s\"\nmax_bytes = {}\nmax_share_per_uid = 10\n\n[api]\nsocket = \"{}\"\n\n{BUDGET_OFF}",
+            dir.path().join("state").display(),
+            dir.path().join("cache").display(),
+            2 << 20,
+            dir.path().join("profilerd.sock").display()
+        ),
+    )
+    .unwrap();
+    let daemon = Daemon::start(&config);
+
+    let t0 = unix_now();
+    let mut victim = Spawned::spawn(other.command(&rare), "set-uid program (other user)");
+    let mut hog = Spawned::spawn(hostile.command(&deep), "execute-only manynames (hostile)");
+    let early = (t0 + 2.0, t0 + 2.0 + EARLY_SECONDS);
+    hold_until(early.0);
+    let cpu_before = cpu_seconds(victim.pid());
+    hold_until(early.1);
+    let early_cpu = cpu_seconds(victim.pid()) - cpu_before;
+    hold_until(t0 + 20.0);
+    hog.kill_tree();
+    let t1 = unix_now();
+    daemon.wait_slices_through(t1);
+    victim.kill_tree();
+
+    // Who sees what is as before: root sees both programs, under the unknown uid; neither
+    // user sees their own.
+    let unknown = UNKNOWN_UID.to_string();
+    let (_, all) = flamegraph(
+        &daemon.socket,
+        (t0, t1),
+        &["--uid", &unknown],
+        &dir.path().join("unknown.folded"),
+    );
+    assert!(
+        comm_total(&all, "manynames") > 0 && comm_total(&all, "rare") > 0,
+        "root does not see both programs under uid {UNKNOWN_UID}:\n{}",
+        comm_summary(&all)
+    );
+    for (user, comm) in [(&hostile, "manynames"), (&other, "rare")] {
+        let own = folded_as_user(
+            (user.uid, user.gid),
+            &user.dir,
+            &daemon.socket,
+            (t0, t1),
+            "own.folded",
+        );
+        assert_eq!(
+            comm_total(&own, comm),
+            0,
+            "uid {} sees the stacks of {comm}, which it may not trace:\n{}",
+            user.uid,
+            comm_summary(&own)
+        );
+    }
+
+    // The execute-only program's stacks were charged to its user: their drops, in root's
+    // status and in theirs; none to the unknown uid.
+    let root = http_get(&daemon.socket, "/v1/status").unwrap();
+    let drops = uid_drops(&root);
+    assert!(
+        drops.iter().any(|&(u, n)| u == hostile.uid && n > 100),
+        "the execute-only program's drops are not charged to its user {}: {drops:?}\n{root}",
+        hostile.uid
+    );
+    assert!(
+        drops.iter().all(|&(u, _)| u != UNKNOWN_UID) && !root.contains("\"uid\":null"),
+        "drops charged to no user: {drops:?}\n{root}"
+    );
+    let (code, body) = hostile.http(&daemon.socket, "GET", "/v1/status", None);
+    assert_eq!(code, 200, "{body}");
+    let mine = uid_drops(&body);
+    assert!(
+        mine.len() == 1 && mine[0].0 == hostile.uid && mine[0].1 > 100,
+        "the hostile user's drops are not in their status: {mine:?}\n{body}"
+    );
+
+    // The other user's set-uid program keeps its first seconds in root's view.
+    let (_, stacks) = flamegraph(
+        &daemon.socket,
+        early,
+        &["--comm", "rare"],
+        &dir.path().join("early.folded"),
+    );
+    let kept = comm_total(&stacks, "rare");
+    let expected = early_cpu * HZ;
+    assert!(
+        expected >= 20.0 && kept as f64 >= 0.6 * expected,
+        "the set-uid program's first {EARLY_SECONDS} s hold {kept} samples, expected about {expected:.0} (its {early_cpu:.2} CPU seconds): crowded out\n{}",
+        comm_summary(&stacks)
+    );
+    daemon.stop();
 }
