@@ -64,8 +64,7 @@ pub struct SliceStack {
     pub uid: Option<u32>,
     /// The uid whose share of retention the stack counts against (`store/share.rs`) when it
     /// is not `uid`'s: the process's real uid, where the stack is withheld from that user (a
-    /// set-uid program they ran, one they made execute-only and so not dumpable). Never who
-    /// sees it. None: `uid`'s (and in files written before it was kept).
+    /// set-uid program they ran, one they made not dumpable). Never who sees it. None: `uid`'s (and in files written before it was kept).
     pub share_uid: Option<u32>,
     /// The pids of the processes that created this one, parent first, as far as known.
     pub ancestors: Vec<u32>,

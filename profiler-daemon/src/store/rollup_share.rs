@@ -254,7 +254,7 @@ mod tests {
         }
     }
 
-    /// As in a slice: uid 2000's stacks seen by admins only (an execute-only or set-uid
+    /// As in a slice: uid 2000's stacks seen by admins only (a not dumpable or set-uid
     /// program) are charged to uid 2000, not to the part of processes nobody may trace, where
     /// another process's one-sample stacks (its real uid not known) keep their hour.
     #[test]

@@ -15,9 +15,9 @@
 //! guaranteed part, no more); stacks of an unknown uid share one part.
 //!
 //! A stack counts against its process's real uid ([`SliceStack::charged_uid`]), not against
-//! who may see it: a set-uid program a user ran, or one they made execute-only (not
-//! dumpable, so seen by admins only), is charged to that user, and cannot fill the part that
-//! other users' such processes share. Only a process whose real uid was never known (gone
+//! who may see it: a set-uid program a user ran, or one they made not dumpable (seen by
+//! admins only), is charged to that user, and cannot fill the part that other users' such
+//! processes share. Only a process whose real uid was never known (gone
 //! before it was read, with no parent known) counts as unknown.
 //!
 //! A uid's part is estimated from the uncompressed size of what it adds to the file (its

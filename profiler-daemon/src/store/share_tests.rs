@@ -184,7 +184,7 @@ fn stacks_of_unknown_uids_share_one_part() {
 /// The owner of a process no user may trace (`procmap::UNKNOWN_UID`): admins see it.
 const UNKNOWN_UID: u32 = u32::MAX;
 
-/// A user's program they made execute-only (so not dumpable) or a set-uid program they ran
+/// A user's program they made not dumpable (or execute-only) or a set-uid program they ran
 /// is seen by admins only (uid unknown), and charged to its real uid: its deep stacks (2
 /// samples each) are cut from that uid's part, never from the part that another user's
 /// process nobody may trace has (its real uid not known): 20 stacks of one sample each, all
