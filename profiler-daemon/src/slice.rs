@@ -58,8 +58,14 @@ pub struct SliceStack {
     pub process_start: u64,
     /// The thread's command name, if known.
     pub comm: Option<String>,
-    /// The process's effective uid, if known.
+    /// Who may see the stack, if known: the process's uid when its real, effective and saved
+    /// uids are that one and it is dumpable, else `u32::MAX` (`procmap::UNKNOWN_UID`: only
+    /// admins see it).
     pub uid: Option<u32>,
+    /// The uid whose share of retention the stack counts against (`store/share.rs`) when it
+    /// is not `uid`'s: the process's real uid, where the stack is withheld from that user (a
+    /// set-uid program they ran, one they made not dumpable). Never who sees it. None: `uid`'s (and in files written before it was kept).
+    pub share_uid: Option<u32>,
     /// The pids of the processes that created this one, parent first, as far as known.
     pub ancestors: Vec<u32>,
     /// The process's cgroup (v2 path, e.g. `/system.slice/nginx.service`), if it was read.
@@ -81,6 +87,15 @@ pub struct SliceStack {
     /// (off-CPU stacks, slices written before they were kept, answers merged from several
     /// slices).
     pub seconds: SecondCounts,
+}
+
+impl SliceStack {
+    /// The uid whose share of retention the stack counts against: its process's real uid
+    /// ([`SliceStack::share_uid`]), else its owner ([`SliceStack::uid`]); None when neither is
+    /// known.
+    pub fn charged_uid(&self) -> Option<u32> {
+        self.share_uid.or(self.uid)
+    }
 }
 
 impl Slice {
@@ -154,6 +169,7 @@ impl Slice {
                 process_start: thread.process_start,
                 comm: thread.comm.clone(),
                 uid: thread.uid,
+                share_uid: thread.real_uid.filter(|&real| Some(real) != thread.uid),
                 ancestors: thread.ancestors.clone(),
                 cgroup: None,
                 // An off-CPU stack counts its microseconds, so that a roll-up's per-member
@@ -388,6 +404,7 @@ impl Slice {
                     LabelKey::Pid => stack.pid = num.unwrap_or(0),
                     LabelKey::Tid => stack.tid = num.unwrap_or(0),
                     LabelKey::Uid => stack.uid = num,
+                    LabelKey::ShareUid => stack.share_uid = num,
                     LabelKey::ProcessStart => stack.process_start = label.num.max(0) as u64,
                     LabelKey::KernelFrames => {
                         stack.kernel_frames = num.unwrap_or(0).min(stack.frames.len() as u32)
@@ -421,6 +438,7 @@ enum LabelKey {
     Pid,
     Tid,
     Uid,
+    ShareUid,
     ProcessStart,
     KernelFrames,
     Comm,
@@ -436,6 +454,7 @@ impl LabelKey {
             "pid" => LabelKey::Pid,
             "tid" => LabelKey::Tid,
             "uid" => LabelKey::Uid,
+            "share_uid" => LabelKey::ShareUid,
             "process_start" => LabelKey::ProcessStart,
             "kernel_frames" => LabelKey::KernelFrames,
             "comm" => LabelKey::Comm,
@@ -542,6 +561,7 @@ struct LabelKeys {
     ancestors: i64,
     cgroup: i64,
     kernel_frames: i64,
+    share_uid: i64,
 }
 
 impl LabelKeys {
@@ -556,6 +576,7 @@ impl LabelKeys {
             ancestors: strings.get("ancestors"),
             cgroup: strings.get("cgroup"),
             kernel_frames: strings.get("kernel_frames"),
+            share_uid: strings.get("share_uid"),
         }
     }
 
@@ -582,6 +603,9 @@ impl LabelKeys {
         ];
         if let Some(uid) = stack.uid {
             label.push(num(self.uid, uid as i64));
+        }
+        if let Some(uid) = stack.share_uid {
+            label.push(num(self.share_uid, uid as i64));
         }
         if let Some(comm) = &stack.comm {
             label.push(text(self.comm, comm));

@@ -28,6 +28,7 @@ pub(crate) fn example(start_ns: u64) -> Slice {
                 process_start: 5,
                 comm: Some("split".into()),
                 uid: Some(1000),
+                share_uid: None,
                 ancestors: vec![90, 1],
                 cgroup: Some("/user.slice/user-1000.slice/session-1.scope".into()),
                 count: 30,
@@ -43,6 +44,7 @@ pub(crate) fn example(start_ns: u64) -> Slice {
                 process_start: 0,
                 comm: None,
                 uid: None,
+                share_uid: None,
                 ancestors: Vec::new(),
                 cgroup: None,
                 count: 7,
@@ -59,6 +61,7 @@ pub(crate) fn example(start_ns: u64) -> Slice {
                 process_start: 0,
                 comm: Some("init".into()),
                 uid: Some(0),
+                share_uid: None,
                 ancestors: Vec::new(),
                 cgroup: None,
                 count: 1,
@@ -210,6 +213,79 @@ fn without_layout_labels_no_cgroup_ppid_or_ancestors_leave() {
         ]
     );
     assert_eq!(slice.samples(), 38);
+}
+
+/// A stack's real uid is kept only where it is not its owner's (a process withheld from its
+/// user: set-uid, or not dumpable), as `share_uid`, and read back; its owner, who may see it,
+/// stays as it was.
+#[test]
+fn the_real_uid_is_kept_where_it_is_not_the_owners() {
+    use profile::{NormalizedStack, NormalizedWindow, StackEnd, StackWeight, ThreadLabels};
+    let thread = |pid: u32, uid: Option<u32>, real_uid: Option<u32>| ThreadLabels {
+        pid,
+        tid: pid,
+        uid,
+        real_uid,
+        ..ThreadLabels::default()
+    };
+    let window = NormalizedWindow {
+        start: 1_000,
+        end: 2_000,
+        threads: vec![
+            thread(1, Some(1000), Some(1000)),
+            thread(2, Some(u32::MAX), Some(1000)),
+            thread(3, Some(u32::MAX), Some(u32::MAX)),
+            thread(4, None, None),
+        ],
+        stacks: (0..4)
+            .map(|thread| NormalizedStack {
+                thread,
+                frames_start: 0,
+                kernel_len: 0,
+                user_len: 0,
+                user_end: StackEnd::Complete,
+                count: 1,
+                period: 1_000_000,
+                weight: StackWeight::OnCpu,
+            })
+            .collect(),
+        ..NormalizedWindow::default()
+    };
+    let named = vec![
+        NamedStack {
+            frames: Vec::new(),
+            kernel_frames: 0,
+        };
+        4
+    ];
+    let profile = profile::Profile::new();
+    let slice = Slice::from_named(&window, &profile, &named, 1_000_000, EventKind::CpuClock, 0);
+    let got: Vec<_> = slice
+        .stacks
+        .iter()
+        .map(|s| (s.uid, s.share_uid, s.charged_uid()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some(1000), None, Some(1000)),
+            (Some(u32::MAX), Some(1000), Some(1000)),
+            (Some(u32::MAX), None, Some(u32::MAX)),
+            (None, None, None),
+        ]
+    );
+    assert_eq!(Slice::decode(&slice.encode()).unwrap(), slice);
+    // Only the withheld stack carries the label.
+    let p = slice.to_pprof();
+    let key = p
+        .string_table
+        .iter()
+        .position(|s| s == "share_uid")
+        .unwrap() as i64;
+    let carrying: Vec<usize> = (0..p.sample.len())
+        .filter(|&i| p.sample[i].label.iter().any(|l| l.key == key))
+        .collect();
+    assert_eq!(carrying, [1]);
 }
 
 #[test]

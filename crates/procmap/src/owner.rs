@@ -1,5 +1,5 @@
 //! Who may see a process: its owner as the kernel judges whether a user may trace it
-//! (ptrace_may_access), read from /proc.
+//! (ptrace_may_access), read from /proc; and whose it is to pay for: its real uid.
 
 use tracing::debug;
 
@@ -10,23 +10,47 @@ use crate::proc_fs::parse_status;
 /// only those who see everything see its stacks.
 pub const UNKNOWN_UID: u32 = u32::MAX;
 
+/// A process's two uids: who may see it, and who its resources are charged to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// Who may see it ([`owner_of`]): [`UNKNOWN_UID`] when no user may trace it.
+    pub uid: u32,
+    /// Its real uid, the user who ran it (a set-uid program's too; execve never changes it):
+    /// whose share of what the profiler keeps its stacks count against. Never a reason to
+    /// show them to anyone. [`UNKNOWN_UID`] when not known.
+    pub real_uid: u32,
+}
+
+impl Owner {
+    /// Neither uid known.
+    pub const UNKNOWN: Owner = Owner {
+        uid: UNKNOWN_UID,
+        real_uid: UNKNOWN_UID,
+    };
+}
+
 /// The owner ([`read_owner`]) and the parent's pid of `pid`, from /proc.
-pub(crate) fn read_status(pid: u32) -> Option<(u32, Option<u32>)> {
+pub(crate) fn read_status(pid: u32) -> Option<(Owner, Option<u32>)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let status = parse_status(&status)?;
-    Some((owner(pid, status.one_uid), status.ppid))
+    Some((
+        Owner {
+            uid: owner(pid, status.one_uid),
+            real_uid: status.real_uid,
+        },
+        status.ppid,
+    ))
 }
 
 /// Who may see the process on `pid`, judged as the kernel judges whether a user may trace it
 /// (ptrace_may_access): the uid its real, effective and saved uids all are, when its real,
 /// effective and saved gids are one too and it is dumpable (its /proc directory is then
 /// owned by that uid; the kernel gives a process that is not to root); else [`UNKNOWN_UID`]
-/// (a set-uid or set-gid program, or one that changed its ids). None when /proc does not
-/// have it.
-fn read_owner(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let status = parse_status(&status)?;
-    Some(owner(pid, status.one_uid))
+/// (a set-uid or set-gid program, or one that changed its ids). With it, its real uid (the
+/// `Uid:` line's first id, there whatever the process's dumpability). None when /proc does
+/// not have it.
+fn read_owner(pid: u32) -> Option<Owner> {
+    read_status(pid).map(|(owner, _)| owner)
 }
 
 /// [`read_owner`], only when the process on `pid` is the one that was there at `alive_ns`
@@ -35,8 +59,8 @@ fn read_owner(pid: u32) -> Option<u32> {
 /// start). Two live processes never share a pid, so a process that started by `alive_ns` and
 /// is alive now is the one that was there then; a process on a reused pid started after the
 /// earlier one ended. A rename (prctl PR_SET_NAME) changes nothing of this.
-pub(crate) fn read_owner_if_there_at(pid: u32, alive_ns: u64) -> Option<u32> {
-    let uid = read_owner(pid)?;
+pub(crate) fn read_owner_if_there_at(pid: u32, alive_ns: u64) -> Option<Owner> {
+    let owner = read_owner(pid)?;
     let started = read_start_ns(pid)?;
     if started > alive_ns.saturating_add(START_SLACK_NS) {
         debug!(
@@ -45,7 +69,7 @@ pub(crate) fn read_owner_if_there_at(pid: u32, alive_ns: u64) -> Option<u32> {
         );
         return None;
     }
-    Some(uid)
+    Some(owner)
 }
 
 /// Slack for reading two clocks one after the other when converting a process's start to
@@ -78,7 +102,7 @@ fn parse_start_ticks(stat: &str) -> Option<u64> {
 /// Who may see the process on `pid` now ([`UNKNOWN_UID`] when no user may trace it: see
 /// [`ProcessTable::uid`](crate::ProcessTable::uid)); None when /proc does not have it.
 pub fn owner_of(pid: u32) -> Option<u32> {
-    read_owner(pid)
+    read_owner(pid).map(|o| o.uid)
 }
 
 /// `one_uid` when the process on `pid` is dumpable (its /proc directory is that uid's).
@@ -112,8 +136,13 @@ mod tests {
         let started = read_start_ns(me).expect("our own start");
         let now = crate::sys::monotonic_ns();
         assert!(started <= now, "{started} > {now}");
-        let uid = read_owner(me).expect("our own owner");
-        assert_eq!(read_owner_if_there_at(me, now), Some(uid));
+        let owner = read_owner(me).expect("our own owner");
+        assert_eq!(read_owner_if_there_at(me, now), Some(owner));
+        assert_eq!(
+            owner.real_uid,
+            crate::sys::geteuid(),
+            "our real uid is our own"
+        );
         // A time before this process started names an earlier process on the pid.
         let before = started.saturating_sub(1_000_000_000);
         assert!(

@@ -60,19 +60,22 @@ pub(crate) struct Status<'a> {
     /// real, effective and saved gids are one too; None for a set-uid or set-gid process (or
     /// one that changed an id since), which the kernel does not let its user trace.
     pub one_uid: Option<u32>,
+    /// The real uid (the `Uid:` line's first id): the user who ran it, whatever a set-uid
+    /// bit or its dumpability make of its other ids.
+    pub real_uid: u32,
     /// The parent's pid (`PPid:`), when given.
     pub ppid: Option<u32>,
 }
 
-/// The one value of a `Uid:` or `Gid:` line's real, effective and saved ids (the filesystem
-/// id, last, follows the effective one), when they are equal.
-fn one_id(ids: &str) -> Option<Option<u32>> {
+/// A `Uid:` or `Gid:` line's real id, and the one value of its real, effective and saved ids
+/// (the filesystem id, last, follows the effective one) when they are equal.
+fn real_and_one_id(ids: &str) -> Option<(u32, Option<u32>)> {
     let ids: Vec<u32> = ids
         .split_whitespace()
         .map(|v| v.parse().ok())
         .collect::<Option<_>>()?;
     let (&first, rest) = ids.get(..3)?.split_first()?;
-    Some(rest.iter().all(|&i| i == first).then_some(first))
+    Some((first, rest.iter().all(|&i| i == first).then_some(first)))
 }
 
 /// Parse the `Name:`, `PPid:`, `Uid:` and `Gid:` lines of /proc/PID/status.
@@ -87,16 +90,17 @@ pub(crate) fn parse_status(status: &str) -> Option<Status<'_>> {
         } else if let Some(rest) = line.strip_prefix("PPid:") {
             ppid = rest.trim().parse().ok();
         } else if let Some(rest) = line.strip_prefix("Uid:") {
-            uid = one_id(rest);
+            uid = real_and_one_id(rest);
         } else if let Some(rest) = line.strip_prefix("Gid:") {
-            gid = one_id(rest);
+            gid = real_and_one_id(rest).and_then(|(_, one)| one);
             break;
         }
     }
-    uid?;
+    let (real_uid, one_uid) = uid?;
     Some(Status {
         name: name?,
-        one_uid: uid.flatten().filter(|_| gid.flatten().is_some()),
+        one_uid: one_uid.filter(|_| gid.is_some()),
+        real_uid,
         ppid,
     })
 }
@@ -145,6 +149,7 @@ mod tests {
             Some(Status {
                 name: "my prog",
                 one_uid: None,
+                real_uid: 1000,
                 ppid: Some(77),
             })
         );
@@ -154,6 +159,11 @@ mod tests {
         assert_eq!(parse_status(setgid).unwrap().one_uid, None, "set-gid");
         let saved = "Name:\tp\nUid:\t1000\t1000\t0\t1000\nGid:\t5\t5\t5\t5\n";
         assert_eq!(parse_status(saved).unwrap().one_uid, None, "saved uid root");
+        // A set-uid root program its user ran: charged to that user.
+        assert_eq!(parse_status(saved).unwrap().real_uid, 1000);
+        let setuid = "Name:\tp\nUid:\t1000\t0\t0\t0\nGid:\t5\t5\t5\t5\n";
+        assert_eq!(parse_status(setuid).unwrap().real_uid, 1000, "set-uid");
+        assert_eq!(parse_status(setuid).unwrap().one_uid, None, "set-uid");
         assert_eq!(parse_status("Name:\tx\n"), None);
     }
 

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::files::FileId;
+use crate::Owner;
 #[cfg(doc)]
 use crate::{ProcessTable, TableStats, UNKNOWN_UID};
 
@@ -110,8 +111,9 @@ pub(crate) struct Process {
     /// Mappings not added because the process held [`MAX_MAPPINGS`] (taken into
     /// [`TableStats::mappings_dropped`] by the table).
     pub(crate) dropped: u64,
-    /// (time, owner), sorted by time: the uid whose user may trace it, or [`UNKNOWN_UID`].
-    pub(crate) uids: Vec<(u64, u32)>,
+    /// (time, owner), sorted by time: the uid whose user may trace it, or [`UNKNOWN_UID`],
+    /// and its real uid.
+    pub(crate) uids: Vec<(u64, Owner)>,
     /// The time of the last exec whose uid was not read yet. Read when the process is first
     /// sampled after it ([`ProcessTable::read_exec_uid`]); most short-lived processes never
     /// are.
@@ -138,6 +140,12 @@ impl Process {
             uids: Vec::new(),
             exec_uid_unread: None,
         }
+    }
+
+    /// Its owner at `time` (the first one known, for a time before it), when known.
+    pub(crate) fn owner_at(&self, time: u64) -> Option<Owner> {
+        let at = self.uids.partition_point(|&(t, _)| t <= time);
+        self.uids.get(at.saturating_sub(1)).map(|&(_, owner)| owner)
     }
 
     /// When the process ended, when known: its last thread's exit, or the next start.

@@ -169,7 +169,7 @@ impl ProcessTable {
 }
 
 /// Set `series[time] = value` in a time-sorted series (replacing a value at the same time).
-fn set_at(series: &mut Vec<(u64, u32)>, time: u64, value: u32) {
+fn set_at<T>(series: &mut Vec<(u64, T)>, time: u64, value: T) {
     match series.binary_search_by_key(&time, |&(t, _)| t) {
         Ok(at) => series[at].1 = value,
         Err(at) => series.insert(at, (time, value)),

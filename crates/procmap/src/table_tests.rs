@@ -4,7 +4,7 @@ use super::names::MIN_NAMES_TO_REBUILD;
 use super::*;
 use crate::files::MappedFile;
 use crate::owner::owner;
-use crate::owner::UNKNOWN_UID;
+use crate::owner::{Owner, UNKNOWN_UID};
 use crate::proc_fs::parse_status;
 use crate::process::{Mapping, ProcessKey};
 use crate::ProcError;
@@ -539,14 +539,27 @@ fn uid_is_read_inherited_and_unknown_after_exec_until_read() {
     assert_eq!(t.uid(own, 5), Some(euid));
     // A made-up parent with another uid.
     let (parent, child) = (u32::MAX - 3, u32::MAX - 4);
-    t.process_for_record(parent, 0).uids = vec![(0, 4242)];
+    let theirs = Owner {
+        uid: 4242,
+        real_uid: 4242,
+    };
+    t.process_for_record(parent, 0).uids = vec![(0, theirs)];
     t.fork(child, parent, child, parent, 10);
     assert_eq!(t.uid(child, 15), Some(4242), "inherited");
-    // Exec of a process /proc does not have: unknown (it may be set-uid), and stays so.
+    // Exec of a process /proc does not have: unknown (it may be set-uid), and stays so;
+    // its real uid is still its user's (an exec never changes it), to charge it to.
     t.set_comm(child, child, 20, "x", true);
     assert_eq!(t.uid(child, 15), Some(4242), "before the exec");
     t.read_exec_uid(child, 25);
     assert_eq!(t.uid(child, 25), Some(UNKNOWN_UID));
+    assert_eq!(
+        t.owner(child, 25),
+        Some(Owner {
+            uid: UNKNOWN_UID,
+            real_uid: 4242
+        }),
+        "gone before it was read: still charged to its user"
+    );
     // Exec of a live process: read again, from the exec on. The process on the pid must
     // have started by the exec (records' times are CLOCK_MONOTONIC): an exec at a time before
     // this process started is another process's, on a pid since reused.
@@ -556,9 +569,12 @@ fn uid_is_read_inherited_and_unknown_after_exec_until_read() {
     t.set_comm(own, own, 110, parsed.name, true);
     t.read_exec_uid(own, 115);
     assert_eq!(
-        t.uid(own, 115),
-        Some(UNKNOWN_UID),
-        "the process on the pid started after the exec: not this one"
+        t.owner(own, 115),
+        Some(Owner {
+            uid: UNKNOWN_UID,
+            real_uid: 4242
+        }),
+        "the process on the pid started after the exec: not this one, nothing read"
     );
     // Renamed since the exec (/proc shows another name than the exec gave): still this
     // process, read.
@@ -580,6 +596,11 @@ fn uid_is_read_inherited_and_unknown_after_exec_until_read() {
     t.fork(grandchild, own, grandchild, own, now + 2);
     assert_eq!(t.uid(grandchild, now + 3), Some(euid), "read at the fork");
     assert_eq!(t.uid(own, now + 5), Some(euid), "whatever its name now");
+    assert_eq!(
+        t.owner(own, now + 5).map(|o| o.real_uid),
+        Some(parsed.real_uid),
+        "the real uid read with it"
+    );
     assert_eq!(t.uid(own, 115), Some(UNKNOWN_UID));
     assert_eq!(t.uid(own, 5), Some(euid), "the synthesized process before");
     // Forgotten with its process.

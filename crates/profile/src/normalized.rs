@@ -70,8 +70,12 @@ pub struct ThreadLabels {
     pub process_start: u64,
     /// The thread's name (comm) at the time of the stack's first sample, when known.
     pub comm: Option<String>,
-    /// The process's effective uid, when known.
+    /// Who may see the process's stacks, when known: its uid when its real, effective and
+    /// saved uids are that one and it is dumpable, else `u32::MAX` (admins only).
     pub uid: Option<u32>,
+    /// The process's real uid, when known: the user who ran it, set-uid or not dumpable as
+    /// it may be. Whose share of retention its stacks count against; never who sees them.
+    pub real_uid: Option<u32>,
     /// The pids of the processes that created this one, parent first, as far as known
     /// (bounded by the recorder): selects a process's descendants.
     pub ancestors: Vec<u32>,

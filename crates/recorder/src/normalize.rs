@@ -42,6 +42,7 @@ pub(crate) fn normalize(
         }
         let pid = raw.pid;
         let time = stats.first_time;
+        let owner = processes.owner(pid, time);
         let labels = ThreadLabels {
             pid,
             tid: raw.tid,
@@ -49,7 +50,8 @@ pub(crate) fn normalize(
             comm: processes
                 .thread_name(pid, raw.tid, time)
                 .map(str::to_string),
-            uid: processes.uid(pid, time),
+            uid: owner.map(|o| o.uid),
+            real_uid: owner.map(|o| o.real_uid),
             ancestors: processes.ancestors(pid, time, MAX_ANCESTORS),
         };
         let next = threads.len() as u32;

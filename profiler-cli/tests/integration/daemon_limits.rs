@@ -73,7 +73,7 @@ except socket.timeout:
 /// A test user with a directory of their own under `dir`.
 pub(crate) struct User {
     pub(crate) uid: u32,
-    gid: u32,
+    pub(crate) gid: u32,
     pub(crate) dir: PathBuf,
 }
 

@@ -52,6 +52,7 @@ type StackKey = (
     u64,
     Option<String>,
     Option<u32>,
+    Option<u32>,
     Vec<u32>,
     Option<String>,
 );
@@ -139,6 +140,7 @@ impl Rollup {
                     s.process_start,
                     s.comm.clone(),
                     s.uid,
+                    s.share_uid,
                     s.ancestors.clone(),
                     s.cgroup.clone(),
                 );
@@ -153,6 +155,7 @@ impl Rollup {
                         process_start: s.process_start,
                         comm: s.comm.clone(),
                         uid: s.uid,
+                        share_uid: s.share_uid,
                         ancestors: s.ancestors.clone(),
                         cgroup: s.cgroup.clone(),
                         count: 0,

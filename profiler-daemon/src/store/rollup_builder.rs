@@ -203,8 +203,11 @@ pub(crate) struct Thread {
     pub tid: u32,
     /// The process's start (monotonic ns).
     pub process_start: u64,
-    /// The process's effective uid, if known.
+    /// Who may see it, if known ([`SliceStack::uid`](crate::slice::SliceStack::uid)).
     pub uid: Option<u32>,
+    /// The uid it is charged to when not `uid`
+    /// ([`SliceStack::share_uid`](crate::slice::SliceStack::share_uid)).
+    pub share_uid: Option<u32>,
     /// The command name's id in `strings`, plus one (0: unknown).
     pub comm: u32,
     /// The cgroup's id in `strings`, plus one (0: unknown).
@@ -371,6 +374,7 @@ impl RollupBuilder {
                 tid: s.tid,
                 process_start: s.process_start,
                 uid: s.uid,
+                share_uid: s.share_uid,
                 comm: s.comm.as_deref().map_or(0, |c| self.strings.intern(c) + 1),
                 cgroup: s
                     .cgroup

@@ -110,7 +110,7 @@ fn cut(
             let labels =
                 text(t.comm) + text(t.cgroup) + 6 * builder.chains.get(t.ancestors).len() as u64;
             Weighed {
-                uid: t.uid,
+                uid: t.share_uid.or(t.uid),
                 bytes: STACK_BYTES + labels + FRAME_BYTES * names.len() as u64 + ENTRY_BYTES * n,
                 names,
                 count: s.count,
@@ -252,5 +252,65 @@ mod tests {
             assert_eq!(these.iter().map(|p| u64::from(p.1)).sum::<u64>(), s.count);
             assert_eq!(s.cpu_ns, s.count * 10_010_010);
         }
+    }
+
+    /// As in a slice: uid 2000's stacks seen by admins only (a not dumpable or set-uid
+    /// program) are charged to uid 2000, not to the part of processes nobody may trace, where
+    /// another process's one-sample stacks (its real uid not known) keep their hour.
+    #[test]
+    fn a_process_withheld_from_its_user_is_charged_to_its_real_uid() {
+        const UNKNOWN_UID: u32 = u32::MAX;
+        let mut b = RollupBuilder::new(1 << 30);
+        for i in 0..12 {
+            let mut s = slice(i);
+            for st in s.stacks.iter_mut().filter(|st| st.uid == Some(2000)) {
+                st.uid = Some(UNKNOWN_UID);
+                st.share_uid = Some(2000);
+                st.count = st.count.max(2);
+                st.cpu_ns = st.count * 10_010_010;
+            }
+            for k in 0..5 {
+                s.stacks.push(SliceStack {
+                    frames: vec![0, 1, 2],
+                    pid: 5000 + k,
+                    tid: 5000 + k,
+                    uid: Some(UNKNOWN_UID),
+                    count: 1,
+                    cpu_ns: 10_010_010,
+                    ..SliceStack::default()
+                });
+            }
+            b.fold(&s, (s.start_ns, s.end_ns)).unwrap();
+        }
+        let file = file_bytes(&b).unwrap();
+        let (kept, drops) = apply(b, file / 4, file * 2, 25, file_bytes);
+        assert_eq!(
+            drops.iter().map(|d| d.uid).collect::<Vec<_>>(),
+            [Some(2000)],
+            "{drops:?}"
+        );
+        let threads = kept.threads.items();
+        let others: u64 = kept
+            .stacks
+            .iter()
+            .filter(|s| threads[s.thread as usize].pid >= 5000)
+            .map(|s| s.count)
+            .sum();
+        assert_eq!(
+            others,
+            12 * 5,
+            "the other process nobody may trace lost stacks"
+        );
+        // Still admins' only, still charged to uid 2000 once written and read back.
+        let mut bytes = Vec::new();
+        kept.write_to(&mut bytes).unwrap();
+        let read = crate::slice::Slice::decode(&bytes).unwrap();
+        let withheld: Vec<_> = read
+            .stacks
+            .iter()
+            .filter(|s| s.share_uid == Some(2000))
+            .collect();
+        assert!(!withheld.is_empty());
+        assert!(withheld.iter().all(|s| s.uid == Some(UNKNOWN_UID)));
     }
 }

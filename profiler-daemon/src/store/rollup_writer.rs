@@ -20,7 +20,7 @@ use crate::store::rollup::ROLLUP_COMMENT;
 use crate::store::rollup_builder::{RollupBuilder, Thread};
 
 /// The strings every roll-up starts its table with, in this order.
-const FIXED: [&str; 18] = [
+const FIXED: [&str; 19] = [
     "",
     "samples",
     "count",
@@ -39,6 +39,7 @@ const FIXED: [&str; 18] = [
     "cgroup",
     "kernel_frames",
     OFF_CPU_TYPE,
+    "share_uid",
 ];
 
 /// Index of a fixed string.
@@ -308,6 +309,9 @@ fn labels(
     label.push(num("kernel_frames", i64::from(kernel_frames)));
     if let Some(uid) = t.uid {
         label.push(num("uid", i64::from(uid)));
+    }
+    if let Some(uid) = t.share_uid {
+        label.push(num("share_uid", i64::from(uid)));
     }
     if t.comm > 0 {
         label.push(string("comm", layout.strings + i64::from(t.comm) - 1));

@@ -14,6 +14,12 @@
 //! (`uid_drops.rs`). uid 0 is a uid like the others (root's processes keep the same
 //! guaranteed part, no more); stacks of an unknown uid share one part.
 //!
+//! A stack counts against its process's real uid ([`SliceStack::charged_uid`]), not against
+//! who may see it: a set-uid program a user ran, or one they made not dumpable (seen by
+//! admins only), is charged to that user, and cannot fill the part that other users' such
+//! processes share. Only a process whose real uid was never known (gone
+//! before it was read, with no parent known) counts as unknown.
+//!
 //! A uid's part is estimated from the uncompressed size of what it adds to the file (its
 //! stacks, and the text of every name its stacks use, each name charged to every uid that
 //! uses it: alone, it would need it), scaled by the slice's own compression ratio.
@@ -82,7 +88,7 @@ pub struct UidDrop {
 /// text, the names it uses, its samples.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Weighed<'a> {
-    /// The uid (None: not known).
+    /// The uid it is charged to (None: not known).
     pub uid: Option<u32>,
     /// Estimated bytes (uncompressed) without its names' text.
     pub bytes: u64,
@@ -230,7 +236,7 @@ pub fn apply(
         .stacks
         .iter()
         .map(|s| Weighed {
-            uid: s.uid,
+            uid: s.charged_uid(),
             bytes: stack_bytes(s),
             names: &s.frames,
             count: s.count,

@@ -180,3 +180,53 @@ fn stacks_of_unknown_uids_share_one_part() {
     assert_eq!(drops.iter().map(|d| d.uid).collect::<Vec<_>>(), [None]);
     assert_eq!(samples_of(&slice, 1000), 400);
 }
+
+/// The owner of a process no user may trace (`procmap::UNKNOWN_UID`): admins see it.
+const UNKNOWN_UID: u32 = u32::MAX;
+
+/// A user's program they made not dumpable (or execute-only) or a set-uid program they ran
+/// is seen by admins only (uid unknown), and charged to its real uid: its deep stacks (2
+/// samples each) are cut from that uid's part, never from the part that another user's
+/// process nobody may trace has (its real uid not known): 20 stacks of one sample each, all
+/// kept. Charged to who sees them, both are in one part and those one-sample stacks go first.
+#[test]
+fn a_process_withheld_from_its_user_is_charged_to_its_real_uid() {
+    let mut slice = contested(1001, 400);
+    for s in slice.stacks.iter_mut().skip(2) {
+        s.uid = Some(UNKNOWN_UID);
+        s.share_uid = Some(1001);
+        s.count = s.count.max(2);
+    }
+    for i in 0..20 {
+        let mut s = stack(Some(UNKNOWN_UID), vec![0, 1, 2 + i % 2], 1);
+        s.pid = 5000 + i;
+        s.tid = s.pid;
+        slice.stacks.push(s);
+    }
+    let budget = file_bytes(&slice) / 8;
+    let drops = apply(&mut slice, budget, 25, file_bytes);
+    assert_eq!(
+        drops.iter().map(|d| d.uid).collect::<Vec<_>>(),
+        [Some(1001)],
+        "{drops:?}"
+    );
+    assert!(drops[0].stacks > 100, "{drops:?}");
+    let others: u64 = slice
+        .stacks
+        .iter()
+        .filter(|s| s.pid >= 5000)
+        .map(|s| s.count)
+        .sum();
+    assert_eq!(others, 20, "the other process nobody may trace lost stacks");
+    assert_eq!(samples_of(&slice, 1000), 400);
+    // Who may see what is unchanged: the kept stacks are still admins' only, and the uid
+    // charged survives the file.
+    let read = Slice::decode(&slice.encode()).unwrap();
+    assert!(read
+        .stacks
+        .iter()
+        .filter(|s| s.share_uid == Some(1001))
+        .all(|s| s.uid == Some(UNKNOWN_UID)));
+    assert!(read.stacks.iter().any(|s| s.charged_uid() == Some(1001)));
+    assert_eq!(read, slice);
+}

@@ -5,6 +5,7 @@ use std::mem;
 use std::sync::Arc;
 
 use crate::process::{Entry, Inherited, Mapping, Process, FOREVER};
+use crate::Owner;
 
 use super::ProcessTable;
 
@@ -14,7 +15,7 @@ impl ProcessTable {
         // A parent that exec'd and was not sampled since has its uid read now, for the child
         // to inherit (one read per exec'd process that forks before it is sampled).
         self.read_exec_uid(ppid, time);
-        let (inherited, uid) = self.inherited_at(ppid, time);
+        let (inherited, owner) = self.inherited_at(ppid, time);
         let list = self.processes.entry(pid).or_default();
         let at = list.partition_point(|p| p.start <= time);
         if at > 0 && list[at - 1].start == time {
@@ -30,22 +31,22 @@ impl ProcessTable {
             self.stats.forks_shared += 1;
         }
         self.stats.mappings_dropped += mem::take(&mut new.dropped);
-        if let Some(uid) = uid {
+        if let Some(owner) = owner {
             if new.uids.first().is_none_or(|&(t, _)| t > time) {
-                new.uids.insert(0, (time, uid));
+                new.uids.insert(0, (time, owner));
             }
         }
         list.insert(at, new);
     }
 
-    /// The parent's mappings and uid as of a fork at `time`: its mappings shared as they are
+    /// The parent's mappings and owner as of a fork at `time`: its mappings shared as they are
     /// when every one holding at the fork holds for good (the common case: an O(1) fork,
     /// whatever the parent holds); else the ones holding then, copied in one pass.
-    fn inherited_at(&self, ppid: u32, time: u64) -> (Inherited, Option<u32>) {
+    fn inherited_at(&self, ppid: u32, time: u64) -> (Inherited, Option<Owner>) {
         match self.process_at(ppid, time) {
             Some(parent) if parent.shareable_at(time) => (
                 Inherited::Shared(Arc::clone(&parent.mappings), parent.longest, parent.settled),
-                self.uid(ppid, time),
+                parent.owner_at(time),
             ),
             Some(parent) => (
                 Inherited::Copied(
@@ -60,7 +61,7 @@ impl ProcessTable {
                         })
                         .collect(),
                 ),
-                self.uid(ppid, time),
+                parent.owner_at(time),
             ),
             None => (Inherited::Copied(Vec::new()), None),
         }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::process::{Mapping, Process, ProcessKey, NO_NAME};
+use crate::Owner;
 #[cfg(doc)]
 use crate::UNKNOWN_UID;
 
@@ -62,9 +63,14 @@ impl ProcessTable {
     /// alive at start, inherited at fork, read again after an exec when the process is first
     /// sampled ([`ProcessTable::read_exec_uid`]).
     pub fn uid(&self, pid: u32, time: u64) -> Option<u32> {
-        let uids = &self.process_at(pid, time)?.uids;
-        let at = uids.partition_point(|&(t, _)| t <= time);
-        uids.get(at.saturating_sub(1)).map(|&(_, uid)| uid)
+        self.owner(pid, time).map(|o| o.uid)
+    }
+
+    /// The owner of the process on `pid` at `time` ([`ProcessTable::uid`]) with its real uid
+    /// (whose share its stacks count against): read, inherited and kept as the owner is,
+    /// except that an exec keeps the real uid (execve never changes it) until it is read.
+    pub fn owner(&self, pid: u32, time: u64) -> Option<Owner> {
+        self.process_at(pid, time)?.owner_at(time)
     }
 
     /// The pid of the process that created the process on `pid` at `time`, when known.

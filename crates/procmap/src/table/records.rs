@@ -3,7 +3,7 @@
 //! the process is first sampled.
 
 use crate::files::{FileParts, MappedFile};
-use crate::owner::{read_owner_if_there_at, UNKNOWN_UID};
+use crate::owner::{read_owner_if_there_at, Owner, UNKNOWN_UID};
 use crate::process::{Mapping, Thread, FOREVER, NO_NAME};
 
 use super::{set_at, ProcessTable};
@@ -53,7 +53,9 @@ impl ProcessTable {
 
     /// Record a thread's new name; `exec` means the process replaced its address space: its
     /// owner is [`UNKNOWN_UID`] from the exec on (a set-uid program runs as another user),
-    /// until it is read from /proc when the process is first sampled after the exec.
+    /// until it is read from /proc when the process is first sampled after the exec. Its real
+    /// uid stays what it was before (an exec never changes it; a set-uid bit changes the
+    /// effective and saved uids only) until that read.
     pub fn set_comm(&mut self, pid: u32, tid: u32, time: u64, name: &str, exec: bool) {
         self.stats.comms += 1;
         let id = self.intern_name(name);
@@ -78,17 +80,23 @@ impl ProcessTable {
             process.end_mappings_before(time);
             if read_proc && process.exec_uid_unread.is_none_or(|t| t <= time) {
                 process.exec_uid_unread = Some(time);
-                set_at(&mut process.uids, time, UNKNOWN_UID);
+                let real_uid = process.owner_at(time).map_or(UNKNOWN_UID, |o| o.real_uid);
+                let owner = Owner {
+                    uid: UNKNOWN_UID,
+                    real_uid,
+                };
+                set_at(&mut process.uids, time, owner);
             }
         }
     }
 
     /// The process on `pid` is sampled at `time`: if it exec'd before and its owner since the
     /// exec was not read, read it now from /proc (one small read per exec of a sampled
-    /// process; see [`owner_of`](crate::owner_of)). Not when the process is known to have exited (its pid
-    /// may name another process already), nor when the process on the pid now started after
-    /// the exec (the pid was reused): the owner then stays [`UNKNOWN_UID`]. A rename since the
-    /// exec does not matter.
+    /// process; see [`owner_of`](crate::owner_of)), with its real uid. Not when the process is
+    /// known to have exited (its pid may name another process already), nor when the process
+    /// on the pid now started after the exec (the pid was reused): the owner then stays
+    /// [`UNKNOWN_UID`], its real uid the one it had before the exec. A rename since the exec
+    /// does not matter.
     pub fn read_exec_uid(&mut self, pid: u32, time: u64) {
         let Some(process) = self.process_at_mut(pid, time) else {
             return;
@@ -103,8 +111,8 @@ impl ProcessTable {
         if process.end().is_some() {
             return;
         }
-        if let Some(uid) = read_owner_if_there_at(pid, exec) {
-            set_at(&mut process.uids, exec, uid);
+        if let Some(owner) = read_owner_if_there_at(pid, exec) {
+            set_at(&mut process.uids, exec, owner);
         }
     }
 

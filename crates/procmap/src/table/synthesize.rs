@@ -14,7 +14,8 @@ const ESRCH: i32 = 3;
 
 impl ProcessTable {
     /// Read a process alive before recording started from /proc: its threads' names, its
-    /// owner ([`owner_of`](crate::owner_of)) and its executable mappings, all in effect from time 0.
+    /// owner ([`owner_of`](crate::owner_of)) and real uid, and its executable mappings, all in
+    /// effect from time 0.
     pub fn synthesize(&mut self, pid: u32) -> Result<(), ProcError> {
         let read = |path: String| {
             std::fs::read_to_string(&path).map_err(|source| {
@@ -29,7 +30,7 @@ impl ProcessTable {
         };
         let maps = read(format!("/proc/{pid}/maps"))?;
         let status = read_status(pid);
-        let uid = status.map(|(uid, _)| uid);
+        let owner = status.map(|(owner, _)| owner);
         let ppid = status.and_then(|(_, ppid)| ppid);
         let mut tids = Vec::new();
         if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
@@ -59,8 +60,8 @@ impl ProcessTable {
             self.add_mapping(pid, 0, line.start, line.end - line.start, line.offset, file);
         }
         let process = self.process_for_record(pid, 0);
-        if let Some(uid) = uid {
-            set_at(&mut process.uids, 0, uid);
+        if let Some(owner) = owner {
+            set_at(&mut process.uids, 0, owner);
         }
         if process.parent.is_none() {
             process.parent = ppid.filter(|&p| p != 0);
