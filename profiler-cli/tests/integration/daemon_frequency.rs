@@ -19,9 +19,12 @@ const PERIOD: u64 = 40;
 fn write_config(dir: &Path, cap: f64) -> PathBuf {
     let config = dir.join("profilerd.toml");
     let text = format!(
-        "[sampling]\nfrequency = 999\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"2s\"\nmax_resident = \"8GiB\"\n",
+        "[sampling]\nfrequency = 999\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\nmax_age = \"{}s\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"2s\"\nmax_resident = \"8GiB\"\n",
         dir.join("state").display(),
         dir.join("cache").display(),
+        // As many periods as the defaults keep hours (3 days): a roll-up's per-uid share
+        // then has an hour's budget, as in daemon_rollup.
+        72 * PERIOD,
         dir.join("profilerd.sock").display()
     );
     let tmp = config.with_extension("tmp");

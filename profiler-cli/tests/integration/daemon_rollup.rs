@@ -142,7 +142,7 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
     readings.sort_by(f64::total_cmp);
     let median = readings[readings.len() / 2];
     let p90 = readings[readings.len() * 9 / 10];
-    let cap = (median * 1.4).max(p90 * 1.2) + 2.0;
+    let cap = (median * 2.0).max(p90 * 1.5) + 4.0;
     write_config(dir.path(), cap);
     assert!(send_signal(daemon.process.pid(), "HUP"));
     daemon.wait_status("the cap applied", Duration::from_secs(10), |s| {
