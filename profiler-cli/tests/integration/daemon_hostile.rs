@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::common::*;
-use crate::daemon::{unix_now, Daemon, BUDGET_OFF};
+use crate::daemon::{number_in, unix_now, Daemon, BUDGET_OFF};
 use crate::daemon_limits::{is_root, shared_scratch, User, OTHER_USER};
 use crate::daemon_ops::write_ops_config;
 use crate::daemon_serve::{free_port, scrape_get};
@@ -83,6 +83,8 @@ while True:
         break
     data += chunk
 print(data.split(b" ")[1].decode() if data else "none", time.monotonic() - t0)
+if data and not data.startswith(b"HTTP/1.0 200") and not data.startswith(b"HTTP/1.1 200"):
+    sys.stderr.write(data[-400:].decode(errors="replace"))
 "#;
 
 /// The Python the test users run.
@@ -239,7 +241,7 @@ fn daemon_slow_readers_hold_one_answer_and_are_closed_after_the_write_timeout() 
     );
     let resident = status_bytes(pid, "VmRSS:");
     // Another user is answered at once, query and status.
-    let timed = |path: &str| -> (String, f64) {
+    let timed = |path: &str| -> (String, f64, String) {
         let mut get = other.command(Path::new(PYTHON));
         get.arg("-c")
             .arg(TIMED_GET)
@@ -247,18 +249,27 @@ fn daemon_slow_readers_hold_one_answer_and_are_closed_after_the_write_timeout() 
         let run = Spawned::spawn(get, "timed get (other user)")
             .wait_or_panic(scaled(Duration::from_secs(60)));
         let (code, seconds) = run.stdout.trim().split_once(' ').unwrap_or(("none", "0"));
-        (code.to_string(), seconds.parse().unwrap_or(f64::MAX))
+        (
+            code.to_string(),
+            seconds.parse().unwrap_or(f64::MAX),
+            format!("{path}: {}", run.stderr),
+        )
     };
     // Of written slices (the range ends before the newest one written), so that what is
     // timed is the daemon's answer, not the naming of a snapshot of the open slices.
-    let newest = daemon.number("newest_slice_end_ns") as f64 / 1e9;
+    let newest = daemon.wait_status("a slice written", Duration::from_secs(60), |s| {
+        number_in(s, "newest_slice_end_ns") > 0
+    })["newest_slice_end_ns"]
+        .parse::<f64>()
+        .unwrap()
+        / 1e9;
     let range = format!(
         "/v1/folded?since=%40{:.3}&until=%40{:.3}",
         newest - 20.0,
         newest.min(unix_now() - 2.0)
     );
-    let (query_code, query_s) = timed(&range);
-    let (status_code, status_s) = timed("/v1/status");
+    let (query_code, query_s, query_said) = timed(&range);
+    let (status_code, status_s, _) = timed("/v1/status");
 
     let codes: Vec<&str> = codes.split_whitespace().collect();
     assert_eq!(codes.len(), 16, "{codes:?}");
@@ -288,7 +299,7 @@ fn daemon_slow_readers_hold_one_answer_and_are_closed_after_the_write_timeout() 
     let second = scaled(Duration::from_secs(1)).as_secs_f64();
     assert!(
         query_code == "200" && query_s < second,
-        "another user's query: {query_code} in {query_s:.2} s"
+        "another user's query: {query_code} in {query_s:.2} s: {query_said}"
     );
     assert!(
         status_code == "200" && status_s < second,
