@@ -19,6 +19,8 @@
 #      the naming of what the daemon found running at its start stays out of it);
 #      targets (steady): at 99 Hz at most 2.5 times perf record's steady CPU in the same run,
 #      or 0.05% of one core (30 ms/min), whichever is larger; < 1% of one core at 999 Hz;
+#      with the addresses the daemon looked up in that window (/v1/status name_lookups) and
+#      the load at its ends: at rest nothing new is named, so lookups there are what else ran;
 #   2. RSS (VmRSS) at the end of the 99 Hz run (target < 64 MB), with smaps_rollup kept;
 #   3. bytes of history per hour: the slices directory after the run, over the run's wall time,
 #      against perf.data's bytes per hour at the same frequency; and what the per-second counts
@@ -138,8 +140,11 @@ run() {
     kill -0 "$PID" 2>/dev/null || { cat "$T/$name.err" >&2; die "$name exited"; }
     local m0 m1
     cpu_snapshot "$PID" "$T/$name.cpu0"; m0=$(now_ms)
+    cut -d' ' -f1 /proc/loadavg >"$T/$name.load0"
+    [ -n "${SOCK:-}" ] && curl -sf --unix-socket "$SOCK" http://d/v1/status >"$T/$name.status0" || true
     sleep "$((secs - settle))"
     cpu_snapshot "$PID" "$T/$name.cpu1"; m1=$(now_ms)
+    cut -d' ' -f1 /proc/loadavg >"$T/$name.load1"
     echo "$(cpu_ms_between "$T/$name.cpu0" "$T/$name.cpu1") $(calc "($m1 - $m0) / 1000") $(status_kb "$PID" VmRSS) $(status_kb "$PID" VmHWM)" >"$T/$name.final"
     cp "/proc/$PID/smaps_rollup" "$T/$name.smaps" 2>/dev/null || true
     [ -n "${SOCK:-}" ] && curl -sf --unix-socket "$SOCK" http://d/v1/status >"$T/$name.status" || true
@@ -148,6 +153,9 @@ run() {
     PID=''
     [ -s "$T/$name.cpu" ] || { cat "$T/$name.err" >&2; die "no CPU figures for $name"; }
 }
+
+# status_field FILE FIELD: a number of a /v1/status answer kept in FILE (0 when absent)
+status_field() { tr ',' '\n' <"$1" | awk -F: -v f="\"$2\"" '$1 == f { v = $2 + 0 } END { print v + 0 }'; }
 
 # pct NAME: steady % of one core; cpm NAME: whole-run ms per minute; spm: steady ms per minute
 pct() { awk '{ printf "%.3f", 100 * $1 / 1000 / $2 }' "$T/$1.final"; }
@@ -235,6 +243,10 @@ sampling_rows() {
         [ -s "$T/d$f.status" ] && echo "  at its end: $(tr ',' '\n' <"$T/d$f.status" |
             grep -E '"(slices_named|names|name_bytes|name_lookups|symbolizers|symbolizer_bytes|budget_cache_sheds)"' |
             tr -d '"{}' | tr '\n' ' ')"
+        # At rest, nothing new to name: addresses looked up in the steady window are what
+        # else ran on the machine (and its load) beside the loads.
+        [ -s "$T/d$f.status0" ] && [ -s "$T/d$f.status" ] &&
+            echo "  in the steady window: $(status_field "$T/d$f.status0" name_lookups) -> $(status_field "$T/d$f.status" name_lookups) addresses looked up ($(awk -v a="$(status_field "$T/d$f.status0" name_lookups)" -v b="$(status_field "$T/d$f.status" name_lookups)" -v s="$(awk '{ print $2 }' "$T/d$f.final")" 'BEGIN { printf "%.0f", 60 * (b - a) / s }') a minute); load $(cat "$T/d$f.load0" 2>/dev/null) -> $(cat "$T/d$f.load1" 2>/dev/null)"
     done
     for f in 99 999; do
         row "history at $f Hz (MB per hour)" "$(mb "$(hist_bph "d$f")")" \
