@@ -84,18 +84,16 @@ fn folded(text: &str) -> Result<Loaded> {
     })
 }
 
-/// The stacks of a pprof profile (command names as roots when every sample has one, or a pid
-/// for a thread whose name was never seen, as profilerd's profiles have).
+/// The stacks of a pprof profile: command names as roots when its samples carry them, as
+/// profilerd's do (a thread whose name was never seen is rooted at its pid, a sample of no
+/// thread at `[unknown]`); a profile without them (Go's own) as it is.
 pub fn from_pprof(p: &pprof::proto::Profile) -> Result<Loaded> {
-    let key = |name: &str| p.string_table.iter().position(|s| s == name);
-    let (comm_key, pid_key) = (key(pprof::label::COMM), key(pprof::label::PID));
-    let comm_root = !p.sample.is_empty()
-        && p.sample.iter().all(|s| {
-            s.label.iter().any(|l| {
-                (Some(l.key as usize) == comm_key && l.str != 0)
-                    || (Some(l.key as usize) == pid_key && l.str == 0)
-            })
-        });
+    let comm_key = p.string_table.iter().position(|s| s == pprof::label::COMM);
+    let comm_root = p.sample.iter().any(|s| {
+        s.label
+            .iter()
+            .any(|l| Some(l.key as usize) == comm_key && l.str != 0)
+    });
     let stacks = pprof::fold(
         p,
         &pprof::FoldOptions {

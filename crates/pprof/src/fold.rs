@@ -101,13 +101,14 @@ pub fn fold(profile: &Profile, options: &FoldOptions) -> Result<Vec<FoldedStack>
                     .find(|l| Some(l.key as usize) == pid_key && l.str == 0)
                     .map(|l| l.num)
             };
-            // (A profile with neither label, such as Go's own, keeps its stacks as they are.)
-            match (comm, pid()) {
-                (Some(l), _) => frames.push(string(l.str)?.to_string()),
-                (None, Some(0)) => frames.push("swapper".to_string()),
-                (None, Some(pid)) => frames.push(format!("[pid {pid}]")),
-                (None, None) => {}
-            }
+            // (Asked by callers whose profile has command names: a profile without them, such
+            // as Go's own, is folded without `comm_root`.)
+            frames.push(match (comm, pid()) {
+                (Some(l), _) => string(l.str)?.to_string(),
+                (None, Some(0)) => "swapper".to_string(),
+                (None, Some(pid)) => format!("[pid {pid}]"),
+                (None, None) => "[unknown]".to_string(),
+            });
         }
         for id in sample.location_id.iter().rev() {
             if !named.contains_key(id) {
@@ -363,7 +364,7 @@ mod tests {
         assert_eq!(folded[0].frames, vec!["[pid 4242]", "main", "a"]);
         p.sample[0].label.clear();
         let folded = fold(&p, &options).unwrap();
-        assert_eq!(folded[0].frames, vec!["main", "a"], "no label: as it is");
+        assert_eq!(folded[0].frames, vec!["[unknown]", "main", "a"]);
     }
 
     #[test]

@@ -101,12 +101,16 @@ fn assert_split_within(
     measured: &BTreeMap<String, u64>,
     names: &[&str],
 ) {
+    // Both sides are shares of the named functions' sum: the workload measures only their
+    // waits, while the profile also holds the thread's other stacks (its CPU between waits,
+    // its start and exit).
     let total: u64 = names.iter().map(|n| measured[*n]).sum();
+    let profiled: u64 = names.iter().map(|n| frame_count(stacks, "waits", n)).sum();
     let mut report = String::new();
     let mut bad = Vec::new();
     for name in names {
         let m = 100.0 * measured[*name] as f64 / total as f64;
-        let p = share(stacks, "waits", name);
+        let p = 100.0 * frame_count(stacks, "waits", name) as f64 / profiled.max(1) as f64;
         report.push_str(&format!("{name}: measured {m:.1}%, profile {p:.1}%\n"));
         if (m - p).abs() > points {
             bad.push(*name);
