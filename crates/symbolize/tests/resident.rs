@@ -2,29 +2,9 @@
 //! the process's resident set, and lookups still answer. One test in its own binary, so that
 //! no other test maps the same file meanwhile.
 
-use std::path::Path;
+mod common;
 
 use symbolize::{DebugSearch, FileSymbolizer, SymbolAddr};
-
-/// Resident kB of the shared read-only mappings of `path` (the symbolizer's: the binary's own
-/// code and data are private mappings).
-fn shared_resident_kb(path: &Path) -> u64 {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let mut ours = false;
-    let mut kb = 0;
-    for line in smaps.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields
-            .first()
-            .is_some_and(|f| f.contains('-') && !f.ends_with(':'))
-        {
-            ours = fields.get(1) == Some(&"r--s") && fields.get(5).map(Path::new) == Some(path);
-        } else if ours && fields.first() == Some(&"Rss:") {
-            kb += fields[1].parse::<u64>().unwrap();
-        }
-    }
-    kb
-}
 
 #[test]
 fn naming_leaves_no_mapped_pages_resident_after_a_release() {
@@ -63,9 +43,9 @@ fn naming_leaves_no_mapped_pages_resident_after_a_release() {
             .count()
             > 100
     );
-    let read = shared_resident_kb(&exe);
+    let read = common::shared_resident_kb(&exe);
     sym.release_resident_pages();
-    let released = shared_resident_kb(&exe);
+    let released = common::shared_resident_kb(&exe);
     eprintln!(
         "{} lookups: {read} kB of the mapped file resident, {released} kB after the release",
         addrs.len()

@@ -11,25 +11,6 @@ use profile::{Frame, NormalizedStack, NormalizedWindow, StackEnd, ThreadLabels, 
 use symbolize::service::ServiceOptions;
 use symbolize::{DebugSearch, SymbolService};
 
-/// Resident kB of this process's shared read-only mappings of `path` (the symbolizer's).
-fn resident_kb(path: &Path) -> u64 {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let mut ours = false;
-    let mut kb = 0;
-    for line in smaps.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields
-            .first()
-            .is_some_and(|f| f.contains('-') && !f.ends_with(':'))
-        {
-            ours = fields.get(1) == Some(&"r--s") && fields.get(5).map(Path::new) == Some(path);
-        } else if ours && fields.first() == Some(&"Rss:") {
-            kb += fields[1].parse::<u64>().unwrap();
-        }
-    }
-    kb
-}
-
 /// Code offsets of `path`'s functions (by its symbol table), every `step`-th.
 fn function_offsets(path: &Path, step: usize) -> Vec<u64> {
     let segments = common::load_segments(path);
@@ -101,10 +82,16 @@ fn a_trim_keeps_what_was_used_since_the_last_and_every_name() {
     service.trim();
     // The busy process runs on: new addresses of it are named; the idle one's are not.
     service.symbolize(&window(1, &busy, later));
-    let (busy_read, idle_read) = (resident_kb(&busy), resident_kb(&idle));
+    let (busy_read, idle_read) = (
+        common::shared_resident_kb(&busy),
+        common::shared_resident_kb(&idle),
+    );
     let lookups = service.sizes().lookups;
     service.trim();
-    let (busy_kept, idle_kept) = (resident_kb(&busy), resident_kb(&idle));
+    let (busy_kept, idle_kept) = (
+        common::shared_resident_kb(&busy),
+        common::shared_resident_kb(&idle),
+    );
     eprintln!(
         "resident kB before and after the trim: busy {busy_read} -> {busy_kept}, \
          idle {idle_read} -> {idle_kept}"
@@ -129,9 +116,9 @@ fn a_trim_keeps_what_was_used_since_the_last_and_every_name() {
     // are named without indexing DWARF again.
     service.release_resident_pages();
     assert!(
-        resident_kb(&busy) <= 16,
+        common::shared_resident_kb(&busy) <= 16,
         "{} kB after release_resident_pages",
-        resident_kb(&busy)
+        common::shared_resident_kb(&busy)
     );
     let built = service.sizes().dwarf_indexes_built;
     assert!(built > 0, "DWARF indexed per unit: {:?}", service.sizes());

@@ -455,6 +455,20 @@ mod cost {
         recorder::ProcessUsage::this_thread().cpu()
     }
 
+    /// The slice files (not roll-ups) in `dir`, in order: a benchmark's input.
+    fn slice_paths(dir: &str) -> Vec<std::path::PathBuf> {
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let n = p.to_str().unwrap();
+                n.ends_with(".pb.gz") && !n.ends_with(".hour.pb.gz")
+            })
+            .collect();
+        paths.sort();
+        paths
+    }
+
     #[test]
     #[ignore]
     fn rollup_cost() {
@@ -464,15 +478,7 @@ mod cost {
         ) else {
             return;
         };
-        let mut paths: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| {
-                let n = p.to_str().unwrap();
-                n.ends_with(".pb.gz") && !n.ends_with(".hour.pb.gz")
-            })
-            .collect();
-        paths.sort();
+        let paths = slice_paths(&dir);
         let n = paths.len();
         let hwm0 = kb("VmHWM:");
         let (t, c) = (Instant::now(), cpu());
@@ -543,15 +549,7 @@ mod cost {
         let Ok(dir) = std::env::var("PROFILERD_BENCH_SLICES") else {
             return;
         };
-        let mut paths: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| {
-                let n = p.to_str().unwrap();
-                n.ends_with(".pb.gz") && !n.ends_with(".hour.pb.gz")
-            })
-            .collect();
-        paths.sort();
+        let paths = slice_paths(&dir);
         let (mut with, mut without) = (0u64, 0u64);
         let mut b_with = RollupBuilder::new(usize::MAX);
         let mut b_without = RollupBuilder::new(usize::MAX);

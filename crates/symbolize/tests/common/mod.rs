@@ -293,3 +293,23 @@ pub fn readelf_build_id(path: &Path) -> Option<String> {
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+/// Resident kB of the shared read-only mappings of `path` (the symbolizer's: the binary's own
+/// code and data are private mappings).
+pub fn shared_resident_kb(path: &Path) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut ours = false;
+    let mut kb = 0;
+    for line in smaps.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields
+            .first()
+            .is_some_and(|f| f.contains('-') && !f.ends_with(':'))
+        {
+            ours = fields.get(1) == Some(&"r--s") && fields.get(5).map(Path::new) == Some(path);
+        } else if ours && fields.first() == Some(&"Rss:") {
+            kb += fields[1].parse::<u64>().unwrap();
+        }
+    }
+    kb
+}
