@@ -126,6 +126,11 @@ pub fn fold(profile: &Profile, options: &FoldOptions) -> Result<Vec<FoldedStack>
             }
             frames.extend(names.iter().cloned());
         }
+        if sample.location_id.is_empty() {
+            // A stack with nothing the reader may see (all kernel frames, withheld from a
+            // user) keeps its time under `[unknown]`, as profilerd's folded answers keep it.
+            frames.push("[unknown]".to_string());
+        }
         if !merged.contains_key(&frames) {
             total_frames += frames.len();
             if total_frames > MAX_FOLDED_TOTAL_FRAMES {
@@ -365,6 +370,21 @@ mod tests {
         p.sample[0].label.clear();
         let folded = fold(&p, &options).unwrap();
         assert_eq!(folded[0].frames, vec!["[unknown]", "main", "a"]);
+    }
+
+    #[test]
+    fn a_sample_without_locations_is_kept_under_unknown() {
+        let mut p = from_folded("app;main;a 5\n", 1_000_000, true).unwrap();
+        p.sample[0].location_id.clear();
+        let options = FoldOptions {
+            comm_root: true,
+            ..Default::default()
+        };
+        let folded = fold(&p, &options).unwrap();
+        assert_eq!(folded[0].frames, vec!["app", "[unknown]"]);
+        assert_eq!(folded[0].count, 5);
+        let folded = fold(&p, &FoldOptions::default()).unwrap();
+        assert_eq!(folded[0].frames, vec!["[unknown]"]);
     }
 
     #[test]
