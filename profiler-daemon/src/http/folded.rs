@@ -303,6 +303,15 @@ mod tests {
     }
 
     #[test]
+    fn minwidth_is_a_percent_within_its_bounds() {
+        assert_eq!(min_share(0.1).unwrap(), 0.001);
+        for bad in [0.0, -1.0, 50.5, f64::NAN, f64::INFINITY] {
+            let status = min_share(bad).map(|_| ()).unwrap_err().status();
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+        }
+    }
+
+    #[test]
     fn older_clients_forms_keep_their_meaning() {
         let params = range_params(Some("since=-600&until=1700000000.5")).unwrap();
         let now = 1_800_000_000_000_000_000;

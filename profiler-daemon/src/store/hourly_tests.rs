@@ -492,6 +492,7 @@ fn the_query_cache_answers_what_the_files_answer() {
                 Visibility::OwnOnly(0),
             ] {
                 for uid in [None, Some(1000), Some(0)] {
+                    let mut exact_samples = None;
                     for minwidth in [None, Some(0.2)] {
                         let filter = Filter {
                             uid,
@@ -525,6 +526,8 @@ fn the_query_cache_answers_what_the_files_answer() {
                             ),
                             "{what}"
                         );
+                        // Bounded or not, the same samples.
+                        assert_eq!(*exact_samples.get_or_insert(files.samples), files.samples);
                         if visibility != Visibility::All {
                             assert!(!cached.text.contains("do_sys"), "{what}: {}", cached.text);
                         }
