@@ -612,3 +612,30 @@ fn a_query_cache_past_its_bound_keeps_nothing_and_answers_the_same() {
     );
     assert_eq!(again.unwrap().text, exact.text);
 }
+
+/// The query cache is dropped when no query used it for `query_cache::IDLE`.
+#[test]
+fn an_idle_query_cache_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = Duration::from_secs(86_400);
+    let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
+    history(&store, &mut Pending::new(&store), 40);
+    let bounds = Bounds::new(1 << 30, Duration::from_secs(60));
+    folded(
+        &store,
+        0,
+        u64::MAX,
+        &Filter::default(),
+        Visibility::All,
+        &bounds,
+    )
+    .unwrap();
+    let (bytes, files) = store.cache_size();
+    assert!(files > 0 && bytes > 0);
+    let now = std::time::Instant::now();
+    store.cache_expire_at(now);
+    assert_eq!(store.cache_size().1, files, "used a moment ago: kept");
+    store.cache_expire_at(now + crate::store::query_cache::IDLE + Duration::from_secs(1));
+    assert_eq!(store.cache_size().1, 0);
+    assert!(store.cache_size().0 < bytes);
+}

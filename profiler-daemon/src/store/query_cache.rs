@@ -10,8 +10,9 @@
 //! Bounds: its memory (tables and folded files) is counted; a file is kept only while the
 //! whole stays within the query's bound (`api.max_response_bytes`, what one query may hold),
 //! else it is folded for the query alone; the tables are dropped at the next query when they
-//! pass the bound, and everything is dropped when no query came for [`IDLE`]. Files no
-//! longer in the store's index (expired, rolled up, set aside) are forgotten at each query.
+//! pass the bound, and everything is dropped when no query came for [`IDLE`] (by the roll-up
+//! housekeeper, `hourly.rs`, between its rounds). Files no longer in the store's index
+//! (expired, rolled up, set aside) are forgotten at each query.
 //! Files are immutable once named: a name is never reused for other content.
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -412,9 +413,36 @@ impl Store {
         let bytes = folded.bytes();
         if meta.open.is_none() && (inner.bytes() + bytes) as u64 <= max_bytes {
             inner.file_bytes += bytes;
-            inner.files.insert(key, Arc::clone(&folded));
+            // Two queries may fold one file at once: the second's replaces the first's.
+            if let Some(before) = inner.files.insert(key, Arc::clone(&folded)) {
+                inner.file_bytes -= before.bytes();
+            }
         }
         Ok(Some(folded))
+    }
+
+    /// Drop the query cache if no query used it for [`IDLE`] (the housekeeper calls this
+    /// between its rounds, at most 10 s apart), and give the memory back to the system.
+    pub fn cache_expire(&self) {
+        self.cache_expire_at(Instant::now());
+    }
+
+    /// [`Store::cache_expire`] as of `now`.
+    pub(crate) fn cache_expire_at(&self, now: Instant) {
+        let dropped = {
+            let mut inner = self.query_cache.lock();
+            let idle = inner
+                .used
+                .is_some_and(|t| now.saturating_duration_since(t) > IDLE);
+            if idle {
+                tracing::debug!(bytes = inner.bytes(), "query cache idle: dropped");
+                inner.clear();
+            }
+            idle
+        };
+        if dropped {
+            recorder::release_free_memory();
+        }
     }
 
     /// `f` with the cache's tables, if they are still of `generation` (None: dropped since).
