@@ -133,6 +133,8 @@ BOUNDED_MS=$(med <"$T/bounded.ms")
 BOUNDED_BYTES=$(wc -c <"$T/bounded.txt")
 BOUNDED_LINES=$(wc -l <"$T/bounded.txt")
 
+HIST_RSS_KB=$(awk '/^VmRSS/ { print $2 }' "/proc/${PIDS[0]}/status")
+
 # 2. profctl ui's requests
 "$PROFCTL" --socket "$SOCK" ui --since 65m --no-open >"$T/ui.url" 2>"$T/ui.err" &
 PIDS+=($!)
@@ -168,6 +170,7 @@ printf '%-62s %s\n' "figure (median of $QUERIES)" "value"
 printf '%-62s %s\n' "daemon: GET /v1/folded, the last hour, first (files read)" "$DAEMON_COLD_MS ms"
 printf '%-62s %s\n' "daemon: GET /v1/folded, the last hour, then" "$DAEMON_MS ms ($STACKS stacks, $(calc "$FOLDED_BYTES / 1048576") MB)"
 printf '%-62s %s\n' "daemon: GET /v1/folded?minwidth=0.04, the last hour" "$BOUNDED_MS ms ($BOUNDED_LINES lines, $((BOUNDED_BYTES / 1024)) KB)"
+printf '%-62s %s\n' "the history daemon's RSS after those queries" "$((HIST_RSS_KB / 1024)) MB"
 printf '%-62s %s\n' "profctl ui: /api/flame of the hour (daemon included)" "$FLAME_MS ms ($FLAME_NODES frames, $((FLAME_BYTES / 1024)) KB)"
 printf '%-62s %s\n' "profctl ui: /api/top of the same hour (cached stacks)" "$TOP_MS ms"
 printf '%-62s %s\n' "chromium: end of the drag to the flame graph drawn" "$DRAG_MS ms (target < 1000) $(sed -n -E 's/^drag to flame graph: [0-9]+ ms(.*)/\1/p' "$T/drag.out" | tr '\n' ' ')"
