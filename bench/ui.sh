@@ -9,8 +9,10 @@
 # is rolled up when the daemon starts on it), and on that history, with nothing else of the
 # bench running, the median of BENCH_QUERIES (5) of:
 #
-#   1. the daemon alone: `GET /v1/folded` of the last hour (curl on its socket): ms, the
-#      answer's bytes and stacks;
+#   1. the daemon alone: `GET /v1/folded` of the last hour (curl on its socket): the first
+#      (the files read and folded into the daemon's query cache) apart, then the median of
+#      the rest; the answer's bytes and stacks; then the same bounded as profctl ui asks it
+#      for a flame graph (`minwidth=0.04`);
 #   2. profctl ui: `GET /api/flame` of the same hour (the daemon's query, the stacks read, the
 #      tree built and sent, bounded), then `/api/top` of it (from profctl's cache); its bytes;
 #   3. in chromium (the ignored test `ui::ui_drag_to_flame_time`, driven over WebDriver): from
@@ -118,9 +120,20 @@ for i in $(seq "$QUERIES"); do
     curl -s --unix-socket "$SOCK" -o "$T/folded.txt" -w '%{time_total}\n' \
         "http://d/v1/folded?since=$SINCE&until=$UNTIL" | awk '{ printf "%d\n", $1 * 1000 }'
 done >"$T/daemon.ms"
-DAEMON_MS=$(med <"$T/daemon.ms")
+DAEMON_COLD_MS=$(head -1 "$T/daemon.ms")
+DAEMON_MS=$(tail -n +2 "$T/daemon.ms" | med)
 FOLDED_BYTES=$(wc -c <"$T/folded.txt")
 STACKS=$(wc -l <"$T/folded.txt")
+# 1b. the daemon's bounded answer (what profctl ui asks for the flame graph)
+for i in $(seq "$QUERIES"); do
+    curl -s --unix-socket "$SOCK" -o "$T/bounded.txt" -w '%{time_total}\n' \
+        "http://d/v1/folded?since=$SINCE&until=$UNTIL&minwidth=0.04" | awk '{ printf "%d\n", $1 * 1000 }'
+done >"$T/bounded.ms"
+BOUNDED_MS=$(med <"$T/bounded.ms")
+BOUNDED_BYTES=$(wc -c <"$T/bounded.txt")
+BOUNDED_LINES=$(wc -l <"$T/bounded.txt")
+
+HIST_RSS_KB=$(awk '/^VmRSS/ { print $2 }' "/proc/${PIDS[0]}/status")
 
 # 2. profctl ui's requests
 "$PROFCTL" --socket "$SOCK" ui --since 65m --no-open >"$T/ui.url" 2>"$T/ui.err" &
@@ -154,7 +167,10 @@ DRAG_MS=$(sed -n -E 's/^drag to flame graph: ([0-9]+) ms.*/\1/p' "$T/drag.out" |
 echo "history: ${#SRC[@]} slices recorded ($(calc "$SRC_BYTES / 1048576") MB), an hour made of them: $ROLLUPS roll-ups, $PLAIN plain slices"
 echo "load: $(uptime | sed 's/.*load average://')"
 printf '%-62s %s\n' "figure (median of $QUERIES)" "value"
-printf '%-62s %s\n' "daemon: GET /v1/folded, the last hour" "$DAEMON_MS ms ($STACKS stacks, $(calc "$FOLDED_BYTES / 1048576") MB)"
+printf '%-62s %s\n' "daemon: GET /v1/folded, the last hour, first (files read)" "$DAEMON_COLD_MS ms"
+printf '%-62s %s\n' "daemon: GET /v1/folded, the last hour, then" "$DAEMON_MS ms ($STACKS stacks, $(calc "$FOLDED_BYTES / 1048576") MB)"
+printf '%-62s %s\n' "daemon: GET /v1/folded?minwidth=0.04, the last hour" "$BOUNDED_MS ms ($BOUNDED_LINES lines, $((BOUNDED_BYTES / 1024)) KB)"
+printf '%-62s %s\n' "the history daemon's RSS after those queries" "$((HIST_RSS_KB / 1024)) MB"
 printf '%-62s %s\n' "profctl ui: /api/flame of the hour (daemon included)" "$FLAME_MS ms ($FLAME_NODES frames, $((FLAME_BYTES / 1024)) KB)"
 printf '%-62s %s\n' "profctl ui: /api/top of the same hour (cached stacks)" "$TOP_MS ms"
 printf '%-62s %s\n' "chromium: end of the drag to the flame graph drawn" "$DRAG_MS ms (target < 1000) $(sed -n -E 's/^drag to flame graph: [0-9]+ ms(.*)/\1/p' "$T/drag.out" | tr '\n' ' ')"

@@ -64,6 +64,7 @@ impl RangeFilter {
             descendants: self.descendants,
             cgroup: self.cgroup.clone(),
             measure: self.measure,
+            minwidth: None,
         })
     }
 }
@@ -98,6 +99,21 @@ pub fn folded_path(since: f64, until: f64, filter: &RangeFilter) -> Result<Strin
         "/v1/folded?{}",
         to_query(&filter.params(since, until)?)
     ))
+}
+
+/// The request for the folded stacks of `since..until` bounded as a flame graph drawn at
+/// `minwidth` percent ([`RangeParams::minwidth`]): narrow frames merged, samples kept.
+pub fn bounded_folded_path(
+    since: f64,
+    until: f64,
+    filter: &RangeFilter,
+    minwidth: f64,
+) -> Result<String> {
+    let params = RangeParams {
+        minwidth: Some(minwidth),
+        ..filter.params(since, until)?
+    };
+    Ok(format!("/v1/folded?{}", to_query(&params)))
 }
 
 impl RangeProfile {

@@ -146,6 +146,16 @@ impl Folding {
         Ok(())
     }
 
+    /// The lines as name ids (command name first) with their totals, in no order.
+    pub fn keyed(&self) -> impl Iterator<Item = (&[u32], Totals)> + '_ {
+        self.lines.iter().map(|(key, totals)| (&key[..], *totals))
+    }
+
+    /// Name `id` (of [`Folding::keyed`]'s lines), sanitized.
+    pub fn name(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+
     /// The lines as text (`comm;outermost;…;leaf`) with their totals, sorted by text.
     pub fn lines(&self) -> Vec<(String, Totals)> {
         let mut out: Vec<(String, Totals)> = self

@@ -20,6 +20,7 @@
 //! ```
 
 mod access;
+mod bounded;
 mod budget;
 mod cgroup;
 mod config;

@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use daemon_api::history::MAX_BOUNDED_FRAMES;
+
 use crate::access::Visibility;
+use crate::bounded;
 use crate::config::Api;
 use crate::filter::Filter;
 use crate::folding::Folding;
@@ -16,6 +19,7 @@ use crate::measure::{hide_kernel_frames, Measure, MeasureSlices};
 pub(crate) use crate::slice::samples_of;
 use crate::slice::{Slice, SliceError};
 use crate::store::open::Querier;
+use crate::store::query_cache::StackTotals;
 use crate::store::{SliceMeta, Store};
 
 /// Why a query was not answered.
@@ -97,6 +101,10 @@ pub struct Folded {
     pub frequency: Option<u64>,
     /// What the counts measure.
     pub measure: Measure,
+    /// Of a bounded answer: the width applied, in counts (frames of fewer were merged).
+    pub min_width: Option<u64>,
+    /// Of a bounded answer: the frames merged, in all.
+    pub merged_frames: u64,
 }
 
 /// Add the stacks of `slice` that `filter` and `visibility` admit to `lines` (their CPU time,
@@ -191,7 +199,8 @@ impl Bounds {
     }
 }
 
-/// Folded stacks of `[since_ns, until_ns)` from `store`, within `bounds`.
+/// Folded stacks of `[since_ns, until_ns)` from `store`, within `bounds`: every stack, exact.
+#[cfg(test)]
 pub fn folded(
     store: &Store,
     since_ns: u64,
@@ -200,8 +209,165 @@ pub fn folded(
     visibility: Visibility,
     bounds: &Bounds,
 ) -> Result<Folded, QueryError> {
+    folded_as(
+        store,
+        (since_ns, until_ns),
+        filter,
+        visibility,
+        bounds,
+        None,
+    )
+}
+
+/// [`folded`], or with `minwidth` (a fraction of the samples: 0.001 for 0.1%) bounded as a
+/// flame graph drawn at that width ([`bounded`]: narrow frames merged, samples kept). CPU
+/// queries filtered at most by uid add up the store's folded files (`store/query_cache.rs`);
+/// the others, and those whose cache was dropped meanwhile, read the files.
+pub fn folded_as(
+    store: &Store,
+    range: (u64, u64),
+    filter: &Filter,
+    visibility: Visibility,
+    bounds: &Bounds,
+    minwidth: Option<f64>,
+) -> Result<Folded, QueryError> {
     let _release = ReleaseMemory;
-    let selection = store.select_for(bounds.querier, since_ns, until_ns);
+    let selection = store.select_for(bounds.querier, range.0, range.1);
+    if by_cache(filter) {
+        if let Some(out) = folded_cached(
+            store, &selection, range, filter, visibility, bounds, minwidth,
+        )? {
+            return Ok(out);
+        }
+        tracing::debug!("the query cache was dropped during the query: reading the files");
+    }
+    folded_read(
+        store, &selection, range, filter, visibility, bounds, minwidth,
+    )
+}
+
+/// [`folded_as`] reading the files, never the query cache (what the cache is tested against).
+#[cfg(test)]
+pub fn folded_from_files(
+    store: &Store,
+    range: (u64, u64),
+    filter: &Filter,
+    visibility: Visibility,
+    bounds: &Bounds,
+    minwidth: Option<f64>,
+) -> Result<Folded, QueryError> {
+    let selection = store.select_for(bounds.querier, range.0, range.1);
+    folded_read(
+        store, &selection, range, filter, visibility, bounds, minwidth,
+    )
+}
+
+/// Whether the query cache answers `filter`: CPU time, filtered at most by uid.
+fn by_cache(filter: &Filter) -> bool {
+    filter.pid.is_none()
+        && filter.comm.is_none()
+        && filter.cgroup.is_none()
+        && filter.measure == Measure::Cpu
+}
+
+/// The unit of the counts: the period of the slices read (CPU), or a microsecond.
+fn unit_of(out: &mut Folded, period_ns: u64, measure: Measure) -> u64 {
+    if period_ns != u64::MAX {
+        out.frequency = Some((1_000_000_000 / period_ns).max(1));
+    }
+    out.measure = measure;
+    if measure.in_microseconds() {
+        1000
+    } else {
+        period_ns
+    }
+}
+
+/// `selection` read through the store's query cache; None when the cache was dropped meanwhile.
+fn folded_cached(
+    store: &Store,
+    selection: &crate::store::Selection,
+    range: (u64, u64),
+    filter: &Filter,
+    visibility: Visibility,
+    bounds: &Bounds,
+    minwidth: Option<f64>,
+) -> Result<Option<Folded>, QueryError> {
+    let generation = store.cache_begin(bounds.max_bytes);
+    let mut out = Folded {
+        complete_until_ns: selection.complete_until_ns,
+        ..Folded::default()
+    };
+    let mut totals = StackTotals::default();
+    let mut period_ns = u64::MAX;
+    for meta in &selection.slices {
+        bounds.check()?;
+        let fold = match store.cached_fold(meta, bounds.max_bytes) {
+            Ok(Some(fold)) => fold,
+            Ok(None) => continue,
+            Err(SliceError::OverLimit(n)) => return Err(QueryError::FileTooLarge(n)),
+            Err(_) => {
+                out.skipped += 1;
+                continue;
+            }
+        };
+        if fold.generation() != generation {
+            return Ok(None);
+        }
+        out.slices += 1;
+        out.open += meta.open.is_some() as u64;
+        let period = fold.add_to(range, visibility, filter.uid, &mut totals);
+        if period > 0 {
+            period_ns = period_ns.min(period);
+        }
+    }
+    bounds.check()?;
+    let unit_ns = unit_of(&mut out, period_ns, filter.measure);
+    let max_bytes = bounds.max_bytes;
+    let done = store.cache_tables(generation, |tables| {
+        if minwidth.is_none() {
+            // The bound of the answer's text, as `Folding` counts it.
+            let bytes: u64 = totals
+                .touched
+                .iter()
+                .map(|&id| tables.text_bytes(id) + 22)
+                .sum();
+            if bytes > max_bytes {
+                return Err(QueryError::TooLarge(max_bytes));
+            }
+        }
+        let stacks = totals
+            .touched
+            .iter()
+            .map(|&id| (tables.stack(id), totals.cpu_ns[id as usize]))
+            .collect();
+        finish(
+            &mut out,
+            stacks,
+            &|id| tables.name(id),
+            unit_ns,
+            minwidth,
+            max_bytes,
+        )
+    });
+    let (cache_bytes, cache_files) = store.cache_size();
+    tracing::debug!(cache_bytes, cache_files, "query cache after a query");
+    match done {
+        None => Ok(None),
+        Some(result) => result.map(|()| Some(out)),
+    }
+}
+
+/// `selection`'s files read and folded.
+fn folded_read(
+    store: &Store,
+    selection: &crate::store::Selection,
+    (since_ns, until_ns): (u64, u64),
+    filter: &Filter,
+    visibility: Visibility,
+    bounds: &Bounds,
+    minwidth: Option<f64>,
+) -> Result<Folded, QueryError> {
     let mut folding = Folding::new(bounds.max_bytes);
     let mut out = Folded {
         complete_until_ns: selection.complete_until_ns,
@@ -231,29 +397,71 @@ pub fn folded(
             .map_err(|_| QueryError::TooLarge(bounds.max_bytes))?;
     }
     bounds.check()?;
-    out.text.reserve(folding.bytes() as usize);
-    if period_ns != u64::MAX {
-        out.frequency = Some((1_000_000_000 / period_ns).max(1));
-    }
-    // Time measures count microseconds.
-    let unit_ns = if filter.measure.in_microseconds() {
-        1000
-    } else {
-        period_ns
-    };
-    out.measure = filter.measure;
-    for (line, totals) in folding.lines() {
-        let count = samples_of(totals.cpu_ns, unit_ns);
-        if count == 0 {
-            continue;
+    let unit_ns = unit_of(&mut out, period_ns, filter.measure);
+    let stacks = folding.keyed().map(|(key, t)| (key, t.cpu_ns)).collect();
+    finish(
+        &mut out,
+        stacks,
+        &|id| folding.name(id),
+        unit_ns,
+        minwidth,
+        bounds.max_bytes,
+    )?;
+    Ok(out)
+}
+
+/// The answer's text from its stacks (name ids, command name first, each with its time in
+/// ns): each in counts of `unit_ns` (a stack of none left out), every one as a line sorted
+/// by text, or with `minwidth` bounded ([`bounded::bound`]); an answer over `max_bytes` is
+/// refused.
+fn finish<'n>(
+    out: &mut Folded,
+    stacks: Vec<(&[u32], u64)>,
+    name: &dyn Fn(u32) -> &'n str,
+    unit_ns: u64,
+    minwidth: Option<f64>,
+    max_bytes: u64,
+) -> Result<(), QueryError> {
+    let counted = stacks
+        .into_iter()
+        .map(|(key, ns)| (key, samples_of(ns, unit_ns)))
+        .filter(|&(_, count)| count > 0);
+    let lines = match minwidth {
+        Some(share) => {
+            let b = bounded::bound(counted.collect(), share, MAX_BOUNDED_FRAMES, &|id| {
+                name(id).to_string()
+            });
+            out.min_width = Some(b.min);
+            out.merged_frames = b.merged_frames;
+            b.lines
         }
+        None => {
+            let mut lines: Vec<(String, u64)> = counted
+                .map(|(key, count)| {
+                    let mut line = String::new();
+                    for (i, &id) in key.iter().enumerate() {
+                        if i > 0 {
+                            line.push(';');
+                        }
+                        line.push_str(name(id));
+                    }
+                    (line, count)
+                })
+                .collect();
+            lines.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            lines
+        }
+    };
+    let bytes: usize = lines.iter().map(|(l, _)| l.len() + 22).sum();
+    out.text.reserve(bytes.min(max_bytes as usize));
+    for (line, count) in lines {
         out.samples += count;
         let _ = writeln!(out.text, "{line} {count}");
+        if out.text.len() as u64 > max_bytes {
+            return Err(QueryError::TooLarge(max_bytes));
+        }
     }
-    if out.text.len() as u64 > bounds.max_bytes {
-        return Err(QueryError::TooLarge(bounds.max_bytes));
-    }
-    Ok(out)
+    Ok(())
 }
 
 /// The stacks of `slices` that `filter` and `visibility` admit, as one slice (kernel frames

@@ -29,3 +29,8 @@ pub const MEASURE: &str = "x-profilerd-measure";
 pub const SLICE_NS: &str = "x-profilerd-slice-ns";
 /// Seconds a recording sampled, with three decimals (a recording's `/folded`).
 pub const SECONDS: &str = "x-profilerd-seconds";
+/// Of a bounded answer (`/v1/folded?minwidth=`): the minimum width applied, in the answer's
+/// counts (frames of fewer were merged).
+pub const MIN_WIDTH_SAMPLES: &str = "x-profilerd-min-width-samples";
+/// Of a bounded answer: the frames merged into the answer's merged frames, in all.
+pub const MERGED_FRAMES: &str = "x-profilerd-merged-frames";

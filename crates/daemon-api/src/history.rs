@@ -71,6 +71,44 @@ pub struct RangeParams {
         skip_serializing_if = "Option::is_none"
     )]
     pub measure: Option<Measure>,
+    /// `/v1/folded` only (`/v1/pprof` refuses it): the answer bounded as a flame graph drawn
+    /// at this minimum width (percent of the answer's samples, from [`MIN_WIDTH_PERCENT`] to
+    /// [`MAX_WIDTH_PERCENT`]), as inferno's `--minwidth` but with nothing lost: the frames
+    /// narrower than that are merged, per parent, into one frame named by [`merged_frame`]
+    /// that keeps their samples, and the width is raised (doubled) until the tree has at most
+    /// [`MAX_BOUNDED_FRAMES`] frames; the width applied is sent as
+    /// [`crate::header::MIN_WIDTH_SAMPLES`]. Without it, every stack, exact.
+    #[serde(
+        default,
+        deserialize_with = "field::minwidth",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub minwidth: Option<f64>,
+}
+
+/// The smallest `minwidth` taken, percent.
+pub const MIN_WIDTH_PERCENT: f64 = 0.0001;
+/// The largest `minwidth` taken, percent.
+pub const MAX_WIDTH_PERCENT: f64 = 50.0;
+/// Most frames of a bounded answer's tree (its root, the command names, every frame kept and
+/// every merged frame counted), as profctl ui sends at most to the page.
+pub const MAX_BOUNDED_FRAMES: usize = 6000;
+
+/// The name of the frame that stands for `frames` frames merged in a bounded answer
+/// (`[37 narrow frames]`).
+pub fn merged_frame(frames: u64) -> String {
+    format!("[{frames} narrow frames]")
+}
+
+/// How many frames a name written by [`merged_frame`] stands for; None for any other name.
+/// (A process can name a function so, as it can name one `[unknown]`: a reader shows such a
+/// frame as merged, nothing more.)
+pub fn merged_frames_of(name: &str) -> Option<u64> {
+    let n = name.strip_prefix('[')?.strip_suffix(" narrow frames]")?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
 }
 
 /// What the CPU of a timeline is grouped by (`by=`).
@@ -220,6 +258,7 @@ impl TimelineParams {
             descendants: self.descendants,
             cgroup: self.cgroup.clone(),
             measure: self.measure,
+            minwidth: None,
         }
     }
 }
@@ -307,6 +346,7 @@ mod field {
         by: Option<GroupBy>,
         top: Option<usize>,
         function: Option<String>,
+        minwidth: Option<f64>,
     );
 }
 
@@ -362,6 +402,25 @@ mod tests {
         assert!(err("measure=gpu").starts_with("measure: "));
         assert!(err("descendants=maybe").starts_with("descendants: "));
         assert!(err("colour=red").contains("unknown field `colour`"));
+    }
+
+    #[test]
+    fn minwidth_reads_back_and_merged_frames_name_their_count() {
+        let params = RangeParams {
+            minwidth: Some(0.05),
+            ..RangeParams::default()
+        };
+        assert_eq!(to_query(&params), "minwidth=0.05");
+        assert_eq!(from_query::<RangeParams>("minwidth=0.05"), Ok(params));
+        assert!(from_query::<RangeParams>("minwidth=wide")
+            .unwrap_err()
+            .to_string()
+            .starts_with("minwidth: "));
+        assert_eq!(merged_frame(37), "[37 narrow frames]");
+        assert_eq!(merged_frames_of(&merged_frame(37)), Some(37));
+        for other in ["[unknown]", "[ narrow frames]", "[x narrow frames]", "main"] {
+            assert_eq!(merged_frames_of(other), None, "{other}");
+        }
     }
 
     #[test]

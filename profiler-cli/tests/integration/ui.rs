@@ -567,10 +567,13 @@ fn ui_in_a_browser_shows_files_exactly() {
     }
 }
 
-/// For bench/ui.sh (by hand, `--ignored`): `profctl ui` on the daemon at
+/// A benchmark driven by bench/ui.sh (by hand, `--ignored`): `profctl ui` on the daemon at
 /// `PROFCTL_UI_BENCH_SOCKET`, a drag over the last hour of its timeline, and the page's own
 /// figure from the end of the drag to the flame graph drawn, printed (`drag to flame graph:
 /// N ms`), `PROFCTL_UI_BENCH_RUNS` times (5), each a range of its own. It judges no time.
+/// It is ignored because it has nothing to run on by itself, not to save time: the hour of
+/// a busy history it measures is what bench/ui.sh records and builds (churn.c at 999 Hz,
+/// then an hour of slices); the browser tests above run in every `cargo test`.
 #[test]
 #[ignore = "a figure for bench/ui.sh, on a history it makes"]
 fn ui_drag_to_flame_time() {

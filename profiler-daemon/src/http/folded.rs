@@ -8,7 +8,9 @@ use axum::extract::connect_info::ConnectInfo;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use daemon_api::history::{from_query, BadQuery, RangeParams};
+use daemon_api::history::{
+    from_query, BadQuery, RangeParams, MAX_WIDTH_PERCENT, MIN_WIDTH_PERCENT,
+};
 use daemon_api::{header as name, TimeParam};
 
 use crate::access::Visibility;
@@ -120,7 +122,7 @@ pub fn split(params: RangeParams) -> ((Option<TimeParam>, Option<TimeParam>), Fi
 
 /// What the range and filter parameters take, for the answer to a query string that cannot
 /// be read.
-pub const RANGE_PARAMETERS: &str = "since, until (@UNIX-SECONDS, or -DURATION: that long before now, e.g. -600 or -10m; a time before 1970 is refused), pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall)";
+pub const RANGE_PARAMETERS: &str = "since, until (@UNIX-SECONDS, or -DURATION: that long before now, e.g. -600 or -10m; a time before 1970 is refused), pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall), minwidth (folded only: percent)";
 
 /// The answer to a query string that cannot be read: what is wrong (the parameter named), and
 /// what the route takes (`expected`).
@@ -137,6 +139,19 @@ pub fn range_params(query: Option<&str>) -> Result<RangeParams, Box<Response>> {
     from_query(query.unwrap_or_default()).map_err(|why| Box::new(bad_query(&why, RANGE_PARAMETERS)))
 }
 
+/// `minwidth` (percent) as a fraction, or the answer refusing it.
+fn min_share(percent: f64) -> Result<f64, Box<Response>> {
+    if !(MIN_WIDTH_PERCENT..=MAX_WIDTH_PERCENT).contains(&percent) {
+        return Err(Box::new(error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "minwidth must be from {MIN_WIDTH_PERCENT} to {MAX_WIDTH_PERCENT} (percent of the samples)"
+            ),
+        )));
+    }
+    Ok(percent / 100.0)
+}
+
 /// `GET /v1/folded`.
 pub async fn folded(
     State(state): State<Arc<ApiState>>,
@@ -145,6 +160,10 @@ pub async fn folded(
 ) -> Response {
     let params = match range_params(query.as_deref()) {
         Ok(params) => params,
+        Err(refused) => return *refused,
+    };
+    let minwidth = match params.minwidth.map(min_share).transpose() {
+        Ok(minwidth) => minwidth,
         Err(refused) => return *refused,
     };
     let (range, filter) = split(params);
@@ -167,7 +186,14 @@ pub async fn folded(
         // away), then until the answer is sent.
         (
             slot,
-            query::folded(&store, since, until, &filter, visibility, &bounds),
+            query::folded_as(
+                &store,
+                (since, until),
+                &filter,
+                visibility,
+                &bounds,
+                minwidth,
+            ),
         )
     })
     .await;
@@ -181,17 +207,23 @@ pub async fn folded(
         pid = peer.pid,
         slices = folded.slices,
         samples = folded.samples,
+        bytes = folded.text.len(),
+        min_width = folded.min_width,
         ms = started.elapsed().as_millis() as u64,
         "folded query"
     );
     let kernel = visibility == Visibility::All && config.sampling.kernel;
-    let headers = headers(
+    let mut headers = headers(
         &state,
         &folded,
         (since, until),
         kernel,
         "text/plain; charset=utf-8",
     );
+    if let Some(min) = folded.min_width {
+        headers.insert(name::MIN_WIDTH_SAMPLES, HeaderValue::from(min));
+        headers.insert(name::MERGED_FRAMES, HeaderValue::from(folded.merged_frames));
+    }
     let body = Held::body(folded.text.into_bytes(), slot);
     (StatusCode::OK, headers, body).into_response()
 }
@@ -268,6 +300,15 @@ mod tests {
             body.contains("since: \"yesterday\" is not a time"),
             "{body}"
         );
+    }
+
+    #[test]
+    fn minwidth_is_a_percent_within_its_bounds() {
+        assert_eq!(min_share(0.1).unwrap(), 0.001);
+        for bad in [0.0, -1.0, 50.5, f64::NAN, f64::INFINITY] {
+            let status = min_share(bad).map(|_| ()).unwrap_err().status();
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+        }
     }
 
     #[test]

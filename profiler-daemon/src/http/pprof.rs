@@ -26,6 +26,12 @@ pub async fn pprof(
         Ok(params) => params,
         Err(refused) => return *refused,
     };
+    if params.minwidth.is_some() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "minwidth bounds a folded answer (/v1/folded); a pprof profile is always whole",
+        );
+    }
     let (range, filter) = split(params);
     let Accepted {
         config,

@@ -137,11 +137,13 @@ impl Hourly {
         self.wake.notify_all();
     }
 
-    /// The housekeeper's loop: [`Hourly::step`] until there is nothing to do, then wait for
-    /// the naming thread (or a member's grace to pass), until [`Hourly::stop`].
+    /// The housekeeper's loop: [`Hourly::step`] until there is nothing to do, the query cache
+    /// dropped if idle, then wait for the naming thread (or a member's grace to pass, or 10 s),
+    /// until [`Hourly::stop`].
     pub fn run_housekeeper(&self) {
         loop {
             while self.step() {}
+            self.store.cache_expire();
             let work = self.work();
             if work.stop {
                 return;

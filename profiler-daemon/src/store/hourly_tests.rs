@@ -4,7 +4,7 @@
 use super::*;
 use crate::access::Visibility;
 use crate::filter::Filter;
-use crate::query::{add_slice, folded, Bounds, Folded};
+use crate::query::{add_slice, folded, folded_as, folded_from_files, Bounds, Folded};
 use crate::slice::Slice;
 use crate::store::rollup::tests::{slice, H};
 use crate::store::rollup::Rollup;
@@ -469,4 +469,173 @@ mod bench {
         }
         eprintln!("1h: gunzip {gz:?} ({raw_bytes} bytes), prost {pb:?}, from_pprof {fp:?}");
     }
+}
+
+/// The query cache (`query_cache.rs`) answers what the files answer, stack for stack: over
+/// slices and a roll-up cut by the range, members at two frequencies, for root and for users
+/// (their own stacks, no kernel frame), filtered by uid or not, exact or bounded; cold, then
+/// warm, then after the roll-up replaced its members.
+#[test]
+fn the_query_cache_answers_what_the_files_answer() {
+    use crate::store::rollup_builder::tests::slow;
+    let dir = tempfile::tempdir().unwrap();
+    let day = Duration::from_secs(86_400);
+    let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
+    let mut pending = Pending::new(&store);
+    let at = |i: u64| if i % 11 == 3 { slow(i) } else { slice(i) };
+    let bounds = Bounds::new(1 << 30, Duration::from_secs(60));
+    let check = |store: &Store| {
+        for (a, b) in ranges() {
+            for visibility in [
+                Visibility::All,
+                Visibility::OwnOnly(1000),
+                Visibility::OwnOnly(0),
+            ] {
+                for uid in [None, Some(1000), Some(0)] {
+                    let mut exact_samples = None;
+                    for minwidth in [None, Some(0.2)] {
+                        let filter = Filter {
+                            uid,
+                            ..Filter::default()
+                        };
+                        let q =
+                            |f: &dyn Fn() -> Result<Folded, crate::query::QueryError>| f().unwrap();
+                        let files = q(&|| {
+                            folded_from_files(store, (a, b), &filter, visibility, &bounds, minwidth)
+                        });
+                        let cached =
+                            q(
+                                &|| {
+                                    folded_as(store, (a, b), &filter, visibility, &bounds, minwidth)
+                                },
+                            );
+                        let what = format!("{a}..{b} {visibility:?} uid {uid:?} {minwidth:?}");
+                        assert_eq!(cached.text, files.text, "{what}");
+                        assert_eq!(
+                            (
+                                cached.samples,
+                                cached.slices,
+                                cached.frequency,
+                                cached.min_width
+                            ),
+                            (
+                                files.samples,
+                                files.slices,
+                                files.frequency,
+                                files.min_width
+                            ),
+                            "{what}"
+                        );
+                        // Bounded or not, the same samples.
+                        assert_eq!(*exact_samples.get_or_insert(files.samples), files.samples);
+                        if visibility != Visibility::All {
+                            assert!(!cached.text.contains("do_sys"), "{what}: {}", cached.text);
+                        }
+                        if visibility == Visibility::OwnOnly(1000) || uid == Some(1000) {
+                            // Only uid 1000's process (split), whatever the range.
+                            assert!(
+                                cached.text.lines().all(|l| l.starts_with("split;")),
+                                "{what}: {}",
+                                cached.text
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    };
+    for i in 0..390 {
+        write(&store, &mut pending, &at(i));
+    }
+    check(&store);
+    check(&store);
+    let (bytes, files) = store.cache_size();
+    assert!(files > 300 && bytes > 0, "{files} files, {bytes} bytes");
+    // The hour H rolled up: its members are forgotten, the roll-up read.
+    write(&store, &mut pending, &at(390));
+    write(&store, &mut pending, &at(391));
+    check(&store);
+    assert!(
+        store.cache_size().1 <= store.totals().0,
+        "{:?} {:?}",
+        store.cache_size(),
+        store.totals()
+    );
+}
+
+/// A query cache past its bound keeps no file (each query folds its files for itself) and
+/// is dropped, tables and all, at the next query; answers are unchanged.
+#[test]
+fn a_query_cache_past_its_bound_keeps_nothing_and_answers_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = Duration::from_secs(86_400);
+    let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
+    history(&store, &mut Pending::new(&store), 60);
+    let whole = (0, u64::MAX);
+    let big = Bounds::new(1 << 30, Duration::from_secs(60));
+    let exact = folded(
+        &store,
+        0,
+        u64::MAX,
+        &Filter::default(),
+        Visibility::All,
+        &big,
+    )
+    .unwrap();
+    let (bytes, files) = store.cache_size();
+    // The 30 slices before H rolled up, 30 after.
+    assert_eq!(files, 31);
+    let small = Bounds::new(bytes as u64 / 2, Duration::from_secs(60));
+    let f = folded_as(
+        &store,
+        whole,
+        &Filter::default(),
+        Visibility::All,
+        &small,
+        None,
+    )
+    .unwrap();
+    assert_eq!(f.text, exact.text);
+    let (after, files) = store.cache_size();
+    assert!(
+        files < 31,
+        "dropped at the query's start, refilled up to its bound"
+    );
+    assert!(after < bytes, "{after} >= {bytes}");
+    let again = folded_as(
+        &store,
+        whole,
+        &Filter::default(),
+        Visibility::All,
+        &small,
+        None,
+    );
+    assert_eq!(again.unwrap().text, exact.text);
+}
+
+/// The query cache is dropped when no query used it for `query_cache::IDLE`.
+#[test]
+fn an_idle_query_cache_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = Duration::from_secs(86_400);
+    let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
+    history(&store, &mut Pending::new(&store), 40);
+    let bounds = Bounds::new(1 << 30, Duration::from_secs(60));
+    folded(
+        &store,
+        0,
+        u64::MAX,
+        &Filter::default(),
+        Visibility::All,
+        &bounds,
+    )
+    .unwrap();
+    let (bytes, files) = store.cache_size();
+    assert!(files > 0 && bytes > 0);
+    let now = std::time::Instant::now();
+    store.cache_expire_at(now);
+    assert_eq!(store.cache_size().1, files, "used a moment ago: kept");
+    store.cache_expire_at(now + crate::store::query_cache::IDLE + Duration::from_secs(1));
+    assert_eq!(store.cache_size().1, 0);
+    assert!(store.cache_size().0 < bytes);
 }

@@ -14,6 +14,7 @@
 
 pub mod hourly;
 pub mod open;
+pub mod query_cache;
 mod retention;
 pub mod rollup;
 pub mod rollup_builder;
@@ -115,6 +116,8 @@ pub struct Store {
     fresh: Condvar,
     /// Asks the pipeline for a snapshot of the open slices (None: no pipeline).
     asker: Mutex<Option<Asker>>,
+    /// What CPU queries read, folded per file (`query_cache`).
+    query_cache: query_cache::QueryCache,
 }
 
 /// A query's selection of slices.
@@ -192,6 +195,7 @@ impl Store {
             uid_drops: UidDropCounters::default(),
             fresh: Condvar::new(),
             asker: Mutex::new(None),
+            query_cache: query_cache::QueryCache::default(),
         });
         store.apply_retention(now_ns);
         Ok(store)

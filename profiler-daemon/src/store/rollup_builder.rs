@@ -68,7 +68,7 @@ impl<T> Default for Table<T> {
 
 impl<T: Hash + Eq> Table<T> {
     /// The id of `item`, stored on first sight.
-    fn intern(&mut self, item: T) -> u32 {
+    pub(crate) fn intern(&mut self, item: T) -> u32 {
         let Table { items, ids, state } = self;
         let hash = state.hash_one(&item);
         if let Some(&id) = ids.find(hash, |&id| items[id as usize] == item) {
@@ -121,7 +121,7 @@ fn run<'a, T>(data: &'a [T], ends: &[u32], id: u32) -> &'a [T] {
 
 impl<T: Hash + Eq + Copy> Arena<T> {
     /// The id of `key`, stored on first sight.
-    fn intern(&mut self, key: &[T]) -> u32 {
+    pub(crate) fn intern(&mut self, key: &[T]) -> u32 {
         let Arena {
             data,
             ends,
@@ -168,7 +168,8 @@ impl<T: Hash + Eq + Copy> Arena<T> {
 pub(crate) struct Strings(Arena<u8>);
 
 impl Strings {
-    fn intern(&mut self, s: &str) -> u32 {
+    /// The id of `s`, stored on first sight.
+    pub(crate) fn intern(&mut self, s: &str) -> u32 {
         self.0.intern(s.as_bytes())
     }
 

@@ -174,9 +174,17 @@ async fn timeline(source: &Source, query: &str) -> Result<Reply, Reply> {
 /// `/api/flame`: the flame graph (or, with `focus`, the named function's callees), with what
 /// the range is and the `profctl flamegraph` command that draws it.
 async fn flame(source: &Source, query: &str) -> Result<Reply, Reply> {
-    let (params, selection, stacks) = selected(source, query, &["minwidth", "focus"]).await?;
-    let view = View::new(&stacks, params.text("function"));
+    let params = Params::parse(query, &allowed(&["minwidth", "focus"]))?;
+    let selection = params.selection("", source.files().len())?;
     let min = min_share(&params)?;
+    // The whole graph of a range: profilerd sends it bounded at the page's width, so that an
+    // hour of a busy host is a few thousand frames, not every stack. The function filter and
+    // the focus are profctl's own: they need every stack.
+    let bounded = params.text("function").is_none() && params.text("focus").is_none();
+    let stacks = source
+        .stacks_as(&selection, bounded.then_some(min * 100.0))
+        .await?;
+    let view = View::new(&stacks, params.text("function"));
     let tree = match params.text("focus") {
         Some(name) => views::focus(&view, name, min)
             .ok_or_else(|| Reply::error(404, "no stack of this range holds that function"))?,

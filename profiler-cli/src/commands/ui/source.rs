@@ -121,26 +121,41 @@ impl Source {
         Ok(answer.ok()?)
     }
 
-    /// The stacks `selection` asks for.
+    /// The stacks `selection` asks for: every one.
     pub async fn stacks(&self, selection: &Selection) -> Result<Arc<Stacks>, SourceError> {
+        self.stacks_as(selection, None).await
+    }
+
+    /// The stacks `selection` asks for; of a range, with `minwidth` (percent), as profilerd
+    /// bounds them for a flame graph drawn at that width (narrow frames merged, samples
+    /// kept: `/v1/folded?minwidth=`), which the search, the top table and the sandwich
+    /// cannot use. A file's stacks are whole.
+    pub async fn stacks_as(
+        &self,
+        selection: &Selection,
+        minwidth: Option<f64>,
+    ) -> Result<Arc<Stacks>, SourceError> {
         let (since, until) = match selection.origin {
             Origin::File(i) => return Ok(Arc::clone(&self.files()[i].stacks)),
             Origin::Range(since, until) => (since, until),
         };
-        let key = selection.key();
+        let mut key = selection.key();
+        if let Some(w) = minwidth {
+            key.push_str(&format!("&minwidth={w}"));
+        }
         if let Some(hit) = self.cached(&key) {
             return Ok(hit);
         }
         let asked = Instant::now();
+        let path = match minwidth {
+            Some(w) => history::bounded_folded_path(since, until, &selection.filter, w),
+            None => history::folded_path(since, until, &selection.filter),
+        };
         let answer = self
-            .daemon_get(
-                &history::folded_path(since, until, &selection.filter).map_err(|e| {
-                    SourceError {
-                        status: 400,
-                        message: e.to_string(),
-                    }
-                })?,
-            )
+            .daemon_get(&path.map_err(|e| SourceError {
+                status: 400,
+                message: e.to_string(),
+            })?)
             .await?;
         let answered = asked.elapsed();
         // The same range asked twice at once: the second finds the first's answer.
@@ -160,7 +175,11 @@ impl Source {
                 kernel: answer.number(daemon_api::header::KERNEL_FRAMES) == Some(1),
                 kind: "profilerd".into(),
             };
-            Stacks::from_folded(&String::from_utf8_lossy(&answer.body), about)
+            let text = String::from_utf8_lossy(&answer.body);
+            match answer.number(daemon_api::header::MIN_WIDTH_SAMPLES) {
+                Some(min) if minwidth.is_some() => Stacks::from_bounded(&text, about, min),
+                _ => Stacks::from_folded(&text, about),
+            }
         })
         .await
         .map_err(|_| SourceError {
@@ -172,6 +191,7 @@ impl Source {
             read_ms = read.elapsed().as_millis() as u64,
             bytes,
             stacks = stacks.stacks.len(),
+            bounded = minwidth.is_some(),
             "a range of the history"
         );
         let stacks = Arc::new(stacks);

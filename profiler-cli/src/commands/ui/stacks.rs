@@ -38,6 +38,11 @@ pub struct Stacks {
     pub cut: u64,
     /// Where they come from.
     pub about: About,
+    /// Of a bounded answer of profilerd (`minwidth`): by name id, the frames each merged
+    /// frame stands for (0: a function); empty otherwise.
+    pub merged: Vec<u64>,
+    /// Of a bounded answer: the width profilerd applied, in counts (0 otherwise).
+    pub min_width: u64,
 }
 
 /// Builds [`Stacks`]: names interned as they come, renumbered in order at the end.
@@ -103,6 +108,8 @@ impl<'a> Builder<'a> {
             comm_root,
             cut: self.cut,
             about,
+            merged: Vec::new(),
+            min_width: 0,
         }
     }
 }
@@ -122,6 +129,20 @@ impl Stacks {
             builder.add(stack.split(';'), count);
         }
         builder.finish(true, about)
+    }
+
+    /// A bounded answer of profilerd (`/v1/folded?minwidth=`, its width `min_width` in
+    /// counts): folded lines whose merged frames are named by
+    /// [`daemon_api::history::merged_frame`].
+    pub fn from_bounded(text: &str, about: About, min_width: u64) -> Stacks {
+        let mut stacks = Stacks::from_folded(text, about);
+        stacks.merged = stacks
+            .names
+            .iter()
+            .map(|n| daemon_api::history::merged_frames_of(n).unwrap_or(0))
+            .collect();
+        stacks.min_width = min_width;
+        stacks
     }
 
     /// The stacks of a profile read from a file.

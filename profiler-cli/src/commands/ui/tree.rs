@@ -6,8 +6,27 @@
 
 use std::fmt::Write as _;
 
-/// Most frames one answer holds.
-pub const MAX_NODES: usize = 6000;
+/// Most frames one answer holds (as many as profilerd's bounded answers: the page draws
+/// what the daemon sent).
+pub const MAX_NODES: usize = daemon_api::history::MAX_BOUNDED_FRAMES;
+
+/// Frames profilerd already merged (of a bounded answer, `/v1/folded?minwidth=`): by name
+/// id, the frames each merged frame stands for (0: a function); and the width the daemon
+/// applied, in counts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Merged<'a> {
+    /// By name id: frames merged into it (0 for a function). Empty: none.
+    pub frames: &'a [u64],
+    /// The daemon's width, the least this tree's can be.
+    pub min: u64,
+}
+
+impl Merged<'_> {
+    /// The frames `name` stands for when the daemon merged it, else 0.
+    fn of(&self, name: u32) -> u64 {
+        self.frames.get(name as usize).copied().unwrap_or(0)
+    }
+}
 
 /// The root's name id.
 const ROOT: u32 = u32::MAX;
@@ -101,17 +120,17 @@ impl<K: AsRef<[u32]>> Tree<K> {
         }
     }
 
-    /// Frames kept at `min` (each at least `min` wide; the rest merged, one merged frame per
-    /// parent), counting no further than `cap`.
-    fn kept(&self, run: Run, min: u64, cap: usize) -> usize {
+    /// Frames kept at `min` (each at least `min` wide and not merged by the daemon; the rest
+    /// merged, one merged frame per parent), counting no further than `cap`.
+    fn kept(&self, run: Run, min: u64, merged_by: Merged<'_>, cap: usize) -> usize {
         let mut n = 1;
         let mut merged = false;
         self.children(run, |child| {
             if n > cap {
                 return;
             }
-            if self.value(child) >= min {
-                n += self.kept(child, min, cap - n.min(cap));
+            if self.value(child) >= min && merged_by.of(child.name) == 0 {
+                n += self.kept(child, min, merged_by, cap - n.min(cap));
             } else {
                 merged = true;
             }
@@ -120,12 +139,21 @@ impl<K: AsRef<[u32]>> Tree<K> {
     }
 
     /// The tree as JSON, frames narrower than `min_share` of the root merged (the width
-    /// raised until at most [`MAX_NODES`] frames remain); `names` names the ids, `diff` adds
-    /// each frame's count on the other side.
-    pub fn to_json(&self, names: &[String], min_share: f64, diff: bool) -> String {
+    /// raised until at most [`MAX_NODES`] frames remain, and no less than the daemon's), with
+    /// the frames the daemon merged (`merged`); `names` names the ids, `diff` adds each
+    /// frame's count on the other side.
+    pub fn to_json(
+        &self,
+        names: &[String],
+        merged: Merged<'_>,
+        min_share: f64,
+        diff: bool,
+    ) -> String {
         let total = self.total();
-        let mut min = ((total as f64 * min_share).ceil() as u64).max(1);
-        while self.kept(self.root(), min, MAX_NODES) > MAX_NODES {
+        let mut min = ((total as f64 * min_share).ceil() as u64)
+            .max(merged.min)
+            .max(1);
+        while self.kept(self.root(), min, merged, MAX_NODES) > MAX_NODES {
             min = min.saturating_mul(2);
         }
         let mut out = Json {
@@ -135,6 +163,7 @@ impl<K: AsRef<[u32]>> Tree<K> {
             nodes: 0,
             merged_frames: 0,
             diff,
+            merged,
         };
         out.text.push_str("{\"tree\":");
         out.node(self, self.root(), min);
@@ -156,7 +185,7 @@ impl<K: AsRef<[u32]>> Tree<K> {
 }
 
 /// A tree being written as JSON.
-struct Json {
+struct Json<'m> {
     text: String,
     /// Name ids in the order of their first use (the answer's name table).
     used: Vec<u32>,
@@ -164,9 +193,10 @@ struct Json {
     nodes: usize,
     merged_frames: usize,
     diff: bool,
+    merged: Merged<'m>,
 }
 
-impl Json {
+impl Json<'_> {
     fn name(&mut self, id: u32) -> i64 {
         if id == ROOT {
             return -1;
@@ -190,11 +220,13 @@ impl Json {
         }
         let mut kept = Vec::new();
         let (mut small, mut small_value, mut small_base) = (0usize, 0u64, 0u64);
+        let merged = self.merged;
         tree.children(run, |child| {
-            if tree.value(child) >= min {
+            let by_daemon = merged.of(child.name) as usize;
+            if tree.value(child) >= min && by_daemon == 0 {
                 kept.push(child);
             } else {
-                small += 1;
+                small += by_daemon.max(1);
                 small_value += tree.value(child);
                 small_base += tree.base(child);
             }
@@ -242,7 +274,8 @@ mod tests {
         ];
         let tree = Tree::build(stacks);
         assert_eq!(tree.total(), 10);
-        let json: Value = serde_json::from_str(&tree.to_json(&names(4), 0.0, true)).unwrap();
+        let json: Value =
+            serde_json::from_str(&tree.to_json(&names(4), Merged::default(), 0.0, true)).unwrap();
         assert_eq!(json["total"], 10);
         assert_eq!(json["base_total"], 5);
         let root = &json["tree"];
@@ -265,7 +298,9 @@ mod tests {
             stacks.push((vec![0, 2 + i], 1, 0));
         }
         let tree = Tree::build(stacks);
-        let json: Value = serde_json::from_str(&tree.to_json(&names(102), 0.005, false)).unwrap();
+        let json: Value =
+            serde_json::from_str(&tree.to_json(&names(102), Merged::default(), 0.005, false))
+                .unwrap();
         let top = &json["tree"]["c"][0];
         let children = top["c"].as_array().unwrap();
         assert_eq!(children.len(), 2, "{children:?}");
@@ -277,13 +312,43 @@ mod tests {
     }
 
     #[test]
+    fn frames_the_daemon_merged_stay_merged_and_count_what_they_stand_for() {
+        // f0;f1 900, and f0;[40 narrow frames] 60 as profilerd sends it (name 2).
+        let stacks: Vec<Weighted<Vec<u32>>> = vec![(vec![0, 1], 900, 0), (vec![0, 2], 60, 0)];
+        let tree = Tree::build(stacks);
+        let frames = [0, 0, 40];
+        let merged = Merged {
+            frames: &frames,
+            min: 7,
+        };
+        let mut names = names(2);
+        names.push(daemon_api::history::merged_frame(40));
+        let json: Value =
+            serde_json::from_str(&tree.to_json(&names, merged, 0.001, false)).unwrap();
+        let top = &json["tree"]["c"][0];
+        assert_eq!(top["c"][1]["n"], -2, "{top}");
+        assert_eq!(
+            (top["c"][1]["v"].as_u64(), top["c"][1]["k"].as_u64()),
+            (Some(60), Some(40))
+        );
+        assert_eq!(json["merged_frames"], 40);
+        // The daemon's width, not the page's smaller one.
+        assert_eq!(json["min_value"], 7);
+    }
+
+    #[test]
     fn the_width_rises_until_the_frame_cap_holds() {
         let stacks: Vec<Weighted<Vec<u32>>> = (0..(3 * MAX_NODES as u32))
             .map(|i| (vec![i], 1 + u64::from(i % 7), 0))
             .collect();
         let tree = Tree::build(stacks);
-        let json: Value =
-            serde_json::from_str(&tree.to_json(&names(3 * MAX_NODES), 0.0, false)).unwrap();
+        let json: Value = serde_json::from_str(&tree.to_json(
+            &names(3 * MAX_NODES),
+            Merged::default(),
+            0.0,
+            false,
+        ))
+        .unwrap();
         let nodes = json["nodes"].as_u64().unwrap() as usize;
         assert!(nodes <= MAX_NODES, "{nodes}");
         assert!(json["min_value"].as_u64().unwrap() > 1);

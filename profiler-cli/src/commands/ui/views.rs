@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use serde_json::json;
 
 use crate::commands::ui::stacks::Stacks;
-use crate::commands::ui::tree::{Tree, Weighted};
+use crate::commands::ui::tree::{Merged, Tree, Weighted};
 
 /// Rows of the top table at most.
 pub const MAX_ROWS: usize = 2000;
@@ -57,7 +57,11 @@ impl<'a> View<'a> {
 /// The flame graph of `view`.
 pub fn flame(view: &View<'_>, min_share: f64) -> String {
     let stacks: Vec<Weighted<&[u32]>> = view.selected().map(|(k, c)| (k, c, 0)).collect();
-    Tree::build(stacks).to_json(&view.stacks.names, min_share, false)
+    let merged = Merged {
+        frames: &view.stacks.merged,
+        min: view.stacks.min_width,
+    };
+    Tree::build(stacks).to_json(&view.stacks.names, merged, min_share, false)
 }
 
 /// Where `f` first occurs among the functions of `key` (the outermost call).
@@ -92,7 +96,7 @@ fn callers(view: &View<'_>, f: u32) -> Tree<Vec<u32>> {
 /// The flame graph focused on the function `name`: its callees from every call site.
 pub fn focus(view: &View<'_>, name: &str, min_share: f64) -> Option<String> {
     let f = view.stacks.id_of(name)?;
-    Some(callees(view, f).to_json(&view.stacks.names, min_share, false))
+    Some(callees(view, f).to_json(&view.stacks.names, Merged::default(), min_share, false))
 }
 
 /// The samples whose stack has a frame containing `query` and their share, percent.
@@ -192,8 +196,8 @@ pub fn sandwich(view: &View<'_>, name: &str, min_share: f64) -> Option<String> {
         serde_json::to_string(name).unwrap_or_default(),
         down.total(),
         view.total(),
-        up.to_json(names, min_share, false),
-        down.to_json(names, min_share, false)
+        up.to_json(names, Merged::default(), min_share, false),
+        down.to_json(names, Merged::default(), min_share, false)
     ))
 }
 
@@ -238,7 +242,7 @@ pub fn diff(after: &View<'_>, before: &View<'_>, min_share: f64) -> String {
         .map(|(k, c)| (remap(k, &map_a), c, 0))
         .collect();
     stacks.extend(before.selected().map(|(k, c)| (remap(k, &map_b), 0, c)));
-    Tree::build(stacks).to_json(&names, min_share, true)
+    Tree::build(stacks).to_json(&names, Merged::default(), min_share, true)
 }
 
 #[cfg(test)]

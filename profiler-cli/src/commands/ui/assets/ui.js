@@ -281,7 +281,10 @@ function minwidth() {
 
 async function loadViews() {
   showError(null);
-  await Promise.all([loadFlame(), loadTop()]);
+  // The flame graph first: profctl asks the daemon one request at a time, and the flame
+  // graph's is the bounded one, the table's every stack.
+  await loadFlame();
+  await loadTop();
   if (state.sandwich) openSandwich(state.sandwich);
   if ($("search").value) runSearch();
 }
