@@ -16,6 +16,8 @@
 //! timeline.rs, query.rs, budget.rs, options.rs, pipeline_cpu.rs,
 //!                         store/ (hourly -> mod -> rollup_share -> share, rollup_writer ->
 //!                         rollup_builder, rollup)
+//! bounded.rs              a folded answer bounded at a minimum width (/v1/folded?minwidth=)
+//! store/query_cache.rs    the files CPU queries read, kept folded per file
 //! slice.rs, filter.rs, cgroup.rs, access.rs, config/, metric.rs, logging.rs, sys.rs
 //! ```
 

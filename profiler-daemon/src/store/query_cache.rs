@@ -9,10 +9,13 @@
 //!
 //! Bounds: its memory (tables and folded files) is counted; a file is kept only while the
 //! whole stays within the query's bound (`api.max_response_bytes`, what one query may hold),
-//! else it is folded for the query alone; the tables are dropped at the next query when they
-//! pass the bound, and everything is dropped when no query came for [`IDLE`] (by the roll-up
-//! housekeeper, `hourly.rs`, between its rounds). Files no longer in the store's index
-//! (expired, rolled up, set aside) are forgotten at each query.
+//! else it is folded for the query alone. `fold` adds every file's names and stacks to the
+//! shared tables, kept or not, so during a query the tables are bounded only by the distinct
+//! stacks of its range. Everything is dropped at the next query when the whole passes the
+//! bound, and when no query came for [`IDLE`]: checked at the next query and by the roll-up
+//! housekeeper (`hourly.rs`) between its rounds, later while it writes or catches up a
+//! roll-up. Files no longer in the store's index (expired, rolled up, set aside) are
+//! forgotten at each query.
 //! Files are immutable once named: a name is never reused for other content.
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -422,7 +425,8 @@ impl Store {
     }
 
     /// Drop the query cache if no query used it for [`IDLE`] (the housekeeper calls this
-    /// between its rounds, at most 10 s apart), and give the memory back to the system.
+    /// between its rounds: at most 10 s apart while it is idle, later while it writes or
+    /// catches up a roll-up), and give the memory back to the system.
     pub fn cache_expire(&self) {
         self.cache_expire_at(Instant::now());
     }

@@ -1,8 +1,10 @@
 //! Where the page's stacks come from: profilerd's history over its socket, asked as the user
 //! running profctl (so the daemon's per-user rules hold), one request at a time (the daemon
 //! admits one query per user at once); or the files given with `--input`, read at start.
-//! The stacks of the last few ranges are cached, so that the views of one selection (flame
-//! graph, top table, search, sandwich) ask the daemon once.
+//! The last few answers are cached (keyed by range and filter, and by `minwidth` for a
+//! bounded one), so that the views of one selection ask the daemon at most twice: once for
+//! the flame graph, bounded, and once for the exact stacks that the top table, the search
+//! and the sandwich share.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
