@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs::{self, File};
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -29,19 +29,63 @@ pub const HOT: [&str; 3] = ["hot_a", "hot_b", "hot_c"];
 
 static SAMPLING: RwLock<()> = RwLock::new(());
 
+/// A hold of the sampling lock, for the whole of one test. When `PROFCTL_TEST_TIMES` names a
+/// file, its drop appends `KIND SECONDS TEST` there (KIND `alone` or `shared`, SECONDS how long
+/// the lock was held): how the integration binary's time is spent, for docs/testing.md.
+pub struct SamplingHold<G> {
+    _guard: G,
+    kind: &'static str,
+    since: Instant,
+}
+
+impl<G> Drop for SamplingHold<G> {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("PROFCTL_TEST_TIMES") else {
+            return;
+        };
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("[unnamed]")
+            .to_string();
+        let line = format!(
+            "{} {:.1} {test}\n",
+            self.kind,
+            self.since.elapsed().as_secs_f64()
+        );
+        // One write of one short line to a file opened for appending: lines from tests that
+        // end together do not interleave.
+        let written = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            eprintln!("PROFCTL_TEST_TIMES: cannot append to {path:?}: {e}");
+        }
+    }
+}
+
 /// Holds the sampling lock alone: take it for the whole of every test that judges sampling
 /// accuracy (shares, sample counts, CPU time), so that no other sampling test runs beside it
 /// on the test machine's 2 CPUs. Recovers from poisoning (a failed test must not fail the
 /// rest).
-pub fn sampling_lock() -> RwLockWriteGuard<'static, ()> {
-    SAMPLING.write().unwrap_or_else(|e| e.into_inner())
+pub fn sampling_lock() -> SamplingHold<RwLockWriteGuard<'static, ()>> {
+    SamplingHold {
+        _guard: SAMPLING.write().unwrap_or_else(|e| e.into_inner()),
+        kind: "alone",
+        since: Instant::now(),
+    }
 }
 
 /// Holds the sampling lock beside other such tests: for a test that samples (or starts a
 /// daemon) but judges no accuracy, such as access rules, errors or limits. It runs in
 /// parallel with its kind, never beside a test holding [`sampling_lock`].
-pub fn sampling_shared() -> RwLockReadGuard<'static, ()> {
-    SAMPLING.read().unwrap_or_else(|e| e.into_inner())
+pub fn sampling_shared() -> SamplingHold<RwLockReadGuard<'static, ()>> {
+    SamplingHold {
+        _guard: SAMPLING.read().unwrap_or_else(|e| e.into_inner()),
+        kind: "shared",
+        since: Instant::now(),
+    }
 }
 
 /// Path of the binary under test: the crate's `profctl`, unless the

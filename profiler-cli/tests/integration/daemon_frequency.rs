@@ -58,7 +58,16 @@ fn daemon_an_hour_whose_frequency_the_budget_changed_rolls_up_and_answers_as_its
     // running, once a budget window (2 s) of steady work is written.
     daemon.wait_start_up_named();
     daemon.wait_slices_through(unix_now() + 2.0);
-    let cost = number(&daemon.status().unwrap(), "budget_cpu_percent");
+    // The lowest of four readings a second apart: a window that still held some of the
+    // start's naming reads several times the steady cost (22.6% against 4.2% in one CI run),
+    // and a cap set from it lowered nothing.
+    let mut cost = f64::INFINITY;
+    for i in 0..4 {
+        if i > 0 {
+            hold(Duration::from_secs(1));
+        }
+        cost = cost.min(number(&daemon.status().unwrap(), "budget_cpu_percent"));
+    }
     eprintln!("steady cost {cost:.2}%: the cap goes to a third of it");
 
     // A period from its start: the cap set under the cost lowers the frequency, the cap

@@ -9,7 +9,6 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::RwLockWriteGuard;
 
 use crate::common::*;
 use crate::daemon::{cpu_seconds, flamegraph, http_get, unix_now, Daemon, BUDGET_OFF};
@@ -210,7 +209,7 @@ fn contest(
 ) -> (
     Daemon,
     tempfile::TempDir,
-    RwLockWriteGuard<'static, ()>,
+    SamplingHold<std::sync::RwLockWriteGuard<'static, ()>>,
     (f64, f64),
 ) {
     assert!(

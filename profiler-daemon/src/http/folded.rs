@@ -122,7 +122,7 @@ pub fn split(params: RangeParams) -> ((Option<TimeParam>, Option<TimeParam>), Fi
 
 /// What the range and filter parameters take, for the answer to a query string that cannot
 /// be read.
-pub const RANGE_PARAMETERS: &str = "since, until (@UNIX-SECONDS, or -DURATION: that long before now, e.g. -600 or -10m; a time before 1970 is refused), pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall), minwidth (folded only: percent)";
+pub const RANGE_PARAMETERS: &str = "since, until (@UNIX-SECONDS, or -DURATION: that long before now, e.g. -600 or -10m; a time before 1970 is refused), pid, descendants (true or false), comm, uid, cgroup, measure (cpu, off_cpu or wall)";
 
 /// The answer to a query string that cannot be read: what is wrong (the parameter named), and
 /// what the route takes (`expected`).
@@ -136,7 +136,12 @@ pub fn bad_query(why: &BadQuery, expected: &str) -> Response {
 /// The range and filter of a `/v1/folded` or `/v1/pprof` query string, or the answer that
 /// says what is wrong with it.
 pub fn range_params(query: Option<&str>) -> Result<RangeParams, Box<Response>> {
-    from_query(query.unwrap_or_default()).map_err(|why| Box::new(bad_query(&why, RANGE_PARAMETERS)))
+    from_query(query.unwrap_or_default()).map_err(|why| {
+        Box::new(bad_query(
+            &why,
+            &format!("{RANGE_PARAMETERS}, minwidth (folded only: percent)"),
+        ))
+    })
 }
 
 /// `minwidth` (percent) as a fraction, or the answer refusing it.
