@@ -47,7 +47,7 @@ fi
 cc -O1 -g -fno-omit-frame-pointer -pthread -o "$T/churn" "$ROOT/profiler-cli/tests/workloads/churn.c"
 
 PIDS=()
-trap 'kill ${PIDS[*]} 2>/dev/null || true; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
+trap 'kill ${PIDS[*]} 2>/dev/null || true; wait 2>/dev/null || true; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$T"' EXIT
 
 # config NAME: a daemon's configuration under $T/NAME
 config() {
