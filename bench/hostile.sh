@@ -133,6 +133,9 @@ print(" ".join(codes), flush=True)
 time.sleep(float(sys.argv[3]))
 PY
 chmod 0644 "$T/pub/slow.py"
+# The system's python3: one on root's PATH (a pyenv shim under /root) may not be nobody's to run.
+SYSTEM_PYTHON=/usr/bin/python3
+[ -x "$SYSTEM_PYTHON" ] || SYSTEM_PYTHON=$(command -v python3)
 ID=$(as_nobody curl -s --unix-socket "$T/d/sock" -X POST -H 'Content-Type: application/json' \
     -d "{\"pid\":$DEEP,\"frequency\":19,\"duration\":1}" http://x/v1/recordings | sed -n -E 's/.*"id":([0-9]+).*/\1/p')
 [ -n "$ID" ] || die "nobody's recording was not started"
@@ -141,7 +144,7 @@ SIZE=$(api "http://x/v1/recordings/$ID/folded" | wc -c)
 note "nobody's recording $ID folds to $((SIZE / 1024)) KiB; quiet baseline: $ATTACK s"
 read -r B_MED B_MAX B_RSS < <(watch "$ATTACK")
 note "attack 3 (16 slow readers of nobody's): $ATTACK s"
-as_nobody python3 "$T/pub/slow.py" "$T/d/sock" "/v1/recordings/$ID/folded" "$ATTACK" >"$T/slow.codes" 2>&1 &
+as_nobody "$SYSTEM_PYTHON" "$T/pub/slow.py" "$T/d/sock" "/v1/recordings/$ID/folded" "$ATTACK" >"$T/slow.codes" 2>&1 &
 SLOW=$!
 LOADS+=($SLOW)
 read -r S_MED S_MAX S_RSS < <(watch "$ATTACK")
