@@ -1,4 +1,4 @@
-//! An hour (a 40-s roll-up period here, `PROFILERD_TEST_ROLLUP_SECONDS`) in which the budget
+//! An hour (a 30-s roll-up period here, `PROFILERD_TEST_ROLLUP_SECONDS`) in which the budget
 //! lowers the sampling frequency (a cap set below the daemon's cost) and then raises it again
 //! (the cap lifted) rolls up like any other, and the roll-up answers a query over part of the
 //! period exactly as its slices did. (Such an hour used to stay as slices: "the sampling
@@ -14,7 +14,12 @@ use crate::daemon::{unix_now, Daemon};
 use crate::daemon_rollup::{get, header, indexed_rollups};
 
 /// The roll-up period of this test, seconds.
-const PERIOD: u64 = 40;
+const PERIOD: u64 = 30;
+
+/// Seconds of a period the test needs from its first change: the frequency lowered and
+/// raised again (a few budget windows of 2 s), then more than 10 slices before the range's end,
+/// which is 6 s before the period's.
+const NEEDED: u64 = 20;
 
 fn write_config(dir: &Path, cap: f64) -> PathBuf {
     let config = dir.join("profilerd.toml");
@@ -70,10 +75,17 @@ fn daemon_an_hour_whose_frequency_the_budget_changed_rolls_up_and_answers_as_its
     }
     eprintln!("steady cost {cost:.2}%: the cap goes to a third of it");
 
-    // A period from its start: the cap set under the cost lowers the frequency, the cap
-    // lifted raises it again, both within the period.
-    let p0 = ((unix_now() as u64) / PERIOD + 1) * PERIOD;
-    hold_until(p0 as f64 + 0.5);
+    // Within one period, from `a` (this period, when NEEDED seconds of it are left, else the
+    // next from its start): the cap set under the cost lowers the frequency, the cap lifted
+    // raises it again.
+    let now = unix_now();
+    let mut p0 = (now as u64) / PERIOD * PERIOD;
+    let mut a = now.ceil() as u64 + 1;
+    if a + NEEDED > p0 + PERIOD {
+        p0 += PERIOD;
+        a = p0 + 1;
+    }
+    hold_until(a as f64 - 0.5);
     let changes = daemon.number("budget_frequency_changes");
     write_config(dir.path(), (cost / 3.0).max(0.01));
     assert!(send_signal(daemon.process.pid(), "HUP"));
@@ -89,13 +101,14 @@ fn daemon_an_hour_whose_frequency_the_budget_changed_rolls_up_and_answers_as_its
     let changed = unix_now();
     assert!(
         changed < (p0 + PERIOD - 6) as f64,
-        "the budget took {:.1} s of the {PERIOD}-s period to lower and raise the frequency",
-        changed - p0 as f64
+        "the budget took {:.1} s to lower and raise the frequency, from {:.1} s into the {PERIOD}-s period",
+        changed - a as f64 + 0.5,
+        a as f64 - 0.5 - p0 as f64
     );
     assert!(daemon.number("budget_frequency_changes") >= changes + 2);
 
     // Part of the period, across both changes, while its slices are files; then rolled up.
-    let (a, b) = (p0 + 1, p0 + PERIOD - 6);
+    let b = p0 + PERIOD - 6;
     let range = format!("/v1/folded?since={a}&until={b}");
     daemon.wait_slices_through(b as f64);
     let (head, before) = get(&daemon.socket, &range);

@@ -18,13 +18,13 @@ use crate::common::*;
 use crate::daemon::{number_in, unix_now, Daemon};
 
 /// The roll-up period of this test, seconds (each roll-up holds this many 1-s slices).
-const PERIOD: u64 = 20;
+const PERIOD: u64 = 12;
 
 /// The budget's window, seconds (two readings a window).
 const WINDOW: f64 = 2.0;
 
 /// Readings of the steady cost (one a second) the cap is set from.
-const READINGS: usize = 30;
+const READINGS: usize = 15;
 
 /// The sampling frequency of this test.
 const HZ: u64 = 299;
