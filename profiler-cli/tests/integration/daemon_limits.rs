@@ -39,10 +39,12 @@ time.sleep(600)
 "#;
 
 /// `METHOD PATH [BODY]` on the socket `argv[1]`: prints the status line's code and the body.
+/// The client waits up to 200 s for the answer (a throttled daemon's longest request timeout
+/// is 100 s; a CI run saw a 60-s client give up before the answer came).
 const HTTP: &str = r#"
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
-s.settimeout(60)
+s.settimeout(200)
 s.connect(sys.argv[1])
 body = sys.argv[4] if len(sys.argv) > 4 else ""
 s.sendall(("%s %s HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (sys.argv[2], sys.argv[3], len(body), body)).encode())
@@ -449,7 +451,7 @@ fn daemon_query_slots_are_held_by_the_work_and_one_is_kept_for_root() {
     write_ops_config(
         &config,
         dir.path(),
-        "frequency = 999\nslice = \"1s\"\n",
+        "frequency = 499\nslice = \"1s\"\n",
         // The second query reads throttled for as long as the steps before take on a busy
         // machine: the longest request timeout (100 s) keeps its answer a 200 (the timeout
         // is not what is tested here; a CI run saw the default 30 s run out).
@@ -458,6 +460,10 @@ fn daemon_query_slots_are_held_by_the_work_and_one_is_kept_for_root() {
     let cgroup = CpuCgroup::new();
     let daemon = Daemon::start(&config);
     cgroup.add(daemon.process.pid());
+    // The start-up's naming of every process running takes seconds in a debug build beside
+    // another test; slices closed meanwhile may be dropped (a CI run waited 30 s in vain for
+    // the slice through the workload's sixth second). The history is read after it.
+    daemon.wait_start_up_named();
     // History to read: deep stacks of threads renamed all the time, 6 s of them (the
     // workload runs until the slices through them are written).
     let t0 = unix_now();

@@ -265,21 +265,26 @@ const BOUNDS: &[Bound] = &[
     // the pages of the files profctl maps: in a whole-system recording it names its own
     // frames, and every function of its own sampled for the first time touches more of its
     // debug information (far larger in a debug build), which stays resident, reclaimable,
-    // after the churn (+20 MB release, +31 MB debug measured). What profctl holds is the
-    // anonymous part, bounded below.
+    // after the churn (+20 MB release, +31 MB debug measured). One CI run, whose symbolize
+    // thread took twice its usual samples (its own debug frames, named as they came), peaked
+    // at +140 MB in the churn's first window (+93 MB of file pages, +47 MB anonymous) and was
+    // back at +22 MB 6 s later. What profctl holds is the anonymous part, bounded below.
     Bound {
         field: "MB resident",
-        churn_slack: 64.0,
+        churn_slack: 160.0,
         recovery_slack: 48.0,
     },
     // Anonymous resident memory, MB: what profctl itself holds (heap: names cached, windows'
     // stacks, process model, unwinders, and the merged profile it will write, which grows
     // with the distinct stacks seen). Measured after the churn: +11.8 MB run alone, +17.3 MB
-    // in the whole suite, where other tests' processes run beside it and get sampled too.
+    // in the whole suite, where other tests' processes run beside it and get sampled too, and
+    // +24.5 MB in the CI run above, which saw more distinct stacks of profctl's own: the heap
+    // grew from 79.5 to 97.5 MB during the churn, 11.6 MB of it in one window (as a table
+    // doubles), and then held still for the 28 s after it. A leak of 30 KB per exec adds 45.
     Bound {
         field: "MB anonymous",
-        churn_slack: 48.0,
-        recovery_slack: 24.0,
+        churn_slack: 64.0,
+        recovery_slack: 36.0,
     },
 ];
 
