@@ -12,7 +12,7 @@ use crate::daemon_reload::socket_get;
 
 #[test]
 fn daemon_refuses_times_before_1970_and_keeps_older_clients_forms() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let dir = scratch();
     let config = Daemon::write_config(dir.path(), "");
     let daemon = Daemon::start(&config);

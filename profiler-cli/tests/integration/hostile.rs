@@ -5,6 +5,9 @@
 //!
 //! Every test here needs root (to create the user and to record the whole system); run as
 //! another user they say so and pass.
+//!
+//! The tests that bound a recording's time and memory or count its losses hold the sampling
+//! lock alone; those that judge names, files and exits run beside other tests that sample.
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -205,7 +208,7 @@ fn planted_links_and_fifos_at_output_paths_change_nothing() {
     let Some(attacker) = Attacker::new() else {
         return;
     };
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let victims = root_only_dir();
     let victim = victims.path().join("victim");
     fs::write(&victim, "precious").unwrap();
@@ -309,7 +312,7 @@ fn root_only_files_linked_by_another_user_are_not_shown() {
     let Some(attacker) = Attacker::new() else {
         return;
     };
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     attacker.install(&w.burner, "b");
     attacker.install(crate::symbols::jitmap_workload(), "j");
@@ -380,7 +383,7 @@ fn root_only_files_linked_by_another_user_are_not_shown() {
 /// never answers) ends profctl at once, with status 130.
 #[test]
 fn a_signal_during_naming_ends_profctl() {
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
     let stripped = dir.path().join("stripped");
@@ -602,7 +605,7 @@ fn debug_files_linked_beside_another_users_binary_are_read_with_their_access() {
     let Some(attacker) = Attacker::new() else {
         return;
     };
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let secrets = root_only_dir();
     // Root's build: the same code, its function named differently; its debug file root-only.
     let flags = [
@@ -729,7 +732,7 @@ fn a_pid_recording_ends_when_another_users_process_exits() {
     let Some(attacker) = Attacker::new() else {
         return;
     };
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     let w = workloads();
     attacker.install(&w.burner, "b");
     let mut target = attacker.shell("echo $$ > pid; exec ./b 1.5");
@@ -933,7 +936,7 @@ fn a_users_file_with_roots_build_id_never_names_roots_frames() {
     let Some(attacker) = Attacker::new() else {
         return;
     };
-    let _guard = sampling_lock();
+    let _guard = sampling_shared();
     // Root's program, in a directory only root may write.
     let root_dir = root_only_dir();
     let src = twins_source();
