@@ -6,8 +6,9 @@
 //! Every test here needs root (to create the user and to record the whole system); run as
 //! another user they say so and pass.
 //!
-//! The tests that bound a recording's time and memory or count its losses hold the sampling
-//! lock alone; those that judge names, files and exits run beside other tests that sample.
+//! The tests that bound a whole recording's time and memory or count its losses hold the
+//! sampling lock alone; those that judge names and files, or that profctl ends within seconds
+//! of a signal or of its target's exit, run beside other tests that sample.
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
