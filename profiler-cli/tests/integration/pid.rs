@@ -10,7 +10,8 @@ use crate::common::*;
 
 #[test]
 fn record_pid_for_duration_writes_svg_and_folded() {
-    let _guard = sampling_lock();
+    // Names, outputs and a duration's lower bound, not shares: beside other tests.
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
     let folded = dir.path().join("out.folded");
