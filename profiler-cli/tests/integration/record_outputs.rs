@@ -4,7 +4,7 @@
 //! reads (with the sample types and labels of profctl's own pprof), `-o x.svg` a well-formed
 //! SVG, `--folded` folded stacks. In each, the summary's sample count equals the file's and is
 //! within 10% of duration × frequency × busy threads: the recording's duration (as its summary
-//! says, within 10% of the 3 s asked), and the busy threads of the workload (burner: one
+//! says, within 10% of the 2 s asked), and the busy threads of the workload (burner: one
 //! thread) as measured, its CPU time over the run's wall time, since on a shared 2-CPU machine
 //! other work takes part of that one thread's CPU (nice does not help across autogroups).
 
@@ -16,8 +16,9 @@ use std::time::Duration;
 use crate::common::*;
 use crate::daemon::Daemon;
 
-/// Seconds each recording lasts.
-const SECONDS: &str = "3";
+/// Seconds each recording lasts (eight recordings: two seconds of a busy thread at 999 Hz are
+/// some 2,000 samples, enough for counts judged within 10%).
+const SECONDS: &str = "2";
 
 /// What a file should be.
 #[derive(Clone, Copy, Debug)]
