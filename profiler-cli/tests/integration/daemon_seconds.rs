@@ -1,7 +1,7 @@
 //! The timeline tells the second at the default slice length (10 s): a thread busy 8 s,
 //! paused 20 s, busy 8 s (tests/workloads/bursts.c, its edges at .37 s past a second, so
 //! never on a bucket's boundary; it measures the CPU it got in each second), under a daemon at
-//! 499 Hz whose roll-up period is shortened to 30 s. `profctl timeline --bucket 1s` and
+//! 499 Hz whose roll-up period is shortened to 20 s. `profctl timeline --bucket 1s` and
 //! `--bucket 5s` show at least 0.8 of the thread's measured cores (in that bucket: on a shared
 //! machine the thread gets what it gets) in every bucket wholly inside a burst,
 //! under 0.05 in every bucket wholly inside the pause, and say the data's resolution is a
@@ -22,8 +22,10 @@ use crate::daemon::{number_in, Daemon};
 use crate::daemon_rename::config_default_slices;
 use crate::daemon_rollup::indexed_rollups;
 
-/// The roll-up period of this test, seconds (three 10-s slices).
-const PERIOD: u64 = 30;
+/// The roll-up period of this test, seconds: two 10-s slices, so that a roll-up merges slices.
+/// The bursts' last period is rolled up when the first slice of the next one is written, 10 or
+/// 20 s after the bursts' last slice (10, 20 or 30 s with three slices a period).
+const PERIOD: u64 = 20;
 
 /// The schedule: busy, paused, busy (seconds).
 const SCHEDULE: [&str; 3] = ["8", "20", "8"];
