@@ -1,4 +1,4 @@
-//! An hour (a 30-s roll-up period here, `PROFILERD_TEST_ROLLUP_SECONDS`) in which the budget
+//! An hour (a 22-s roll-up period here, `PROFILERD_TEST_ROLLUP_SECONDS`) in which the budget
 //! lowers the sampling frequency (a cap set below the daemon's cost) and then raises it again
 //! (the cap lifted) rolls up like any other, and the roll-up answers a query over part of the
 //! period exactly as its slices did. (Such an hour used to stay as slices: "the sampling
@@ -13,8 +13,11 @@ use crate::common::*;
 use crate::daemon::{unix_now, Daemon};
 use crate::daemon_rollup::{get, header, indexed_rollups};
 
-/// The roll-up period of this test, seconds.
-const PERIOD: u64 = 30;
+/// The roll-up period of this test, seconds: [`NEEDED`] and 2 s more (a period whose first
+/// seconds are past waits for the next: the shorter the period, the shorter that wait). The
+/// range starts at most 2 s into the period, so it is 14 s or more long, as it was when the
+/// period was 30 s and the range started at most 10 s into it.
+const PERIOD: u64 = 22;
 
 /// Seconds of a period the test needs from its first change: the frequency lowered and
 /// raised again (a few budget windows of 2 s), then more than 10 slices before the range's end,
