@@ -22,8 +22,9 @@ use crate::daemon::{number_in, Daemon};
 const WINDOW_S: u64 = 2;
 
 /// How long the query loop runs: several budget windows (the budget lowers the frequency
-/// after two windows over the cap).
-const LOOP: Duration = Duration::from_secs(7 * WINDOW_S);
+/// after two windows over the cap), and two more are watched after it. At one snapshot a
+/// second the loop would take 10 or more, over the bound of 8 its spacing allows.
+const LOOP: Duration = Duration::from_secs(5 * WINDOW_S);
 
 /// The spacing of one user's snapshots (profiler-daemon/src/store/open.rs).
 const SPACING_S: u64 = 2;
