@@ -94,6 +94,9 @@ impl Pipeline {
         };
         service_options.limits.stack_frames = STACK_FRAMES;
         service_options.limits.name_bytes = NAME_BYTES;
+        // The daemon samples itself; its own frames are named from its symbol table (see
+        // docs/daemon.md, "Cost": through DWARF they were half the naming at rest).
+        service_options.symbol_table_only = own_build_id().into_iter().collect();
         let symbolizer = Symbolizer::new(service_options, options.frame_cache_dir.clone());
         let feed = symbolizer.feed();
         // One place more than the closed slices have, for a snapshot of the open ones.
@@ -339,6 +342,25 @@ fn trim_due(named: u64) -> Trim {
     Trim {
         unused: named % TRIM_EVERY == 0,
         pages: recorder::resident_bytes().is_some_and(|r| r > TRIM_ABOVE),
+    }
+}
+
+/// The GNU build-id of the running binary (None, logged, when it has none or it cannot be
+/// read: its frames are then named through DWARF like any other).
+fn own_build_id() -> Option<Box<[u8]>> {
+    let read = symbolize::ElfLayout::read(std::path::Path::new("/proc/self/exe"));
+    match read.as_ref().map(symbolize::ElfLayout::build_id) {
+        Ok(Some(id)) => Some(id.into()),
+        Ok(None) => {
+            tracing::info!(
+                "profilerd's binary has no build-id: its own frames are named through DWARF"
+            );
+            None
+        }
+        Err(err) => {
+            tracing::info!(%err, "cannot read profilerd's own build-id: its own frames are named through DWARF");
+            None
+        }
     }
 }
 

@@ -380,6 +380,22 @@ impl FileSymbolizer {
         }
     }
 
+    /// The frame the symbol tables alone give `addr` (its function's name; no inlined calls,
+    /// no line) into `out`, left empty when no symbol holds `addr`. No DWARF is read.
+    pub fn symbol_frames_into(&self, addr: SymbolAddr, out: &mut Vec<ResolvedFrame>) {
+        out.clear();
+        if let Some(name) = self.symbol_name(addr) {
+            let mut function = function_name(name).into_owned();
+            cut_name(&mut function);
+            out.push(ResolvedFrame {
+                function,
+                file: None,
+                line: None,
+                inlined: false,
+            });
+        }
+    }
+
     fn frames_uncut(&self, addr: SymbolAddr, with_lines: bool, out: &mut Vec<ResolvedFrame>) {
         out.clear();
         self.dwarf_frames(addr, with_lines, out);

@@ -22,6 +22,7 @@ fn options(limits: Limits) -> ServiceOptions {
         debuginfod: None,
         kernel_cache_dir: None,
         time_weights: false,
+        symbol_table_only: Vec::new(),
         limits,
     }
 }
@@ -587,4 +588,101 @@ fn a_second_window_of_the_same_stacks_looks_nothing_up() {
         }
     }
     assert_eq!(service.sizes().names, frames.len());
+}
+
+/// Build `tests/fixtures/inline.c` (three always-inline calls nested in `hot`) at `-O2 -g`.
+fn build_inline(dir: &Path) -> PathBuf {
+    let out = dir.join("inl");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inline.c");
+    common::run(
+        "cc",
+        &[
+            "-O2",
+            "-g",
+            "-Wl,--build-id",
+            "-o",
+            &out.display().to_string(),
+            &src.display().to_string(),
+        ],
+    );
+    out
+}
+
+#[test]
+fn a_binary_named_from_its_symbol_table_alone_reads_no_dwarf() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_inline(dir.path());
+    let id_hex = common::readelf_build_id(&bin).expect("the fixture has a build-id");
+    let id: Vec<u8> = (0..id_hex.len() / 2)
+        .map(|i| u8::from_str_radix(&id_hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let hot = offset_of(&bin, "hot");
+    let size = common::nm_code(&bin, &[])
+        .into_iter()
+        .find(|s| s.name == "hot")
+        .and_then(|s| s.size)
+        .expect("hot has a size");
+    let frames: Vec<(u32, u64)> = (0..size).map(|d| (0, hot + d)).collect();
+    let w = window(&[(1, bin.clone(), Some(id.clone()))], &frames);
+    let folded = |service: &mut SymbolService| -> Vec<String> {
+        let (profile, stats) = service.symbolize(&w);
+        assert_eq!(stats.unnamed, 0, "every frame named");
+        profile.folded_lines()
+    };
+
+    // Through DWARF: some addresses of `hot` are inside its inlined calls.
+    let mut through_dwarf = SymbolService::new(options(Limits::default()), None);
+    let lines = folded(&mut through_dwarf);
+    assert!(
+        lines.iter().any(|l| l.contains("inl3")),
+        "no inlined frame through DWARF: {lines:?}"
+    );
+    assert!(through_dwarf.sizes().dwarf_indexes_built > 0);
+
+    // Listed by build-id: each address is `hot` alone, and no DWARF index is built.
+    let mut table_only = SymbolService::new(
+        ServiceOptions {
+            symbol_table_only: vec![id.clone().into()],
+            ..options(Limits::default())
+        },
+        None,
+    );
+    let lines = folded(&mut table_only);
+    assert_eq!(lines.len(), frames.len(), "{lines:?}");
+    for line in &lines {
+        let stack = line.rsplit_once(' ').unwrap().0;
+        assert_eq!(stack.rsplit(';').next(), Some("hot"), "{line}");
+        assert!(!stack.contains("inl"), "{line}");
+    }
+    let sizes = table_only.sizes();
+    assert_eq!(
+        sizes.lookups,
+        frames.len() as u64,
+        "each address looked up once"
+    );
+    assert_eq!(
+        sizes.dwarf_indexes_built, 0,
+        "no DWARF read for a listed binary"
+    );
+    // Named again from the cache.
+    folded(&mut table_only);
+    assert_eq!(table_only.sizes().lookups, frames.len() as u64);
+
+    // A mapping read from /proc carries no build-id (the daemon's own, mapped before it began
+    // sampling): the file's own build-id is what is checked.
+    let mut from_proc = SymbolService::new(
+        ServiceOptions {
+            symbol_table_only: vec![id.into()],
+            ..options(Limits::default())
+        },
+        None,
+    );
+    let w = window(&[(1, bin.clone(), None)], &frames);
+    let (profile, _) = from_proc.symbolize(&w);
+    let lines = profile.folded_lines();
+    assert!(
+        lines.iter().all(|l| !l.contains("inl")),
+        "inlined frames of a listed binary mapped without a build-id: {lines:?}"
+    );
+    assert_eq!(from_proc.sizes().dwarf_indexes_built, 0);
 }

@@ -126,6 +126,8 @@ pub struct SymbolService {
     /// Weigh stacks by time, not samples (see [`ServiceOptions::time_weights`]).
     time_weights: bool,
     source_locations: bool,
+    /// Build-ids named from their symbol tables alone ([`ServiceOptions::symbol_table_only`]).
+    symbol_table_only: Vec<Box<[u8]>>,
     files: OpenFiles,
     /// Names by source (copies of a file share them) and file offset.
     names: NameCache<(SourceId, u64)>,
@@ -172,6 +174,7 @@ impl SymbolService {
             lines: options.lines,
             time_weights: options.time_weights,
             source_locations: options.source_locations,
+            symbol_table_only: options.symbol_table_only,
             files: OpenFiles::new(
                 limits.open_files,
                 limits.open_file_bytes,
@@ -459,6 +462,10 @@ impl SymbolService {
             // Lines are looked up for names, or for located frames.
             let lines = self.lines || self.source_locations;
             let window = self.window;
+            let listed = |id: &[u8]| self.symbol_table_only.iter().any(|own| **own == *id);
+            // A mapping read from /proc (a process running before sampling began) carries no
+            // build-id: the file's own is checked once it is open.
+            let table_only = file.build_id.as_deref().is_some_and(listed);
             // Frames seen by an earlier run come from the frame cache, without opening the
             // file. Its entries are keyed by content (build-id, size and owner), so a file
             // that only claims another's build-id never reads or writes that one's frames.
@@ -469,6 +476,7 @@ impl SymbolService {
                 .and_then(ContentKey::cache_id);
             let cached = cache_id
                 .as_deref()
+                .filter(|_| !table_only)
                 .and_then(|id| self.frame_cache.get(id, offset, lines));
             self.scratch.clear();
             if let Some(frames) = cached {
@@ -477,15 +485,25 @@ impl SymbolService {
                 self.files.symbolizer(file, window, now, &mut self.stats)
             {
                 if let Some(addr) = symbolizer.file_offset_to_addr(FileOffset(offset)) {
+                    let table_only = table_only
+                        || symbolizer.elf().build_id().is_some_and(|id| {
+                            self.symbol_table_only.iter().any(|own| **own == *id)
+                        });
                     let built = symbolizer.dwarf_indexes_built();
-                    symbolizer.frames_into(addr, lines, &mut self.scratch);
+                    match table_only {
+                        true => symbolizer.symbol_frames_into(addr, &mut self.scratch),
+                        false => symbolizer.frames_into(addr, lines, &mut self.scratch),
+                    }
                     self.files
                         .count_lookup(symbolizer.dwarf_indexes_built().saturating_sub(built));
                     // Only frames from DWARF are kept: names from a symbol table alone would
                     // hide debug info installed later.
-                    if let (Some(id), false, true) =
-                        (&cache_id, self.scratch.is_empty(), symbolizer.has_dwarf())
-                    {
+                    if let (Some(id), false, true, false) = (
+                        &cache_id,
+                        self.scratch.is_empty(),
+                        symbolizer.has_dwarf(),
+                        table_only,
+                    ) {
                         self.frame_cache.insert(id, offset, lines, &self.scratch);
                     }
                     if self.scratch.is_empty() {

@@ -23,6 +23,11 @@ pub struct ServiceOptions {
     /// Weigh each stack by its time (period / 1000: microseconds for cpu-clock samples and
     /// off-CPU stacks) instead of its samples, for off-CPU and wall-clock profiles.
     pub time_weights: bool,
+    /// Binaries, by GNU build-id, whose frames are named from their symbol tables alone: no
+    /// DWARF is read for them, so their frames have no inlined calls and no lines. A service
+    /// that samples itself lists its own binary: naming its own frames through DWARF costs
+    /// more than the frames are worth, and the naming is sampled in turn.
+    pub symbol_table_only: Vec<Box<[u8]>>,
     /// Bounds of what the service keeps.
     pub limits: Limits,
 }
@@ -39,6 +44,7 @@ impl Default for ServiceOptions {
             debuginfod: None,
             kernel_cache_dir: None,
             time_weights: false,
+            symbol_table_only: Vec::new(),
             limits: Limits::default(),
         }
     }
