@@ -1,12 +1,11 @@
 //! One user's tight loop of fresh queries (`/v1/folded?since=-1`, each reaching past the newest
 //! slice written, so each wants a snapshot of the open slices) beside a daemon at 999 Hz with
 //! the default slice length, under a process churn (many distinct stacks in the open slices)
-//! and a CPU cap set just above the daemon's own steady cost: over several budget windows the
-//! sampling frequency stays at its configured value (`budget_frequency_changes` unchanged),
-//! and the loop costs a burst of two snapshots and then one per spacing (2 s), rather than
-//! one a second. (The
-//! drain thread's normalizing of each snapshot used to count as the sampling pipeline's CPU.)
-
+//! and a CPU cap half again over the daemon's highest steady window, read once the start's
+//! naming is done: over several budget windows the sampling frequency stays at its configured
+//! value (`budget_frequency_changes` unchanged), and the loop costs a burst of two snapshots
+//! and then one per spacing (2 s), rather than one a second. (The drain thread's normalizing
+//! of each snapshot used to count as the sampling pipeline's CPU.)
 use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -77,10 +76,12 @@ fn daemon_a_users_query_loop_never_lowers_the_frequency() {
     let _load = Spawned::spawn(load, "churn");
     let config = write_config(dir.path(), 10_000.0);
     let daemon = Daemon::start(&config);
-    // The first slice names every process running: the steady cost comes after it.
+    // The first slices name every process running: the steady cost comes after them (read
+    // during that naming, the cap sat near 100% and judged nothing).
     daemon.wait_status("the first slice written", Duration::from_secs(60), |s| {
         number_in(s, "slices_written") >= 1
     });
+    daemon.wait_start_up_named();
 
     // The steady cost the budget judges, once a second over 20 s: the cap just above it.
     let mut readings = Vec::new();
@@ -91,7 +92,12 @@ fn daemon_a_users_query_loop_never_lowers_the_frequency() {
     readings.sort_by(f64::total_cmp);
     let median = readings[readings.len() / 2];
     let p90 = readings[readings.len() * 9 / 10];
-    let cap = (median * 1.3).max(p90 * 1.15) + 0.5;
+    // Half again over the highest steady window: under the churn the pipeline's cost per
+    // window spreads threefold (CI run 10: 6.0% median, 10.6% highest, then two windows of
+    // the loop at 14.9% with every snapshot counted as housekeeping; here 12% median, 44%
+    // highest), and a cap inside that spread judges the churn, not the loop. The loop fails
+    // the test when it adds half the highest steady window for two windows in a row.
+    let cap = readings[readings.len() - 1] * 1.5 + 0.5;
     write_config(dir.path(), cap);
     assert!(send_signal(daemon.process.pid(), "HUP"));
     daemon.wait_status("the cap reloaded", Duration::from_secs(10), |s| {
