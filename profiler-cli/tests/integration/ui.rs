@@ -259,10 +259,7 @@ fn keep_screenshot(png: &[u8], name: &str) {
 
 #[test]
 fn ui_in_a_browser_selects_a_burst_searches_sandwiches_diffs_and_shows_files() {
-    // What the page draws of one history against profctl's own answers from it (names, the
-    // same range's share in both, grown or not), and what it refuses: no sampling accuracy,
-    // so beside other tests.
-    let _guard = sampling_shared();
+    let _guard = sampling_lock();
     let w = workloads();
     let dir = scratch();
     let config = Daemon::write_config(dir.path(), "");
