@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{have, hex, run};
+use common::{build_inline, have, hex, run};
 use symbolize::{crc32, DebugSearch, FileOffset, FileSymbolizer, ResolvedFrame, SymbolAddr};
 
 fn fixture(name: &str) -> String {
@@ -28,17 +28,6 @@ fn tempdir() -> tempfile::TempDir {
         .prefix("symbolize-dwarf-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .unwrap()
-}
-
-/// Build `tests/fixtures/inline.c` with `-O2 -g` plus `extra` flags.
-fn build_inline(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
-    let out = dir.join(name);
-    let mut args = vec!["-O2", "-g", "-Wl,--build-id"];
-    args.extend_from_slice(extra);
-    let (o, src) = (s(&out), fixture("inline.c"));
-    args.extend_from_slice(&["-o", &o, &src]);
-    run("cc", &args);
-    out
 }
 
 /// A search that never looks at the real system's debug directory.

@@ -590,28 +590,10 @@ fn a_second_window_of_the_same_stacks_looks_nothing_up() {
     assert_eq!(service.sizes().names, frames.len());
 }
 
-/// Build `tests/fixtures/inline.c` (three always-inline calls nested in `hot`) at `-O2 -g`.
-fn build_inline(dir: &Path) -> PathBuf {
-    let out = dir.join("inl");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inline.c");
-    common::run(
-        "cc",
-        &[
-            "-O2",
-            "-g",
-            "-Wl,--build-id",
-            "-o",
-            &out.display().to_string(),
-            &src.display().to_string(),
-        ],
-    );
-    out
-}
-
 #[test]
 fn a_binary_named_from_its_symbol_table_alone_reads_no_dwarf() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = build_inline(dir.path());
+    let bin = common::build_inline(dir.path(), "inl", &[]);
     let id_hex = common::readelf_build_id(&bin).expect("the fixture has a build-id");
     let id: Vec<u8> = (0..id_hex.len() / 2)
         .map(|i| u8::from_str_radix(&id_hex[2 * i..2 * i + 2], 16).unwrap())

@@ -462,10 +462,12 @@ impl SymbolService {
             // Lines are looked up for names, or for located frames.
             let lines = self.lines || self.source_locations;
             let window = self.window;
-            let listed = |id: &[u8]| self.symbol_table_only.iter().any(|own| **own == *id);
             // A mapping read from /proc (a process running before sampling began) carries no
             // build-id: the file's own is checked once it is open.
-            let table_only = file.build_id.as_deref().is_some_and(listed);
+            let table_only = file
+                .build_id
+                .as_deref()
+                .is_some_and(|id| listed(&self.symbol_table_only, id));
             // Frames seen by an earlier run come from the frame cache, without opening the
             // file. Its entries are keyed by content (build-id, size and owner), so a file
             // that only claims another's build-id never reads or writes that one's frames.
@@ -486,9 +488,10 @@ impl SymbolService {
             {
                 if let Some(addr) = symbolizer.file_offset_to_addr(FileOffset(offset)) {
                     let table_only = table_only
-                        || symbolizer.elf().build_id().is_some_and(|id| {
-                            self.symbol_table_only.iter().any(|own| **own == *id)
-                        });
+                        || symbolizer
+                            .elf()
+                            .build_id()
+                            .is_some_and(|id| listed(&self.symbol_table_only, id));
                     let built = symbolizer.dwarf_indexes_built();
                     match table_only {
                         true => symbolizer.symbol_frames_into(addr, &mut self.scratch),
@@ -631,6 +634,11 @@ impl SymbolService {
             jit_bytes,
         }
     }
+}
+
+/// Whether `id` is one of the build-ids named from their symbol tables alone.
+fn listed(symbol_table_only: &[Box<[u8]>], id: &[u8]) -> bool {
+    symbol_table_only.iter().any(|own| **own == *id)
 }
 
 impl std::fmt::Debug for SymbolService {

@@ -58,6 +58,18 @@ pub struct Fixtures {
     pub cxx: Option<PathBuf>,
 }
 
+/// Build `tests/fixtures/inline.c` (three always-inline calls nested in `hot`) as `dir/name`
+/// with `-O2 -g` and a build-id, plus `extra` flags.
+pub fn build_inline(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let mut args = vec!["-O2", "-g", "-Wl,--build-id"];
+    args.extend_from_slice(extra);
+    let (o, src) = (out.display().to_string(), fixture("inline.c"));
+    args.extend_from_slice(&["-o", &o, &src]);
+    run("cc", &args);
+    out
+}
+
 /// Build (once) and return the fixtures.
 pub fn fixtures() -> &'static Fixtures {
     static F: OnceLock<Fixtures> = OnceLock::new();
