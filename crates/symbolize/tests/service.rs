@@ -668,3 +668,64 @@ fn a_binary_named_from_its_symbol_table_alone_reads_no_dwarf() {
     );
     assert_eq!(from_proc.sizes().dwarf_indexes_built, 0);
 }
+
+#[test]
+fn a_binary_opened_ahead_builds_no_dwarf_index_when_named_from_its_symbol_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::build_inline(dir.path(), "inl", &[]);
+    let id_hex = common::readelf_build_id(&bin).expect("the fixture has a build-id");
+    let id: Vec<u8> = (0..id_hex.len() / 2)
+        .map(|i| u8::from_str_radix(&id_hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let hot = offset_of(&bin, "hot");
+    // The file opened ahead (as for a new stack), then a window naming `hot`: the DWARF
+    // indexes built, the preloader's warming included.
+    let indexes_built = |listed: Vec<Box<[u8]>>| -> (u64, Vec<String>) {
+        let mut service = SymbolService::new(
+            ServiceOptions {
+                symbol_table_only: listed,
+                ..options(Limits::default())
+            },
+            None,
+        );
+        let feed = service.feed();
+        assert!(feed.preloaded.request(PreloadRequest {
+            file: 1,
+            content: None,
+            read_from: bin.clone(),
+            path: bin.clone(),
+            build_id: Some(id.clone()),
+            warm_offset: hot,
+        }));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while service.sizes().preloaded == 0 {
+            assert!(Instant::now() < deadline, "the preloader never opened it");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let w = window(&[(1, bin.clone(), Some(id.clone()))], &[(0, hot)]);
+        let (profile, stats) = service.symbolize(&w);
+        assert_eq!(stats.unnamed, 0);
+        assert_eq!(
+            service.sizes().preloaded,
+            0,
+            "the file opened ahead was taken"
+        );
+        (service.sizes().dwarf_indexes_built, profile.folded_lines())
+    };
+    let (built, _) = indexes_built(Vec::new());
+    assert!(
+        built > 0,
+        "warming an unlisted binary builds its DWARF index"
+    );
+    let (built, lines) = indexes_built(vec![id.clone().into()]);
+    assert_eq!(
+        built, 0,
+        "a listed binary's DWARF index was built: {lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("hot") && !l.contains("inl")),
+        "{lines:?}"
+    );
+}

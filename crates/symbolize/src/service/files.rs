@@ -54,7 +54,8 @@ pub(crate) struct OpenFiles {
     trimmed_at: u64,
     /// Lookups in symbolizers (DWARF, Go table, symbol tables) since the service started.
     lookups: u64,
-    /// DWARF indexes (units, whole files) those lookups built, again after each release.
+    /// DWARF indexes (units, whole files) those lookups built, again after each release, and
+    /// those the preloader built warming the files it opened (counted when taken).
     indexes_built: u64,
 }
 
@@ -67,19 +68,21 @@ fn weight(held: &Held) -> u64 {
 impl OpenFiles {
     /// At most `max_files` symbolizers of `max_bytes` estimated bytes in all, opened with
     /// `search`, missing debug info fetched through `fetcher`; the preloader queues at most
-    /// `preload_queue` requests.
+    /// `preload_queue` requests, and builds no DWARF index for the build-ids in
+    /// `symbol_table_only`.
     pub(crate) fn new(
         max_files: usize,
         max_bytes: u64,
         search: DebugSearch,
         fetcher: Fetcher,
         preload_queue: usize,
+        symbol_table_only: Vec<Box<[u8]>>,
     ) -> OpenFiles {
         OpenFiles {
             lru: Lru::new(max_files, max_bytes),
             marks: VecDeque::new(),
             sources: Sources::default(),
-            preloader: Preloader::new(search.clone(), preload_queue, max_files),
+            preloader: Preloader::new(search.clone(), symbol_table_only, preload_queue, max_files),
             search,
             fetcher,
             trimmed_at: 0,
@@ -123,7 +126,11 @@ impl OpenFiles {
             Some(Preloaded {
                 origin,
                 opened: Some(ready),
-            }) if self.complete(&ready, window, now) => (Some(ready), origin),
+            }) if self.complete(&ready, window, now) => {
+                // What its warming built counts with the lookups' indexes.
+                self.indexes_built += ready.dwarf_indexes_built();
+                (Some(ready), origin)
+            }
             _ if file.path.starts_with('/') => (self.open(file, window, now, stats), file.id),
             _ => (None, file.id),
         };
@@ -187,6 +194,7 @@ impl OpenFiles {
                 continue;
             }
             stats.files += 1;
+            self.indexes_built += ready.dwarf_indexes_built();
             let held = Held {
                 opened: Some(ready),
                 origin: preloaded.origin,
@@ -283,7 +291,8 @@ impl OpenFiles {
         self.indexes_built += indexes;
     }
 
-    /// DWARF indexes built by lookups since the service started.
+    /// DWARF indexes built by lookups since the service started, and by the preloader's
+    /// warming of the files taken from it.
     pub(crate) fn indexes_built(&self) -> u64 {
         self.indexes_built
     }

@@ -174,14 +174,15 @@ impl SymbolService {
             lines: options.lines,
             time_weights: options.time_weights,
             source_locations: options.source_locations,
-            symbol_table_only: options.symbol_table_only,
             files: OpenFiles::new(
                 limits.open_files,
                 limits.open_file_bytes,
                 options.debug_search,
                 fetcher,
                 limits.preload_queue,
+                options.symbol_table_only.clone(),
             ),
+            symbol_table_only: options.symbol_table_only,
             names: NameCache::new(limits.names, limits.name_bytes),
             kernel: KernelNames::new(
                 KernelLoader::new(options.kernel_cache_dir),

@@ -80,6 +80,9 @@ struct Shared {
     state: Mutex<State>,
     changed: Condvar,
     search: DebugSearch,
+    /// Build-ids named from their symbol tables alone
+    /// ([`crate::ServiceOptions::symbol_table_only`]): warmed without DWARF.
+    symbol_table_only: Vec<Box<[u8]>>,
     max_queue: usize,
     max_done: usize,
     worker: Mutex<Option<JoinHandle<()>>>,
@@ -170,7 +173,12 @@ fn work(shared: &Shared) {
             }
         };
         let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            open(&request, &shared.search, &mut frames)
+            open(
+                &request,
+                &shared.search,
+                &shared.symbol_table_only,
+                &mut frames,
+            )
         }))
         .unwrap_or(None);
         let mut state = shared.lock();
@@ -187,6 +195,7 @@ fn work(shared: &Shared) {
 fn open(
     request: &PreloadRequest,
     search: &DebugSearch,
+    symbol_table_only: &[Box<[u8]>],
     frames: &mut Vec<crate::ResolvedFrame>,
 ) -> Opened {
     let opened = FileSymbolizer::open_as(
@@ -199,9 +208,17 @@ fn open(
     .ok()
     .map(Arc::new);
     if let Some(s) = &opened {
-        // The first lookup builds the DWARF index.
+        // The first lookup builds the DWARF index; a binary named from its symbol table alone
+        // has none built (it would be dropped unused at the next trim).
         if let Some(addr) = s.file_offset_to_addr(FileOffset(request.warm_offset)) {
-            s.frames_into(addr, false, frames);
+            let table_only = s
+                .elf()
+                .build_id()
+                .is_some_and(|id| super::listed(symbol_table_only, id));
+            match table_only {
+                true => s.symbol_frames_into(addr, frames),
+                false => s.frames_into(addr, false, frames),
+            }
         }
     }
     debug!(path = %request.path.display(), ok = opened.is_some(), "preloaded symbols");
@@ -214,14 +231,21 @@ pub(crate) struct Preloader {
 }
 
 impl Preloader {
-    /// A preloader opening files with `search`, queueing at most `max_queue` requests and
+    /// A preloader opening files with `search` (warming the DWARF index of each, but of those
+    /// whose build-id is in `symbol_table_only`), queueing at most `max_queue` requests and
     /// holding at most `max_done` results not yet taken. No thread runs before a request.
-    pub(crate) fn new(search: DebugSearch, max_queue: usize, max_done: usize) -> Preloader {
+    pub(crate) fn new(
+        search: DebugSearch,
+        symbol_table_only: Vec<Box<[u8]>>,
+        max_queue: usize,
+        max_done: usize,
+    ) -> Preloader {
         Preloader {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
                 search,
+                symbol_table_only,
                 max_queue,
                 max_done: max_done.max(1),
                 worker: Mutex::new(None),

@@ -105,7 +105,8 @@ pub struct ServiceSizes {
     /// earlier runs. An address named once is answered by the name cache after that.
     pub lookups: u64,
     /// DWARF indexes (a unit's, or a whole file's) those lookups built since the service
-    /// started, each built again after a trim dropped it counted again.
+    /// started, each built again after a trim dropped it counted again; with those built
+    /// warming the files opened ahead, counted once such a file is taken.
     pub dwarf_indexes_built: u64,
     /// Kernel addresses whose names are cached.
     pub kernel_names: usize,
