@@ -590,15 +590,22 @@ fn a_second_window_of_the_same_stacks_looks_nothing_up() {
     assert_eq!(service.sizes().names, frames.len());
 }
 
-#[test]
-fn a_binary_named_from_its_symbol_table_alone_reads_no_dwarf() {
-    let dir = tempfile::tempdir().unwrap();
-    let bin = common::build_inline(dir.path(), "inl", &[]);
+/// The inline fixture built in `dir`: its path, its build-id and the file offset of `hot`
+/// (whose code holds inlined calls).
+fn inline_fixture(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>, u64) {
+    let bin = common::build_inline(dir, "inl", &[]);
     let id_hex = common::readelf_build_id(&bin).expect("the fixture has a build-id");
-    let id: Vec<u8> = (0..id_hex.len() / 2)
+    let id = (0..id_hex.len() / 2)
         .map(|i| u8::from_str_radix(&id_hex[2 * i..2 * i + 2], 16).unwrap())
         .collect();
     let hot = offset_of(&bin, "hot");
+    (bin, id, hot)
+}
+
+#[test]
+fn a_binary_named_from_its_symbol_table_alone_reads_no_dwarf() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, id, hot) = inline_fixture(dir.path());
     let size = common::nm_code(&bin, &[])
         .into_iter()
         .find(|s| s.name == "hot")
@@ -672,12 +679,7 @@ fn a_binary_named_from_its_symbol_table_alone_reads_no_dwarf() {
 #[test]
 fn a_binary_opened_ahead_builds_no_dwarf_index_when_named_from_its_symbol_table() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = common::build_inline(dir.path(), "inl", &[]);
-    let id_hex = common::readelf_build_id(&bin).expect("the fixture has a build-id");
-    let id: Vec<u8> = (0..id_hex.len() / 2)
-        .map(|i| u8::from_str_radix(&id_hex[2 * i..2 * i + 2], 16).unwrap())
-        .collect();
-    let hot = offset_of(&bin, "hot");
+    let (bin, id, hot) = inline_fixture(dir.path());
     // The file opened ahead (as for a new stack), then a window naming `hot`: the DWARF
     // indexes built, the preloader's warming included.
     let indexes_built = |listed: Vec<Box<[u8]>>| -> (u64, Vec<String>) {
