@@ -31,6 +31,7 @@ mod folding;
 mod http;
 mod logging;
 mod measure;
+mod memory_release;
 mod metric;
 mod options;
 mod pipeline;

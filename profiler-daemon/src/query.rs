@@ -16,6 +16,7 @@ use crate::config::Api;
 use crate::filter::Filter;
 use crate::folding::Folding;
 use crate::measure::{hide_kernel_frames, Measure, MeasureSlices};
+use crate::memory_release;
 pub(crate) use crate::slice::samples_of;
 use crate::slice::{Slice, SliceError};
 use crate::store::open::Querier;
@@ -65,16 +66,17 @@ pub fn read_for_query(
     }
 }
 
-/// Gives the memory a query freed back to the system when dropped: glibc keeps it in the
-/// arena of the thread that ran the query (a blocking-pool thread), where nothing else
-/// reuses it (a 1-hour query of a busy host's history left 56 MB so: docs/daemon.md, "RSS").
-/// Every query of this module holds one from its start, so that it is dropped after
-/// everything the query made; a new kind of query does the same.
+/// Asks for the memory a query freed to be given back to the system when dropped
+/// ([`memory_release::request`]: on a thread of its own, not on the answer's path): glibc
+/// keeps it in the arena of the thread that ran the query (a blocking-pool thread), where
+/// nothing else reuses it (a 1-hour query of a busy host's history left 56 MB so:
+/// docs/daemon.md, "RSS"). Every query of this module holds one from its start, so that it
+/// is dropped after everything the query made; a new kind of query does the same.
 pub struct ReleaseMemory;
 
 impl Drop for ReleaseMemory {
     fn drop(&mut self) {
-        recorder::release_free_memory();
+        memory_release::request();
     }
 }
 

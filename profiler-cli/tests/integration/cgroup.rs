@@ -92,9 +92,13 @@ impl CpuCgroup {
         CpuCgroup { dir, v1 }
     }
 
-    /// At most `percent` of one CPU (None: no limit).
+    /// At most `percent` of one CPU (None: no limit), over periods of a second: the kernel
+    /// hands a cgroup's quota to each CPU's queue in slices of 5 ms
+    /// (`sched_cfs_bandwidth_slice_us`), so a quota under 5 ms a period (2% of the default
+    /// 100-ms period) goes to one CPU's queue whole, and the daemon's threads queued on the
+    /// other ran not at all for tens of seconds (its status unanswered for 30 s in a test).
     pub(crate) fn limit(&self, percent: Option<u32>) {
-        let period = 100_000;
+        let period = 1_000_000;
         let (file, value) = match (self.v1, percent) {
             (true, Some(p)) => ("cpu.cfs_quota_us", (period * p / 100).to_string()),
             (true, None) => ("cpu.cfs_quota_us", "-1".to_string()),
