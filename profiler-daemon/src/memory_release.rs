@@ -7,7 +7,7 @@
 //! slice was found (in a debugger) still trimming after 30 s beside two long queries, in a
 //! daemon held to 2% of a CPU; and queries ending together trimmed the same arenas in turn.
 
-use std::sync::{Condvar, Mutex, Once};
+use std::sync::{Condvar, Mutex, OnceLock};
 
 /// One thread that runs `release` whenever asked, coalescing the requests made while it runs
 /// (the release after them covers them all). Started at the first request; it lives as long
@@ -15,7 +15,8 @@ use std::sync::{Condvar, Mutex, Once};
 pub struct Releaser {
     pending: Mutex<bool>,
     wake: Condvar,
-    started: Once,
+    /// Whether the thread runs (set at the first request).
+    thread: OnceLock<bool>,
     release: fn(),
 }
 
@@ -34,7 +35,7 @@ impl Releaser {
         Releaser {
             pending: Mutex::new(false),
             wake: Condvar::new(),
-            started: Once::new(),
+            thread: OnceLock::new(),
             release,
         }
     }
@@ -42,17 +43,16 @@ impl Releaser {
     /// Ask for a release: the thread runs one after this call, or one already asked for and
     /// not yet begun covers it.
     pub fn request(&'static self) {
-        let mut spawned = true;
-        self.started.call_once(|| {
-            spawned = std::thread::Builder::new()
+        let running = *self.thread.get_or_init(|| {
+            std::thread::Builder::new()
                 .name("memory-release".into())
                 .spawn(move || self.run())
                 .map_err(|e| {
                     tracing::warn!(error = %e, "no memory-release thread: queries release their memory themselves")
                 })
-                .is_ok();
+                .is_ok()
         });
-        if !spawned {
+        if !running {
             (self.release)();
             return;
         }
