@@ -691,6 +691,7 @@ fn debug_files_linked_beside_another_users_binary_are_read_with_their_access() {
     wait_recording(&mut profctl);
     let script = format!(
         r#"
+        set -e
         ln -s {debug} file/secret.debug
         ln -s {secrets} dir/.debug
         file/linked_file 100000 & dir/linked_dir 100000 & own/linked_own 100000 & wait
@@ -708,6 +709,7 @@ fn debug_files_linked_beside_another_users_binary_are_read_with_their_access() {
     let attack_ended = attack.wait_timeout(Duration::ZERO);
     attack.kill_tree();
     run.assert_success("root's recording under the attack");
+    // A link that failed (`set -e`) ends the script before its programs start.
     if let Some(ended) = attack_ended {
         panic!("the attack ended before the recording: {}", ended.stderr);
     }
