@@ -31,7 +31,7 @@ static SAMPLING: RwLock<()> = RwLock::new(());
 
 /// A hold of the sampling lock, for the whole of one test. When `PROFCTL_TEST_TIMES` names a
 /// file, its drop appends `KIND SECONDS TEST` there (KIND `alone` or `shared`, SECONDS how long
-/// the lock was held): how the integration binary's time is spent, for docs/testing.md.
+/// the lock was held): how the integration binary's time is spent (README.md, "Tests").
 pub struct SamplingHold<G> {
     _guard: G,
     kind: &'static str,
