@@ -135,14 +135,24 @@ fn daemon_a_process_that_renames_itself_stays_in_its_owners_view() {
     }
 
     // The timeline from 15 s before (a slice's whole CPU lies within it) until now: the
-    // process's CPU, in cores times seconds, near what it measured.
-    let ago = format!("{:.0}s", unix_now() - t0 + 15.0);
+    // process's CPU, in cores times seconds, near what it measured. A bucket's cores are over
+    // its part inside the range, which the first and the last bucket only partly are.
+    let (since, until) = (t0 - 15.0, unix_now());
     let json = profctl_as(
         user,
         &user_dir,
         &socket,
         &[
-            "timeline", "--json", "--since", &ago, "--pid", &pid, "--bucket", "5s",
+            "timeline",
+            "--json",
+            "--since",
+            &format!("@{since:.3}"),
+            "--until",
+            &format!("@{until:.3}"),
+            "--pid",
+            &pid,
+            "--bucket",
+            "5s",
         ],
     )
     .stdout;
@@ -152,8 +162,17 @@ fn daemon_a_process_that_renames_itself_stays_in_its_owners_view() {
         .as_array()
         .expect("buckets")
         .iter()
-        .flat_map(|b| b["cpu"].as_object().unwrap().values())
-        .map(|c| c.as_f64().unwrap() * bucket)
+        .map(|b| {
+            let start = b["start"].as_f64().expect("start");
+            let covered = (start + bucket).min(until) - start.max(since);
+            let cores: f64 = b["cpu"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|c| c.as_f64().unwrap())
+                .sum();
+            cores * covered
+        })
         .sum();
     let want = measured.values().sum::<u64>() as f64 / 1e9;
     assert!(
