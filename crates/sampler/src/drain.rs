@@ -1,5 +1,6 @@
 //! Draining every ring buffer as records arrive: epoll readiness through tokio's `AsyncFd`,
-//! batched by the wakeup watermark, plus a periodic drain so no record waits longer than `tick`.
+//! batched by the wakeup watermark, plus a drain whenever `tick` passed without one, so no
+//! record waits longer than `tick`.
 
 use std::future::Future;
 use std::os::fd::OwnedFd;
@@ -55,7 +56,7 @@ pub enum DrainEnd {
 /// # Ok(()) }
 /// ```
 ///
-/// Must run inside a tokio runtime with IO and time enabled.
+/// Must run inside a tokio runtime with IO enabled (and time, for a `stop` that sleeps).
 pub async fn drain_until(
     sampler: &mut Sampler,
     stop: impl Future<Output = ()>,
@@ -86,19 +87,38 @@ pub async fn drain_until_woken(
     // Rings whose task exited: the kernel reports them readable (HUP) for good, so they are
     // no longer waited on; the tick and the other rings still drain them.
     let mut closed = vec![false; fds.len()];
-    let mut interval = tokio::time::interval(tick);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The tick is a timerfd in the same epoll set, armed again after every round: a round the
+    // rings or `wake` started postpones it, so that at rest, when the watermarks wake the loop
+    // more often than the tick would, the tick adds no wake-up, and no record waits longer
+    // than `tick`. (tokio's timer woke this thread two or three times for each tick: once at
+    // its wheel's slot before the deadline, once at it, once more for the runtime's unpark.)
+    let timer = crate::sys::timer()
+        .and_then(|t| {
+            // At once: the first round drains what the rings hold already.
+            crate::sys::arm_timer(&t, Duration::ZERO)?;
+            crate::sys::register_readable_owned(t)
+        })
+        .map_err(|source| SamplerError::Io {
+            what: "creating the drain tick's timer",
+            source,
+        })?;
     tokio::pin!(stop);
     loop {
         tokio::select! {
             biased;
             () = &mut stop => break,
             () = any_readable(&fds, &mut closed) => {}
-            _ = interval.tick() => {}
+            () = expired(&timer) => {}
             () = woken(wake) => {}
         }
         sampler.drain(&mut |r| sink.on_record(r));
         sink.on_round(sampler);
+        if let Err(source) = crate::sys::arm_timer(timer.get_ref(), tick) {
+            return Err(SamplerError::Io {
+                what: "arming the drain tick's timer",
+                source,
+            });
+        }
         if sink.pause_draining() {
             return Ok(DrainEnd::Paused);
         }
@@ -108,6 +128,21 @@ pub async fn drain_until_woken(
     while sampler.drain(&mut |r| sink.on_record(r)) > 0 {}
     sink.on_round(sampler);
     Ok(DrainEnd::Stopped)
+}
+
+/// Resolves when `timer` expired, its expiration read and its readiness cleared.
+async fn expired(timer: &AsyncFd<OwnedFd>) {
+    std::future::poll_fn(|cx| match timer.poll_read_ready(cx) {
+        std::task::Poll::Ready(Ok(mut guard)) => {
+            crate::sys::clear_timer(timer.get_ref());
+            guard.clear_ready();
+            std::task::Poll::Ready(())
+        }
+        // The descriptor cannot fail; were it to, the rings and `wake` still start rounds.
+        std::task::Poll::Ready(Err(_)) => std::task::Poll::Pending,
+        std::task::Poll::Pending => std::task::Poll::Pending,
+    })
+    .await
 }
 
 /// Resolves when `wake` is notified; never without one.

@@ -1,4 +1,5 @@
-//! The crate's only `unsafe`: the perf_event_open syscall, its ioctls, and mmap of the ring buffer.
+//! The crate's only `unsafe`: the perf_event_open syscall, its ioctls, mmap of the ring buffer,
+//! and the drain loop's timer (a timerfd).
 //!
 //! Every wrapper returns `io::Result`; a new descriptor becomes an [`OwnedFd`] at once.
 
@@ -146,6 +147,59 @@ pub(crate) fn monotonic_ns() -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
+/// A new CLOCK_MONOTONIC timerfd, non-blocking, disarmed (see timerfd_create(2)).
+pub(crate) fn timer() -> io::Result<OwnedFd> {
+    // SAFETY: timerfd_create takes no pointer; a negative return is an error.
+    let fd = unsafe {
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the call returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Arm `timer` (from [`timer`]) to expire once, `after` from now (at least 1 ns: a zero
+/// value would disarm it).
+pub(crate) fn arm_timer(timer: &OwnedFd, after: std::time::Duration) -> io::Result<()> {
+    let after = after.max(std::time::Duration::from_nanos(1));
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: after.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: after.subsec_nanos() as libc::c_long,
+        },
+    };
+    // SAFETY: `spec` is a valid itimerspec for the duration of the call; the old value is not
+    // asked for (null).
+    let ret = unsafe { libc::timerfd_settime(timer.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Clear `timer`'s expirations (it is readable until read); nothing to read is not an error.
+pub(crate) fn clear_timer(timer: &OwnedFd) {
+    let mut expirations = 0u64;
+    // SAFETY: `expirations` is a writable u64 of the 8 bytes a timerfd read takes, alive for
+    // the call; the descriptor is non-blocking.
+    let _ = unsafe {
+        libc::read(
+            timer.as_raw_fd(),
+            std::ptr::addr_of_mut!(expirations).cast(),
+            std::mem::size_of::<u64>(),
+        )
+    };
+}
+
 /// The system page size.
 pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
@@ -243,9 +297,15 @@ impl Drop for RingMap {
 
 /// Register a duplicate of `fd` with tokio's reactor for read readiness.
 pub(crate) fn register_readable(fd: &OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
-    let dup = fd.try_clone()?;
-    // SAFETY: the AsyncFd takes ownership of `dup`, an OwnedFd that stays open, and keeps
+    register_readable_owned(fd.try_clone()?)
+}
+
+/// Register `fd` with tokio's reactor for read readiness; the `AsyncFd` owns it.
+pub(crate) fn register_readable_owned(
+    fd: OwnedFd,
+) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: the AsyncFd takes ownership of `fd`, an OwnedFd that stays open, and keeps
     // returning the same descriptor, for the AsyncFd's whole lifetime.
-    unsafe { tokio::io::unix::AsyncFd::register_with_interest(dup, tokio::io::Interest::READABLE) }
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
         .map_err(|e| e.into_parts().1)
 }
