@@ -988,6 +988,9 @@ fn deleted_binary_still_named() {
         maps.contains("sw_deleted (deleted)"),
         "the mapping is not shown as deleted:\n{maps}"
     );
+    // Recorded for 1.5 s of wall time, the workload gets what the machine gives it (beside
+    // other tests or a busy machine, less than half a core): nine in ten of its samples under
+    // a named `hot`, and at least 100 of them.
     let (run, stacks) = record(
         dir.path(),
         &[
@@ -1000,7 +1003,8 @@ fn deleted_binary_still_named() {
         Duration::from_secs(60),
     );
     work.kill_tree();
-    assert_chain(&stacks, "sw_deleted", (1.5 * FREQ_HZ * 0.5) as u64, &run);
+    let floor = ((0.9 * comm_total(&stacks, "sw_deleted") as f64) as u64).max(100);
+    assert_chain(&stacks, "sw_deleted", floor, &run);
 }
 
 /// Test 8: a process that lives ~50 ms with its binary visible only in its own mount namespace
