@@ -12,11 +12,11 @@ use crate::measure::hide_kernel_frames;
 use crate::query::samples_of;
 use crate::slice::{Slice, SliceStack};
 
-/// A stack's identity across slices: its frames by name and its labels, names and command
-/// name as a query serves them (sanitized: [`profile::sanitize_frame`]), so that the raw names
-/// of the open slice match the cleaned names of a merged answer.
+/// A stack's identity in the answer: its frames as the answer's name ids, and its labels
+/// (the command name as a query serves it, sanitized: [`profile::sanitize_frame`]), so that
+/// the raw names of the open slice match the cleaned names of a merged answer.
 type StackKey<'a> = (
-    Vec<Cow<'a, str>>,
+    Vec<u32>,
     u32,
     u32,
     u32,
@@ -27,16 +27,10 @@ type StackKey<'a> = (
     Option<&'a str>,
 );
 
-fn key_of<'a>(names: &'a [String], s: &'a SliceStack) -> StackKey<'a> {
+/// `s`'s key with `frames` as its frames.
+fn key_with(frames: Vec<u32>, s: &SliceStack) -> StackKey<'_> {
     (
-        s.frames
-            .iter()
-            .map(|&f| {
-                names
-                    .get(f as usize)
-                    .map_or(Cow::Borrowed("[unknown]"), |n| profile::sanitize_frame(n))
-            })
-            .collect(),
+        frames,
         s.kernel_frames,
         s.pid,
         s.tid,
@@ -48,12 +42,30 @@ fn key_of<'a>(names: &'a [String], s: &'a SliceStack) -> StackKey<'a> {
     )
 }
 
+/// For each of `base`'s names, the id of the same name (as a query serves it) in `out`, if
+/// `out` has it: each name cleaned and looked up once, so that a stack is matched by ids,
+/// never by its names' text (a deep stack of long names costs its depth, not its bytes).
+fn ids_in(out: &Slice, base: &Slice) -> (Vec<Option<u32>>, Option<u32>) {
+    let ids: HashMap<&str, u32> = out
+        .names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i as u32))
+        .collect();
+    let of = |name: &str| ids.get(profile::sanitize_frame(name).as_ref()).copied();
+    (
+        base.names.iter().map(|n| of(n)).collect(),
+        // What a frame past the names is served as.
+        ids.get("[unknown]").copied(),
+    )
+}
+
 /// Take from `out` (an answer of [`crate::query::merged`] with the same `filter` and `visibility`) the
 /// samples of `base`, an earlier state of one of the slices merged into it (the open slice as
 /// it stood when a profile's window began): what remains is what was sampled since. Returns
 /// the samples taken away.
 pub fn subtract(out: &mut Slice, base: &Slice, filter: &Filter, visibility: Visibility) -> u64 {
-    let mut taken: HashMap<StackKey<'_>, (u64, u64)> = HashMap::new();
+    let (base_ids, unknown) = ids_in(out, base);
     let trimmed: Vec<SliceStack> = base
         .stacks
         .iter()
@@ -67,14 +79,24 @@ pub fn subtract(out: &mut Slice, base: &Slice, filter: &Filter, visibility: Visi
             s
         })
         .collect();
+    let mut taken: HashMap<StackKey<'_>, (u64, u64)> = HashMap::new();
     for s in &trimmed {
-        let e = taken.entry(key_of(&base.names, s)).or_default();
+        // A stack with a name the answer lacks matches none of its stacks.
+        let Some(frames) = s
+            .frames
+            .iter()
+            .map(|&f| base_ids.get(f as usize).copied().unwrap_or(unknown))
+            .collect::<Option<Vec<u32>>>()
+        else {
+            continue;
+        };
+        let e = taken.entry(key_with(frames, s)).or_default();
         e.0 += s.count;
         e.1 += s.cpu_ns;
     }
     let mut less: Vec<(usize, u64, u64)> = Vec::new();
     for (i, s) in out.stacks.iter().enumerate() {
-        let Some(left) = taken.get_mut(&key_of(&out.names, s)) else {
+        let Some(left) = taken.get_mut(&key_with(s.frames.clone(), s)) else {
             continue;
         };
         let (count, cpu_ns) = (s.count.min(left.0), s.cpu_ns.min(left.1));
@@ -203,6 +225,33 @@ mod tests {
         // nothing counted twice.
         let removed = subtract(&mut all, &slice, &Filter::default(), Visibility::All);
         assert_eq!(removed, samples, "{:?}", all.stacks);
+        assert!(all.stacks.is_empty(), "{:?}", all.stacks);
+    }
+
+    #[test]
+    fn a_base_stack_named_otherwise_takes_nothing_and_deep_long_names_match_by_id() {
+        // A deep stack of one long name (as a hostile program has), matched whole.
+        let long = format!("f{}", "x".repeat(40_000));
+        let mut slice = example(10_000_000_000);
+        slice.names = vec!["main".into(), long];
+        slice.stacks[0].frames = [0].into_iter().chain([1; 120]).collect();
+        let (_dir, mut all) = merged_of(&slice, &Filter::default(), Visibility::All);
+        let samples = all.samples();
+        // The same stack with one name the answer does not have: nothing of it is taken.
+        let mut other = slice.clone();
+        other.names.push("elsewhere".into());
+        for st in &mut other.stacks {
+            st.frames[0] = 2;
+        }
+        assert_eq!(
+            subtract(&mut all, &other, &Filter::default(), Visibility::All),
+            0
+        );
+        assert_eq!(all.samples(), samples);
+        assert_eq!(
+            subtract(&mut all, &slice, &Filter::default(), Visibility::All),
+            samples
+        );
         assert!(all.stacks.is_empty(), "{:?}", all.stacks);
     }
 
