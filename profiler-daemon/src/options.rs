@@ -22,6 +22,7 @@ pub fn record_options(config: &Config, event: EventKind) -> RecordOptions {
     options.event = sampler::EventChoice::Force(event);
     options.window = Some(s.slice.0);
     options.drain_interval = recorder::defaults::WINDOW_DRAIN_INTERVAL;
+    options.drain_interval_at_rest = Some(recorder::defaults::WINDOW_REST_INTERVAL);
     options.ring_pages = match options.call_graph {
         recorder::CallGraph::Fp => sampler::defaults::RING_PAGES,
         _ => recorder::defaults::ring_pages_streaming(options.frequency, options.stack_bytes),
@@ -54,6 +55,7 @@ pub fn recording_options(
     options.window = None;
     options.measure = recorder::Measure::Cpu;
     options.drain_interval = Duration::from_millis(250);
+    options.drain_interval_at_rest = None;
     options.frame_cache_dir = None;
     options.ring_pages = match options.call_graph {
         recorder::CallGraph::Fp => sampler::defaults::RING_PAGES,

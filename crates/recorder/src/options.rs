@@ -57,8 +57,15 @@ pub mod defaults {
     pub const DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
     /// The drain interval when recording in windows (`RecordOptions::window`), where the
     /// rings are read at this tick and woken by a watermark only when they fill faster
-    /// (see [`ring_pages_streaming`]). A window closes two ticks and 100 ms after its end.
+    /// (see [`ring_pages_streaming`]), while processes start, map files or end (side-band
+    /// records came in the last round). A window closes two rest ticks and 100 ms after its
+    /// end.
     pub const WINDOW_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+    /// The drain interval when recording in windows after a round without side-band
+    /// records (no process started, mapped a file or ended: nothing whose files must be
+    /// opened while they exist): the machine at rest, read half as often
+    /// (`RecordOptions::drain_interval_at_rest`).
+    pub const WINDOW_REST_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
     /// Bytes of side-band records that wake the reader when recording in windows: more than
     /// the side-band ring holds, so that it is read at the drain tick and woken only when
     /// three quarters full (a fork/exec storm), never per process.
@@ -123,12 +130,12 @@ pub mod defaults {
     }
 
     /// Ring buffer pages per CPU when streaming windows with `stack_bytes` of stack copied
-    /// per sample at `frequency` Hz: a ring holds two [`WINDOW_DRAIN_INTERVAL`]s of samples,
+    /// per sample at `frequency` Hz: a ring holds two [`WINDOW_REST_INTERVAL`]s of samples,
     /// so that at low frequencies the three-quarter watermark is not reached before the
     /// tick reads the ring (one wake-up per tick instead of several); a power of two between
     /// 256 pages and [`RING_PAGES_WITH_STACKS`], never fewer than [`ring_pages_with_stacks`].
     pub fn ring_pages_streaming(frequency: u64, stack_bytes: u32) -> usize {
-        let seconds = 2.0 * WINDOW_DRAIN_INTERVAL.as_secs_f64();
+        let seconds = 2.0 * WINDOW_REST_INTERVAL.as_secs_f64();
         let bytes = stack_bytes_per_second(frequency, stack_bytes) * seconds;
         let pages = (bytes / 4096.0).ceil().min(RING_PAGES_WITH_STACKS as f64) as usize;
         pages
@@ -146,7 +153,8 @@ mod tests {
 
     #[test]
     fn streaming_rings_hold_two_ticks() {
-        assert_eq!(ring_pages_streaming(99, 16 * 1024), 512);
+        // 99 Hz x 17 KiB x 2 s = 3.4 MB: 842 pages, rounded up to 1024.
+        assert_eq!(ring_pages_streaming(99, 16 * 1024), 1024);
         assert_eq!(ring_pages_streaming(19, 16 * 1024), 256);
         assert_eq!(ring_pages_streaming(999, 16 * 1024), 2048);
     }
@@ -191,6 +199,11 @@ pub struct RecordOptions {
     /// whenever one fills to its watermark, and at every side-band record). Each wake-up
     /// costs CPU (about 100 µs in a VM), so it is long unless someone watches the progress.
     pub drain_interval: Duration,
+    /// A longer drain interval after a round that read no side-band record (no process
+    /// started, mapped a file or ended meanwhile), when set: fewer wake-ups at rest, while
+    /// churn is still read at `drain_interval` (its binaries are opened while they exist).
+    /// Windows close two of the longer intervals after their end.
+    pub drain_interval_at_rest: Option<Duration>,
     /// How user stacks are walked.
     pub call_graph: CallGraph,
     /// Bytes of user stack copied per sample (DWARF and auto modes).
@@ -233,6 +246,7 @@ impl RecordOptions {
             ring_pages: sampler::defaults::RING_PAGES,
             event: EventChoice::Auto,
             drain_interval: defaults::DRAIN_INTERVAL,
+            drain_interval_at_rest: None,
             call_graph: CallGraph::Auto,
             stack_bytes: defaults::STACK_BYTES,
             preload_symbols: Some(symbolize::DebugSearch::system()),

@@ -202,9 +202,14 @@ fn start_collector<'p>(start: Start<'_, 'p>) -> Collector<'p> {
         stats: RecordingStats::default(),
         progress,
         on_window,
-        // A ring is read at least every drain interval; records are late by at most that
-        // (plus the time to drain every ring once).
-        close_grace: (options.drain_interval * 2 + Duration::from_millis(100)).as_nanos() as u64,
+        // A ring is read at least every drain interval (the longer one at rest); records are
+        // late by at most that (plus the time to drain every ring once).
+        close_grace: (options
+            .drain_interval
+            .max(options.drain_interval_at_rest.unwrap_or_default())
+            * 2
+            + Duration::from_millis(100))
+        .as_nanos() as u64,
         started,
         last_progress: Duration::ZERO,
         round_started: None,
@@ -235,6 +240,8 @@ fn start_collector<'p>(start: Start<'_, 'p>) -> Collector<'p> {
         on_cpu: options.measure != Measure::OffCpu,
         snapshots: options.snapshots.clone(),
         round_started_ns: None,
+        rest_tick: options.drain_interval_at_rest,
+        sideband_in_round: false,
     }
 }
 

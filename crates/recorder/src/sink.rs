@@ -117,6 +117,12 @@ pub(crate) struct Collector<'p> {
     /// When the current drain round read its first record (CLOCK_MONOTONIC ns): every sample
     /// taken before it is read by the end of the round.
     pub round_started_ns: Option<u64>,
+    /// The drain interval after a round without side-band records
+    /// ([`crate::RecordOptions::drain_interval_at_rest`]).
+    pub rest_tick: Option<std::time::Duration>,
+    /// The current round read a side-band record (a process started, mapped a file,
+    /// was renamed or ended): the next tick is the loop's own, not `rest_tick`.
+    pub sideband_in_round: bool,
 }
 
 /// Where sample `s` comes from, standing for `period` ns of time of kind `weight`.
@@ -361,7 +367,12 @@ impl RecordSink for Collector<'_> {
             self.round_started = Some(std::time::Instant::now());
             self.round_started_ns = Some(crate::sys::monotonic_ns());
         }
-        match decode_with(raw, &self.format) {
+        let record = decode_with(raw, &self.format);
+        self.sideband_in_round |= matches!(
+            record,
+            Record::Mmap2(_) | Record::Comm { .. } | Record::Fork { .. } | Record::Exit { .. }
+        );
+        match record {
             Record::Sample(s) => self.sample(&s),
             // The idle tasks (tid 0, one per CPU) are never waited on: system-wide, their
             // switches are left out.
@@ -448,6 +459,14 @@ impl RecordSink for Collector<'_> {
             Record::Throttle { throttled, .. } => self.stats.throttled += throttled as u64,
             Record::Malformed(_) => self.stats.malformed_records += 1,
             Record::Other(_) => {}
+        }
+    }
+
+    fn next_tick(&mut self, tick: std::time::Duration) -> std::time::Duration {
+        let busy = std::mem::take(&mut self.sideband_in_round);
+        match self.rest_tick {
+            Some(rest) if !busy => rest.max(tick),
+            _ => tick,
         }
     }
 

@@ -25,6 +25,13 @@ pub trait RecordSink {
     fn pause_draining(&mut self) -> bool {
         false
     }
+    /// Asked after every round: how long the loop may wait before the next one unless a
+    /// ring's watermark or the wake starts it sooner; `tick` is the loop's own. A sink
+    /// that saw nothing in the round that needs reading soon may answer longer (fewer
+    /// wake-ups at rest). Default: `tick`.
+    fn next_tick(&mut self, tick: Duration) -> Duration {
+        tick
+    }
 }
 
 /// Why [`drain_until`] returned.
@@ -113,7 +120,7 @@ pub async fn drain_until_woken(
         }
         sampler.drain(&mut |r| sink.on_record(r));
         sink.on_round(sampler);
-        if let Err(source) = crate::sys::arm_timer(timer.get_ref(), tick) {
+        if let Err(source) = crate::sys::arm_timer(timer.get_ref(), sink.next_tick(tick)) {
             return Err(SamplerError::Io {
                 what: "arming the drain tick's timer",
                 source,

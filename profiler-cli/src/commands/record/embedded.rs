@@ -98,9 +98,11 @@ fn record(args: &RecordArgs, outputs: &RecordOutputs, quiet: bool) -> Result<Rec
     let live = !quiet && std::io::stderr().is_terminal();
     if options.window.is_some() {
         options.drain_interval = recorder::defaults::WINDOW_DRAIN_INTERVAL;
+        options.drain_interval_at_rest = Some(recorder::defaults::WINDOW_REST_INTERVAL);
     }
     if live {
         options.drain_interval = recorder::defaults::LIVE_DRAIN_INTERVAL;
+        options.drain_interval_at_rest = None;
     }
     let bar = progress_bar(live);
     let mut progress = |p: recorder::Progress| {
