@@ -419,7 +419,9 @@ fn daemon_history_shares_persistence_and_corrupt_slices() {
         Duration::from_secs(60),
         |s| {
             let newest = number_in(s, "newest_slice_end_ns") as f64 / 1e9;
-            newest >= burner_at + 0.5 && newest >= unix_now() - 1.5
+            // No backlog: the newest slice is as recent as a 1-s slice and its 2.1-s close
+            // grace (docs/daemon.md) allow, with 0.4 s of naming.
+            newest >= burner_at + 0.5 && newest >= unix_now() - 3.5
         },
     );
     let stopped_at = unix_now();

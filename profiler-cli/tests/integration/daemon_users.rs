@@ -123,7 +123,7 @@ fn peak_resident(pid: u32) -> u64 {
 
 /// Slice length of the deep-stack test, and its close grace (docs/daemon.md).
 const SLICE_S: f64 = 2.0;
-const GRACE_S: f64 = 1.1;
+const GRACE_S: f64 = 2.1;
 
 /// A user's two threads recurse up to 1000 deep through a function with a 4000-character
 /// name, renaming themselves, at 999 Hz for 24 s: slices keep reaching disk (a new one at
