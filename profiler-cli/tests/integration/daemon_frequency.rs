@@ -1,4 +1,4 @@
-//! An hour (a 22-s roll-up period here, `PROFILERD_TEST_ROLLUP_SECONDS`) in which the budget
+//! An hour (an 18-s roll-up period here, `PROFILERD_TEST_ROLLUP_SECONDS`) in which the budget
 //! lowers the sampling frequency (a cap set below the daemon's cost) and then raises it again
 //! (the cap lifted) rolls up like any other, and the roll-up answers a query over part of the
 //! period exactly as its slices did. (Such an hour used to stay as slices: "the sampling
@@ -15,19 +15,26 @@ use crate::daemon_rollup::{get, header, indexed_rollups};
 
 /// The roll-up period of this test, seconds: [`NEEDED`] and 2 s more (a period whose first
 /// seconds are past waits for the next: the shorter the period, the shorter that wait). The
-/// range starts at most 2 s into the period, so it is 14 s or more long, as it was when the
-/// period was 30 s and the range started at most 10 s into it.
-const PERIOD: u64 = 22;
+/// range starts at most 2 s into the period, so it is 10 s or more long: more than 10 slices.
+const PERIOD: u64 = 18;
 
 /// Seconds of a period the test needs from its first change: the frequency lowered and
-/// raised again (a few budget windows of 2 s), then more than 10 slices before the range's end,
-/// which is 6 s before the period's.
-const NEEDED: u64 = 20;
+/// raised again (a few budget windows of [`WINDOW`]: two over the cap lower it, raising starts
+/// three after the lowering), then more than 10 slices before the range's end, which is 6 s
+/// before the period's.
+const NEEDED: u64 = 16;
+
+/// The budget's window, seconds: one slice, the shortest the daemon takes (it reads the
+/// pipeline's CPU once a second at any window up to 6 s). Lowering takes two windows over the
+/// cap and raising starts three after it, so windows of 2 s took twice as long and the period
+/// had to be 22 s; with 1-s windows the frequency was lowered and raised 3.4-6.3 s after the
+/// cap was set in three runs here.
+const WINDOW: u64 = 1;
 
 fn write_config(dir: &Path, cap: f64) -> PathBuf {
     let config = dir.join("profilerd.toml");
     let text = format!(
-        "[sampling]\nfrequency = 999\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\nmax_age = \"{}s\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"2s\"\nmax_resident = \"8GiB\"\n",
+        "[sampling]\nfrequency = 999\nslice = \"1s\"\n\n[storage]\nstate_dir = \"{}\"\ncache_dir = \"{}\"\nmax_age = \"{}s\"\n\n[api]\nsocket = \"{}\"\n\n[budget]\nmax_cpu_percent = {cap:.3}\nwindow = \"{WINDOW}s\"\nmax_resident = \"8GiB\"\n",
         dir.join("state").display(),
         dir.join("cache").display(),
         // As many periods as the defaults keep hours (3 days): a roll-up's per-uid share
@@ -63,9 +70,9 @@ fn daemon_an_hour_whose_frequency_the_budget_changed_rolls_up_and_answers_as_its
     );
     let configured = daemon.number("configured_frequency");
     // The steady cost, as the budget sees it: past the start's naming of every process
-    // running, once a budget window (2 s) of steady work is written.
+    // running, once a budget window of steady work is written.
     daemon.wait_start_up_named();
-    daemon.wait_slices_through(unix_now() + 2.0);
+    daemon.wait_slices_through(unix_now() + WINDOW as f64);
     // The lowest of four readings a second apart: a window that still held some of the
     // start's naming reads several times the steady cost (22.6% against 4.2% in one CI run),
     // and a cap set from it lowered nothing.
@@ -140,7 +147,9 @@ fn daemon_an_hour_whose_frequency_the_budget_changed_rolls_up_and_answers_as_its
     assert!(!before.is_empty());
     assert_eq!(before, rolled, "the roll-up answers as its slices did");
     eprintln!(
-        "{configured} Hz lowered to {lowered} Hz and raised within the period; {} folded lines",
+        "{configured} Hz lowered to {lowered} Hz and raised {:.1} s after the cap was set, {:.1} s into the {PERIOD}-s period; {} folded lines",
+        changed - a as f64 + 0.5,
+        changed - p0 as f64,
         before.lines().count()
     );
 }
