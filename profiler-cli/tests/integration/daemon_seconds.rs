@@ -1,5 +1,5 @@
 //! The timeline tells the second at the default slice length (10 s): a thread busy 8 s,
-//! paused 20 s, busy 8 s (tests/workloads/bursts.c, its edges at .37 s past a second, so
+//! paused 10 s, busy 8 s (tests/workloads/bursts.c, its edges at .37 s past a second, so
 //! never on a bucket's boundary; it measures the CPU it got in each second), under a daemon at
 //! 499 Hz whose roll-up period is shortened to 20 s. `profctl timeline --bucket 1s` and
 //! `--bucket 5s` show at least 0.8 of the thread's measured cores (in that bucket: on a shared
@@ -8,6 +8,14 @@
 //! second; once the periods are rolled up, the roll-ups answer the same at their own
 //! resolution, a second. (A slice's CPU used to be spread evenly over its 10 s: 0.62-0.85 of
 //! a core inside bursts, 0.15-0.20 in the pause.)
+//!
+//! The pause is one slice long: it lies across two 10-s slices, the one holding the first
+//! burst's end and the one holding the second's start, so every bucket of the pause lies in a
+//! slice holding part of a burst (if the pause begins y s into its slice, that slice holds
+//! min(y, 8) s of burst and the next min(10 - y, 8): one of them 5 s or more, which spread
+//! over its slice puts half a core in its pause buckets). A 20-s pause only added a middle
+//! slice of pause alone, whose buckets read 0 however a slice's CPU is spread, and whose
+//! outer slices held the same shares of burst.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -18,17 +26,24 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::common::*;
-use crate::daemon::{number_in, Daemon};
+use crate::daemon::{number_in, unix_now, Daemon};
 use crate::daemon_rename::config_default_slices;
 use crate::daemon_rollup::indexed_rollups;
+
+/// The slice length, seconds: the default.
+const SLICE: f64 = 10.0;
 
 /// The roll-up period of this test, seconds: two 10-s slices, so that a roll-up merges slices.
 /// The bursts' last period is rolled up when the first slice of the next one is written, 10 or
 /// 20 s after the bursts' last slice (10, 20 or 30 s with three slices a period).
 const PERIOD: u64 = 20;
 
-/// The schedule: busy, paused, busy (seconds).
-const SCHEDULE: [&str; 3] = ["8", "20", "8"];
+/// A burst's length, seconds: seven whole seconds, and the first burst (begun 2.37 s past a
+/// multiple of 5, [`PHASE`]) holds a whole 5-s bucket.
+const BUSY: u64 = 8;
+
+/// The pause's length, seconds: one slice (see the module's comment).
+const PAUSE: u64 = 10;
 
 /// Where the schedule starts: this many seconds past a multiple of 5.
 const PHASE: &str = "2.37";
@@ -158,9 +173,9 @@ fn check(answer: &Value, bucket: u64, measured: &Measured, what: &str) {
             );
         }
     }
-    let whole = (8.0 / b).floor() as usize - 1;
+    let whole = (BUSY as f64 / b).floor() as usize - 1;
     assert!(
-        busy >= 2 * whole && idle >= (20.0 / b) as usize - 1,
+        busy >= 2 * whole && idle >= (PAUSE as f64 / b) as usize - 1,
         "{what}: {busy} buckets inside the bursts, {idle} inside the pause: {text}"
     );
 }
@@ -176,24 +191,45 @@ fn daemon_timeline_tells_the_second_at_the_default_slice_length() {
         text.replacen(&format!("frequency = {FREQ}"), "frequency = 499", 1),
     )
     .unwrap();
+    // The daemon started in the first half of a period (slices begin where it started), so
+    // that its first slice shares its period with the second: a period's roll-up is begun by
+    // its first slice written, and a period holding the first slice alone is never rolled up.
+    let p = PERIOD as f64;
+    let now = unix_now();
+    if now % p > 8.0 {
+        hold_until((now / p).ceil() * p);
+    }
+    let before = unix_now();
     let period = PERIOD.to_string();
     let daemon = Daemon::start_with(
         &config,
         &[("PROFILERD_TEST_ROLLUP_SECONDS", Path::new(&period))],
     );
+    let sampling = unix_now();
     assert_eq!(
         daemon.number("slice_seconds"),
-        10,
+        SLICE as u64,
         "the default slice length"
     );
-    // The start's naming of every process running out of the way: a first slice written.
-    daemon.wait_status("a first slice written", Duration::from_secs(60), |s| {
-        number_in(s, "slices_written") >= 1
-    });
+    // Then the bursts begin as soon as the daemon samples, not once a first slice is written
+    // (10 s, and the start's naming of every process running, some 4 s in a debug build):
+    // that naming runs as the first slice closes, beside a burst or the pause, on the other
+    // CPU; it delays when the slice is written, not what it holds, and every bucket is judged
+    // against the CPU the thread measured in it. The bursts' last slices are then rolled up
+    // 50 s after the start (they lie in the second period, rolled up once the third period's
+    // first slice is written). If the start took so long that the first slice may not share
+    // its period, the bursts begin after it, as they always did.
+    if (before / p).floor() != (sampling / p).floor() || sampling % p >= SLICE {
+        daemon.wait_status("a first slice written", Duration::from_secs(60), |s| {
+            number_in(s, "slices_written") >= 1
+        });
+    }
 
     let measured = dir.path().join("bursts.out");
     let mut cmd = Command::new(bursts());
-    cmd.arg(&measured).arg(PHASE).args(SCHEDULE);
+    cmd.arg(&measured)
+        .arg(PHASE)
+        .args([BUSY, PAUSE, BUSY].map(|s| s.to_string()));
     Spawned::spawn(cmd, "bursts")
         .wait_or_panic(scaled(Duration::from_secs(120)))
         .assert_success("bursts");
@@ -226,6 +262,12 @@ fn daemon_timeline_tells_the_second_at_the_default_slice_length() {
                 false => Err(format!("roll-ups {rolled:?}")),
             }
         },
+    );
+    eprintln!(
+        "the daemon sampled from {sampling:.3}; the bursts ran {:.1}-{:.1} s after, and were rolled up {:.1} s after the second",
+        bursts[0].start - sampling,
+        bursts[1].end - sampling,
+        unix_now() - bursts[1].end
     );
     for (k, bucket) in [1, 5].into_iter().enumerate() {
         let answer = timeline(&daemon.socket, range, bucket);
