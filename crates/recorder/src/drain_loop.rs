@@ -79,6 +79,7 @@ fn change_frequency(sampler: &mut Sampler, collector: &mut Collector<'_>, hz: u6
             collector
                 .periods
                 .changed(sampler.info().event, frequency, at);
+            collector.frequency_change = Some((at, from));
             collector.frequency = frequency;
             debug!(from, to = frequency, "sampling frequency changed");
         }

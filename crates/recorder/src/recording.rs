@@ -231,6 +231,7 @@ fn start_collector<'p>(start: Start<'_, 'p>) -> Collector<'p> {
         ),
         frequency_control: options.frequency_control.clone(),
         frequency: sampler.info().frequency,
+        frequency_change: None,
         periods: SamplePeriods::default(),
         off_cpu: match options.measure {
             Measure::Cpu => None,

@@ -106,6 +106,10 @@ pub(crate) struct Collector<'p> {
     pub frequency_control: Option<crate::FrequencyControl>,
     /// The frequency in effect.
     pub frequency: u64,
+    /// The last change of frequency: when it took effect (CLOCK_MONOTONIC ns) and the
+    /// frequency before it, so that a window that ended before it (and closed after it, a
+    /// close grace later) is handed on with the frequency its samples were taken at.
+    pub frequency_change: Option<(u64, u64)>,
     /// The period each sample stands for (see [`SamplePeriods`]).
     pub periods: SamplePeriods,
     /// Off-CPU intervals, when context switches are sampled.
@@ -235,14 +239,23 @@ impl Collector<'_> {
         );
         self.stats.windows += 1;
         let tracked = self.tracked();
+        let frequency = self.frequency_at(window.end);
         (self.on_window)(ClosedWindow {
             window: normalized,
             tracked,
             released_files: std::mem::take(&mut self.released_files),
             ended_processes: std::mem::take(&mut self.ended_processes),
-            frequency: self.frequency,
+            frequency,
             snapshot: None,
         });
+    }
+
+    /// The frequency in effect at `time` (CLOCK_MONOTONIC ns), as of the last change.
+    fn frequency_at(&self, time: u64) -> u64 {
+        match self.frequency_change {
+            Some((at, before)) if time <= at => before,
+            _ => self.frequency,
+        }
     }
 
     /// Hand on every open window as it stands, normalized, marked as a snapshot taken at
