@@ -31,8 +31,8 @@ pub struct Slice {
     pub start_ns: u64,
     /// End of the window (exclusive), UNIX time in ns.
     pub end_ns: u64,
-    /// Nanoseconds of CPU time one sample stands for at the frequency in effect when the
-    /// slice closed (1e9 / frequency); the pprof `period`. The budget or a reload may have
+    /// Nanoseconds of CPU time one sample stands for at the frequency in effect at the
+    /// slice's end (1e9 / frequency); the pprof `period`. The budget or a reload may have
     /// changed the frequency during the slice: [`SliceStack::cpu_ns`] says what each stack
     /// stands for.
     pub period_ns: u64,
@@ -123,7 +123,7 @@ impl Slice {
     }
 
     /// A named window as a slice: frames by name, labels kept, times in UNIX ns. `period_ns`:
-    /// what one sample stands for at the frequency in effect when the window closed; on
+    /// what one sample stands for at the frequency in effect at the window's end; on
     /// cpu-clock, each stack's CPU time is the sum of its samples' own periods (exact across a
     /// change of frequency), on cycles (whose periods are cycles) its count times `period_ns`.
     pub fn from_named(

@@ -58,8 +58,8 @@ pub struct ClosedWindow {
     /// process model forgot since the previous window: what is kept for them (JIT maps) can
     /// go once this window is named.
     pub ended_processes: Vec<(u32, u64)>,
-    /// Samples per second per CPU in effect when the window closed (it may have changed
-    /// during the window; each stack's `period` is the sum of its samples' own periods).
+    /// Samples per second per CPU in effect at the window's end (it may have changed during
+    /// the window; each stack's `period` is the sum of its samples' own periods).
     pub frequency: u64,
     /// Set when this is not the window closing but a snapshot of it, still open, asked
     /// through [`crate::SnapshotControl`]: its samples so far (the window closes later, whole;
