@@ -3,7 +3,6 @@
 //! the sink asks for. Its own binary: run beside `drain_tick.rs`, whose count of rounds the
 //! tick made is judged to the round, it took CPU from that test's notifier.
 
-use std::process::{Child, Command};
 use std::time::Duration;
 
 use sampler::{drain_until_woken, RawRecord, RecordSink, Sampler, SamplerConfig, Target};
@@ -14,14 +13,9 @@ const TICK: Duration = Duration::from_millis(500);
 /// How long the loop runs.
 const RUN: Duration = Duration::from_secs(3);
 
-struct Sleeper(Child);
-
-impl Drop for Sleeper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+#[path = "support/sleeper.rs"]
+mod sleeper;
+use sleeper::Sleeper;
 
 /// Counts rounds and asks for `next` between them ([`RecordSink::next_tick`]).
 struct Spaced {
@@ -44,7 +38,7 @@ impl RecordSink for Spaced {
 /// after stop), where the 500-ms tick makes seven.
 #[test]
 fn a_sink_at_rest_spaces_the_rounds_it_asks_for() {
-    let child = Sleeper(Command::new("sleep").arg("30").spawn().unwrap());
+    let child = Sleeper::start();
     let mut config = SamplerConfig::new(Target::Process {
         pid: child.0.id(),
         enable_on_exec: false,

@@ -4,7 +4,6 @@
 //! the rings of a sleeping child (which never wake the loop): every round but the tick's
 //! first (at once) and the last (after stop) must follow a notification.
 
-use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,14 +19,9 @@ const EVERY: Duration = Duration::from_millis(100);
 /// How long the loop runs.
 const RUN: Duration = Duration::from_secs(3);
 
-struct Sleeper(Child);
-
-impl Drop for Sleeper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+#[path = "support/sleeper.rs"]
+mod sleeper;
+use sleeper::Sleeper;
 
 /// Counts the rounds that no notification preceded (since the round before).
 struct Rounds {
@@ -51,7 +45,7 @@ impl RecordSink for Rounds {
 
 #[test]
 fn rounds_started_by_a_wake_postpone_the_tick() {
-    let child = Sleeper(Command::new("sleep").arg("30").spawn().unwrap());
+    let child = Sleeper::start();
     let mut config = SamplerConfig::new(Target::Process {
         pid: child.0.id(),
         enable_on_exec: false,
