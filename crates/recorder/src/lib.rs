@@ -17,6 +17,7 @@ mod rate;
 mod recording;
 mod report;
 mod resolve;
+mod rest_tick;
 mod sampler_config;
 mod sink;
 mod snapshot;

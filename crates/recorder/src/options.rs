@@ -93,6 +93,12 @@ pub mod defaults {
         frequency as f64 * (f64::from(stack_bytes) + RECORD_OVERHEAD)
     }
 
+    /// Seconds of samples a ring of `ring_pages` holds at `frequency` Hz with `stack_bytes`
+    /// of stack copied per sample (0 when none is).
+    pub fn ring_seconds(ring_pages: usize, frequency: u64, stack_bytes: u32) -> f64 {
+        (ring_pages * 4096) as f64 / stack_bytes_per_second(frequency.max(1), stack_bytes)
+    }
+
     /// When to wake the reader, in percent of a ring of `ring_pages`, when stacks are
     /// copied: at three quarters when the quarter left holds a tenth of a second of samples,
     /// else at half, else at a quarter (a ring the user or the locked-memory limit made
@@ -202,7 +208,9 @@ pub struct RecordOptions {
     /// A longer drain interval after a round that read no side-band record (no process
     /// started, mapped a file or ended meanwhile), when set: fewer wake-ups at rest, while
     /// churn is still read at `drain_interval` (its binaries are opened while they exist).
-    /// Windows close two of the longer intervals after their end.
+    /// Taken only while a sample ring holds two of them at the frequency in effect (rings
+    /// at their largest, or cut by the locked-memory limit, fill faster at high
+    /// frequencies). Windows close two of the longer intervals after their end.
     pub drain_interval_at_rest: Option<Duration>,
     /// How user stacks are walked.
     pub call_graph: CallGraph,

@@ -241,7 +241,17 @@ fn start_collector<'p>(start: Start<'_, 'p>) -> Collector<'p> {
         on_cpu: options.measure != Measure::OffCpu,
         snapshots: options.snapshots.clone(),
         round_started_ns: None,
-        rest_tick: options.drain_interval_at_rest,
+        rest_tick: options
+            .drain_interval_at_rest
+            .map(|interval| crate::rest_tick::RestTick {
+                interval,
+                ring_pages: sampler.info().ring_pages,
+                stack_bytes: if sampler.info().format.user_stack {
+                    options.stack_bytes
+                } else {
+                    0
+                },
+            }),
         sideband_in_round: false,
     }
 }

@@ -121,9 +121,8 @@ pub(crate) struct Collector<'p> {
     /// When the current drain round read its first record (CLOCK_MONOTONIC ns): every sample
     /// taken before it is read by the end of the round.
     pub round_started_ns: Option<u64>,
-    /// The drain interval after a round without side-band records
-    /// ([`crate::RecordOptions::drain_interval_at_rest`]).
-    pub rest_tick: Option<std::time::Duration>,
+    /// The drain interval after a round without side-band records, where the rings allow it.
+    pub rest_tick: Option<crate::rest_tick::RestTick>,
     /// The current round read a side-band record (a process started, mapped a file,
     /// was renamed or ended): the next tick is the loop's own, not `rest_tick`.
     pub sideband_in_round: bool,
@@ -478,7 +477,7 @@ impl RecordSink for Collector<'_> {
     fn next_tick(&mut self, tick: std::time::Duration) -> std::time::Duration {
         let busy = std::mem::take(&mut self.sideband_in_round);
         match self.rest_tick {
-            Some(rest) if !busy => rest.max(tick),
+            Some(rest) if !busy => rest.after_rest(self.frequency, tick),
             _ => tick,
         }
     }

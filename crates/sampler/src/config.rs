@@ -175,6 +175,9 @@ pub struct SessionInfo {
     pub events: usize,
     /// Number of ring buffers mapped.
     pub rings: usize,
+    /// Data pages of each sample ring as mapped (fewer than asked when the locked-memory
+    /// limit refused them).
+    pub ring_pages: usize,
     /// What each sample carries.
     pub format: SampleFormat,
 }

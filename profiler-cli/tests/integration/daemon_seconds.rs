@@ -246,7 +246,13 @@ fn daemon_timeline_tells_the_second_at_the_default_slice_length() {
     let mut fresh = Vec::new();
     for bucket in [1, 5] {
         let answer = timeline(&daemon.socket, range, bucket);
-        check(&answer, bucket, &measured, &format!("--bucket {bucket}s"));
+        let lost = daemon.number("lost");
+        check(
+            &answer,
+            bucket,
+            &measured,
+            &format!("--bucket {bucket}s ({lost} samples lost by the daemon)"),
+        );
         fresh.push(cores(&answer));
     }
 

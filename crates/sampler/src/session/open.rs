@@ -334,6 +334,7 @@ impl OpeningRings {
             notes: Vec::new(),
             events,
             rings: rings.len(),
+            ring_pages: setup.ring_pages,
             format: spec.format,
         };
         Sampler {
