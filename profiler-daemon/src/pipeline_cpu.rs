@@ -1,6 +1,7 @@
 //! What the sampling pipeline's own threads cost in CPU, which the budget judges: the drain
-//! and naming threads register themselves, their CPU time is read from
-//! `/proc/self/task/TID/schedstat` (ns on a CPU), and their housekeeping (the naming thread's
+//! and naming threads register themselves, their CPU time is read from their CPU-time clocks
+//! (`pthread_getcpuclockid`: one `clock_gettime` each, where a schedstat file cost an open,
+//! a stat, reads and a close every budget tick), and their housekeeping (the naming thread's
 //! roll-up folds, retention, symbol trims, cache saves and naming of snapshots of the open
 //! slices; the drain thread's normalizing of those snapshots) is timed with the thread's CPU
 //! clock and subtracted. Queries, recordings, the API, and the housekeeping thread are not counted.
@@ -13,8 +14,8 @@ use std::time::Duration;
 /// The registered threads and the housekeeping they did.
 #[derive(Debug, Default)]
 pub struct PipelineCpu {
-    /// (name, tid) of the threads of the pipeline.
-    threads: Mutex<Vec<(&'static str, u32)>>,
+    /// (name, CPU-time clock) of the threads of the pipeline.
+    threads: Mutex<Vec<(&'static str, libc::clockid_t)>>,
     /// CPU ns the registered threads spent on housekeeping.
     housekeeping_ns: AtomicU64,
 }
@@ -39,11 +40,16 @@ impl PipelineReading {
 impl PipelineCpu {
     /// Count the calling thread as part of the pipeline.
     pub fn register_this_thread(&self, name: &'static str) {
-        let tid = crate::sys::gettid();
-        self.threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((name, tid));
+        match crate::sys::this_thread_cpu_clock() {
+            Ok(clock) => self
+                .threads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((name, clock)),
+            Err(err) => {
+                tracing::warn!(thread = name, %err, "no CPU-time clock: the thread's CPU is not counted in the budget");
+            }
+        }
     }
 
     /// Run `f`, scheduled housekeeping of a registered thread, and subtract the CPU it took.
@@ -71,7 +77,7 @@ impl PipelineCpu {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .map(|&(name, tid)| (name, thread_cpu_ns(tid).unwrap_or(0)))
+            .map(|&(name, clock)| (name, crate::sys::clock_ns(clock).unwrap_or(0)))
             .collect();
         PipelineReading {
             threads,
@@ -83,12 +89,6 @@ impl PipelineCpu {
 /// The calling thread's CPU time (getrusage of the thread).
 fn thread_cpu() -> Duration {
     recorder::ProcessUsage::this_thread().cpu()
-}
-
-/// A thread of this process's CPU time, ns: the first field of its schedstat.
-fn thread_cpu_ns(tid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-    text.split_whitespace().next()?.parse().ok()
 }
 
 /// The readings of the last window, to say what a change of frequency came from.

@@ -1,5 +1,5 @@
 //! The daemon's only unsafe code: a Unix socket peer's supplementary groups, pidfds, the
-//! calling thread's id and its scheduling priority, and the effective uid.
+//! calling thread's scheduling priority and CPU-time clock, and the effective uid.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -59,13 +59,6 @@ pub fn pidfd_alive(pidfd: &impl AsRawFd) -> bool {
     rc == 0 || (rc == 1 && fds[0].revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) == 0)
 }
 
-/// The calling thread's id (its `/proc/self/task/TID`).
-pub fn gettid() -> u32 {
-    // SAFETY: gettid takes nothing and cannot fail.
-    let tid = unsafe { libc::gettid() };
-    tid as u32
-}
-
 /// Give the calling thread the lowest CPU priority (nice 19; on Linux a thread's nice value is
 /// its own): it runs on what other work leaves.
 pub fn lowest_priority_for_this_thread() -> io::Result<()> {
@@ -81,6 +74,29 @@ pub fn lowest_priority_for_this_thread() -> io::Result<()> {
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid takes nothing and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+/// The calling thread's CPU-time clock, which any thread of this process can read.
+pub fn this_thread_cpu_clock() -> io::Result<libc::clockid_t> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: pthread_self names the calling thread, alive for the call; `clock` is a valid
+    // out-pointer.
+    let rc = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(clock)
+}
+
+/// `clock`'s time in ns (None once the thread whose CPU-time clock it is has exited).
+pub fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer for the call; an unknown clock is an error return.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 #[cfg(test)]
