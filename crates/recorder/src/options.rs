@@ -55,17 +55,19 @@ pub mod defaults {
     pub const SWITCH_CAP: u64 = 10_000;
     /// Longest time a record waits in a ring buffer when no progress is shown.
     pub const DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
-    /// The drain interval when recording in windows (`RecordOptions::window`), where the
-    /// rings are read at this tick and woken by a watermark only when they fill faster
-    /// (see [`ring_pages_streaming`]), while processes start, map files or end (side-band
-    /// records came in the last round). A window closes two rest ticks and 100 ms after its
-    /// end.
+    /// The drain interval when recording in windows (`RecordOptions::window`) while
+    /// processes start, map files or end (side-band records came in the last round), and
+    /// whenever the rings leave too little room at their watermark for the rest tick. A
+    /// window closes the rest tick and 100 ms after its end.
     pub const WINDOW_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
     /// The drain interval when recording in windows after a round without side-band
     /// records (no process started, mapped a file or ended: nothing whose files must be
-    /// opened while they exist): the machine at rest, read half as often
-    /// (`RecordOptions::drain_interval_at_rest`).
-    pub const WINDOW_REST_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+    /// opened while they exist): longer than a busy CPU's ring takes to reach its watermark
+    /// at 99 Hz (1.8 s, see [`ring_pages_streaming`]), so that at rest the watermarks alone
+    /// start the rounds (`RecordOptions::drain_interval_at_rest`).
+    pub const WINDOW_REST_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+    /// Seconds of samples a streaming ring holds (see [`ring_pages_streaming`]).
+    const STREAMING_RING_SECONDS: f64 = 2.0;
     /// Bytes of side-band records that wake the reader when recording in windows: more than
     /// the side-band ring holds, so that it is read at the drain tick and woken only when
     /// three quarters full (a fork/exec storm), never per process.
@@ -136,12 +138,13 @@ pub mod defaults {
     }
 
     /// Ring buffer pages per CPU when streaming windows with `stack_bytes` of stack copied
-    /// per sample at `frequency` Hz: a ring holds two [`WINDOW_REST_INTERVAL`]s of samples,
-    /// so that at low frequencies the three-quarter watermark is not reached before the
-    /// tick reads the ring (one wake-up per tick instead of several); a power of two between
-    /// 256 pages and [`RING_PAGES_WITH_STACKS`], never fewer than [`ring_pages_with_stacks`].
+    /// per sample at `frequency` Hz: a ring holds [`STREAMING_RING_SECONDS`] of samples, so
+    /// that at low frequencies its three-quarter watermark comes every 1.5 s or more while
+    /// its CPU is busy, and a quarter of it (a busy reader's room) holds half a second;
+    /// a power of two between 256 pages and [`RING_PAGES_WITH_STACKS`], never fewer than
+    /// [`ring_pages_with_stacks`].
     pub fn ring_pages_streaming(frequency: u64, stack_bytes: u32) -> usize {
-        let seconds = 2.0 * WINDOW_REST_INTERVAL.as_secs_f64();
+        let seconds = STREAMING_RING_SECONDS;
         let bytes = stack_bytes_per_second(frequency, stack_bytes) * seconds;
         let pages = (bytes / 4096.0).ceil().min(RING_PAGES_WITH_STACKS as f64) as usize;
         pages
@@ -158,7 +161,7 @@ mod tests {
     };
 
     #[test]
-    fn streaming_rings_hold_two_ticks() {
+    fn streaming_rings_hold_two_seconds() {
         // 99 Hz x 17 KiB x 2 s = 3.4 MB: 842 pages, rounded up to 1024.
         assert_eq!(ring_pages_streaming(99, 16 * 1024), 1024);
         assert_eq!(ring_pages_streaming(19, 16 * 1024), 256);
@@ -208,9 +211,10 @@ pub struct RecordOptions {
     /// A longer drain interval after a round that read no side-band record (no process
     /// started, mapped a file or ended meanwhile), when set: fewer wake-ups at rest, while
     /// churn is still read at `drain_interval` (its binaries are opened while they exist).
-    /// Taken only while a sample ring holds two of them at the frequency in effect (rings
-    /// at their largest, or cut by the locked-memory limit, fill faster at high
-    /// frequencies). Windows close two of the longer intervals after their end.
+    /// Taken only while a sample ring has room at its watermark for half a second of
+    /// samples at the frequency in effect (rings at their largest, or cut by the
+    /// locked-memory limit, fill faster at high frequencies). Windows close the longer
+    /// interval (at least two `drain_interval`s) and 100 ms after their end.
     pub drain_interval_at_rest: Option<Duration>,
     /// How user stacks are walked.
     pub call_graph: CallGraph,

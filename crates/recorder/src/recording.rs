@@ -202,12 +202,11 @@ fn start_collector<'p>(start: Start<'_, 'p>) -> Collector<'p> {
         stats: RecordingStats::default(),
         progress,
         on_window,
-        // A ring is read at least every drain interval (the longer one at rest); records are
-        // late by at most that (plus the time to drain every ring once).
-        close_grace: (options
-            .drain_interval
+        // A ring is read at least every drain interval (the longer one at rest), and a window
+        // is closed at the end of a round: by then a round that began after the window's end
+        // has read every ring, unless rounds last longer than the grace.
+        close_grace: ((options.drain_interval * 2)
             .max(options.drain_interval_at_rest.unwrap_or_default())
-            * 2
             + Duration::from_millis(100))
         .as_nanos() as u64,
         started,
@@ -246,6 +245,7 @@ fn start_collector<'p>(start: Start<'_, 'p>) -> Collector<'p> {
             .map(|interval| crate::rest_tick::RestTick {
                 interval,
                 ring_pages: sampler.info().ring_pages,
+                watermark_bytes: sampler.info().wakeup_watermark,
                 stack_bytes: if sampler.info().format.user_stack {
                     options.stack_bytes
                 } else {

@@ -178,6 +178,9 @@ pub struct SessionInfo {
     /// Data pages of each sample ring as mapped (fewer than asked when the locked-memory
     /// limit refused them).
     pub ring_pages: usize,
+    /// Bytes written to a sample ring between two wake-ups of its reader (the kernel counts
+    /// them from where it last woke the reader, not from what was read).
+    pub wakeup_watermark: usize,
     /// What each sample carries.
     pub format: SampleFormat,
 }

@@ -335,6 +335,7 @@ impl OpeningRings {
             events,
             rings: rings.len(),
             ring_pages: setup.ring_pages,
+            wakeup_watermark: spec.wakeup_watermark as usize,
             format: spec.format,
         };
         Sampler {
