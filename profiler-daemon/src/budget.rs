@@ -362,49 +362,37 @@ pub fn caps_of(config: &Config, target: u64) -> Caps {
     }
 }
 
-/// Resident and pinned memory of this process: (VmRSS + VmPin + VmLck, VmPin + VmLck).
+/// Check the budget every [`tick`] until `stop` says so or is dropped; apply what the
+/// controller decides. `rate` tells and changes the frequency in effect, `config` gives the
+/// configuration in effect, `sampling` whether the drain loop reports.
 ///
-/// The ring buffers are pinned, not resident: VmPin counts the part past the user's
-/// `perf_event_mlock_kb` allowance (516 KiB per CPU by default), which is charged to the user
-/// rather than to the process; VmLck counts locked memory.
-pub fn memory() -> (u64, u64) {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return (0, 0);
-    };
-    let kb = |field: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .unwrap_or(0)
-            * 1024
-    };
-    let pinned = kb("VmPin:") + kb("VmLck:");
-    (kb("VmRSS:") + pinned, pinned)
-}
-
-/// Check the budget every [`tick`] until the task is dropped; apply what the controller
-/// decides. `rate` tells and changes the frequency in effect, `config` gives the configuration
-/// in effect, `sampling` whether the drain loop reports.
-pub async fn run(
+/// Runs on a thread of its own, woken once a tick (a futex wait): on the main thread's
+/// tokio runtime, each 5-s sleep woke it three times (the timer wheel's slots on the way
+/// down to the deadline).
+pub fn run(
     state: &BudgetState,
     rate: &recorder::FrequencyControl,
     config: impl Fn() -> Arc<Config>,
     sampling: impl Fn() -> bool,
+    stop: &std::sync::mpsc::Receiver<()>,
 ) {
     let mut controller = Controller::default();
     let mut recent = Recent::default();
     let started = Instant::now();
     let mut warned_floor = false;
+    let mut own_memory = crate::own_memory::OwnMemory::open();
     loop {
-        tokio::time::sleep(tick(config().budget.window.0)).await;
+        match stop.recv_timeout(tick(config().budget.window.0)) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
         let current = rate.in_effect();
         if current == 0 || !sampling() {
             continue; // not sampling (yet, or any more)
         }
         let config = config();
         let caps = caps_of(&config, state.target_frequency());
-        let (memory, pinned) = memory();
+        let (memory, pinned) = own_memory.read();
         let time = started.elapsed().as_secs_f64();
         let pipeline = state.pipeline.read();
         let reading = Reading {

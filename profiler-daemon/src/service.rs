@@ -41,8 +41,14 @@ struct Running {
     server: JoinHandle<std::io::Result<()>>,
     api_stop: tokio::sync::oneshot::Sender<()>,
     scrape: Option<JoinHandle<std::io::Result<()>>>,
-    budget: JoinHandle<()>,
+    budget: Budget,
     socket_path: PathBuf,
+}
+
+/// The budget's thread and how to stop it.
+struct Budget {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 /// The signals the daemon acts on.
@@ -171,16 +177,24 @@ async fn start(prepared: &Prepared) -> Result<Running> {
         let _ = api_stop_rx.await;
     }));
     let budget_shared = Arc::clone(shared);
-    let budget = tokio::spawn(async move {
-        let s = &budget_shared;
-        crate::budget::run(
-            &s.budget,
-            &s.rate,
-            || s.live(),
-            || s.drain_alive(Duration::from_secs(5)),
-        )
-        .await
-    });
+    let (budget_stop, budget_stopped) = std::sync::mpsc::channel();
+    let budget_thread = std::thread::Builder::new()
+        .name("budget".into())
+        .spawn(move || {
+            let s = &budget_shared;
+            crate::budget::run(
+                &s.budget,
+                &s.rate,
+                || s.live(),
+                || s.drain_alive(Duration::from_secs(5)),
+                &budget_stopped,
+            )
+        })
+        .context("starting the budget thread")?;
+    let budget = Budget {
+        stop: budget_stop,
+        thread: budget_thread,
+    };
     Ok(Running {
         api,
         pipeline,
@@ -257,7 +271,8 @@ async fn shutdown(running: Running) -> Result<()> {
         server.abort();
     }
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
-    budget.abort();
+    let _ = budget.stop.send(());
+    let _ = budget.thread.join();
     let stopped = tokio::task::spawn_blocking(move || pipeline.stop())
         .await
         .context("stopping")?;
