@@ -34,6 +34,7 @@ mod measure;
 mod memory_release;
 mod metric;
 mod options;
+mod own_memory;
 mod pipeline;
 mod pipeline_cpu;
 mod query;

@@ -40,7 +40,8 @@ pub use resolve::{
 };
 pub use snapshot::{OpenSnapshot, SnapshotControl};
 pub use usage::{
-    anonymous_resident_bytes, open_fds, release_free_memory, resident_bytes, ProcessUsage,
+    anonymous_resident_bytes, open_fds, page_size, release_free_memory, resident_bytes,
+    ProcessUsage,
 };
 
 pub use cache_root::{check_cache_root, check_private_dir, AclKind, CacheRootError};
