@@ -14,7 +14,8 @@
 #
 #   1. CPU per minute (ms, and % of one core) at 99 and 999 Hz: the whole run (user+sys of the
 #      process tree from bench/workloads/cpuwrap.c, start-up and shutdown included) and steady
-#      (each thread's schedstat nanoseconds, bench/lib.sh cpu_snapshot, from a settling time
+#      (the process's CPU-time clock, threads that ended included; by thread from each one's
+#      schedstat nanoseconds; bench/lib.sh cpu_snapshot, from a settling time
 #      after the start to the stop: a third of the run, at least 20 s and at most 60 s, so that
 #      the naming of what the daemon found running at its start stays out of it);
 #      targets (steady): at 99 Hz at most 2.5 times perf record's steady CPU in the same run,

@@ -3,7 +3,8 @@
 # sets BENCH_NAME (for messages) and defines nothing of the same names.
 #
 # After `bench_setup TOOL...`: HERE, ROOT, PROFCTL, SPLIT_SRC, T (the temp dir, removed on
-# exit unless BENCH_KEEP=1) and WRAP (bench/workloads/cpuwrap.c, built) are set.
+# exit unless BENCH_KEEP=1), WRAP (bench/workloads/cpuwrap.c, built) and PROCCPU
+# (bench/workloads/proccpu.c, built) are set.
 
 die() { echo "$BENCH_NAME: $*" >&2; exit 1; }
 note() { echo "$BENCH_NAME: $*" >&2; }
@@ -15,7 +16,8 @@ wall() { awk '{printf "%.6f", $1}' "$1"; }
 # times it was run, "TID NS NAME RUNS" per line (/proc/PID/task/TID/schedstat: nanoseconds,
 # where /proc/PID/stat counts 10-ms ticks, and time slices, about its wake-ups; spaces in a
 # name become _), then "ticks N", the whole process's utime+stime in clock ticks (threads
-# ended included).
+# ended included), and "process NS", the whole process's CPU clock in nanoseconds (threads
+# ended included; bench/workloads/proccpu.c, built by bench_setup), when it was built.
 cpu_snapshot() {
     local f tid comm
     for f in /proc/"$1"/task/*/schedstat; do
@@ -25,23 +27,31 @@ cpu_snapshot() {
         awk -v t="$tid" -v c="${comm:-?}" '{ print t, $1, c, $3 }' "$f" 2>/dev/null || true
     done >"$2"
     awk '{ sub(/.*\) /, ""); print "ticks", $12 + $13 }' "/proc/$1/stat" >>"$2"
+    if [ -x "${PROCCPU:-}" ]; then
+        echo "process $("$PROCCPU" "$1")" >>"$2" 2>/dev/null || true
+    fi
 }
 # cpu_ms_between BEFORE AFTER: CPU milliseconds of a process between two cpu_snapshot files:
-# per thread in nanoseconds (a thread new in AFTER counts whole), or the ticks' difference when
-# that is more (threads that ended between the two are only in the ticks).
+# the process CPU clock's difference when both files have it (nanoseconds, threads that ended
+# included); else per thread in nanoseconds (a thread new in AFTER counts whole), or the ticks'
+# difference when that is more (threads that ended between the two are only in the ticks; a
+# tick is 10 ms, so over a few minutes that choice alone can add some 3 ms a minute).
 cpu_ms_between() {
     awk -v hz="$(getconf CLK_TCK)" '
-        NR == FNR { if ($1 == "ticks") t0 = $2; else ns0[$1] = $2; next }
+        NR == FNR { if ($1 == "ticks") t0 = $2; else if ($1 == "process") p0 = $2; else ns0[$1] = $2; next }
         $1 == "ticks" { t1 = $2; next }
+        $1 == "process" { p1 = $2; next }
         { ns += $2 - ns0[$1] }
-        END { a = ns / 1e6; b = (t1 - t0) * 1000 / hz; printf "%.1f\n", (a > b ? a : b) }' "$1" "$2"
+        END {
+            if (p0 != "" && p1 != "") { printf "%.1f\n", (p1 - p0) / 1e6; exit }
+            a = ns / 1e6; b = (t1 - t0) * 1000 / hz; printf "%.1f\n", (a > b ? a : b) }' "$1" "$2"
 }
 # cpu_ms_by_thread BEFORE AFTER: the CPU milliseconds and the runs (time slices) between two
 # cpu_snapshot files by thread name (threads of one name summed; a thread new in AFTER counts
 # whole), "NAME MS RUNS" per line, the busiest first.
 cpu_ms_by_thread() {
-    awk 'NR == FNR { if ($1 != "ticks") { ns0[$1] = $2; r0[$1] = $4 } next }
-        $1 != "ticks" { ms[$3] += ($2 - ns0[$1]) / 1e6; runs[$3] += $4 - r0[$1] }
+    awk 'NR == FNR { if ($1 != "ticks" && $1 != "process") { ns0[$1] = $2; r0[$1] = $4 } next }
+        $1 != "ticks" && $1 != "process" { ms[$3] += ($2 - ns0[$1]) / 1e6; runs[$3] += $4 - r0[$1] }
         END { for (n in ms) printf "%s %.1f %d\n", n, ms[n], runs[n] }' "$1" "$2" | sort -k2 -rn
 }
 # calc EXPR: floating point arithmetic
@@ -99,6 +109,9 @@ bench_setup() {
     # Static when the C library allows it: less of the wrapper's own exec and exit to subtract.
     cc -O2 -static -o "$T/cpuwrap" "$wrap_src" 2>/dev/null || cc -O2 -o "$T/cpuwrap" "$wrap_src"
     WRAP=$T/cpuwrap
+    cc -O2 -static -o "$T/proccpu" "$HERE/workloads/proccpu.c" 2>/dev/null ||
+        cc -O2 -o "$T/proccpu" "$HERE/workloads/proccpu.c"
+    PROCCPU=$T/proccpu
 }
 
 # wrapper_overhead: the wrappers' own cost in seconds, outer - inner with no profiler between
