@@ -204,17 +204,6 @@ pub(crate) fn release_free_memory() {
     }
 }
 
-/// The system page size.
-pub(crate) fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if size > 0 {
-        size as u64
-    } else {
-        4096
-    }
-}
-
 /// This process's effective user id.
 pub(crate) fn effective_uid() -> u32 {
     // SAFETY: geteuid takes no arguments, cannot fail and touches no memory of ours.

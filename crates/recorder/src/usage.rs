@@ -64,7 +64,7 @@ pub fn release_free_memory() {
 pub fn resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * crate::sys::page_size())
+    Some(pages * page_size())
 }
 
 /// The anonymous part of [`resident_bytes`] (`RssAnon`): memory the process holds, without
@@ -88,7 +88,7 @@ fn status_kb(field: &str) -> Option<u64> {
 
 /// The system page size in bytes.
 pub fn page_size() -> u64 {
-    crate::sys::page_size()
+    sampler::page_size() as u64
 }
 
 /// File descriptors this process has open.

@@ -31,6 +31,11 @@ pub use ring::{read_records, RawRecord, RingBuffer, RingStats, HEADER_SIZE};
 pub use session::{CpuChange, Sampler};
 pub use system::{auto_event, is_privileged, max_sample_rate, online_cpus, paranoid_level};
 
+/// The system page size in bytes (the unit of ring buffer sizes).
+pub fn page_size() -> usize {
+    sys::page_size()
+}
+
 /// The current time on the clock of the records' timestamps (CLOCK_MONOTONIC, in ns): compare
 /// with [`Sample::time`] or [`SampleId::time`] to tell how late a record is read.
 pub fn now_ns() -> u64 {
