@@ -214,8 +214,8 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
     );
     assert_eq!(before, rolled, "the roll-up answers as its slices did");
 
-    // Two roll-ups written since the cap: the period before the range's, handed over as the
-    // range's period began (after the cap), and the range's own. Then two windows of the
+    // Two roll-ups written since the cap: the period before the range's, handed over when
+    // its last slice was written (after the cap), and the range's own. Then two windows of the
     // pipeline's work past the last, still unchanged. (A third period's roll-up used to be
     // waited for as well: a period more, 12 s, with one more boundary of the same kind.)
     daemon.wait_status(

@@ -34,8 +34,8 @@ use crate::daemon_rollup::indexed_rollups;
 const SLICE: f64 = 10.0;
 
 /// The roll-up period of this test, seconds: two 10-s slices, so that a roll-up merges slices.
-/// The bursts' last period is rolled up when the first slice of the next one is written, 10 or
-/// 20 s after the bursts' last slice (10, 20 or 30 s with three slices a period).
+/// The bursts' last period is rolled up when the slice that reaches its end is written: the
+/// bursts' last slice, or the one after it.
 const PERIOD: u64 = 20;
 
 /// A burst's length, seconds: seven whole seconds, and the first burst (begun 2.37 s past a
@@ -216,8 +216,8 @@ fn daemon_timeline_tells_the_second_at_the_default_slice_length() {
     // that naming runs as the first slice closes, beside a burst or the pause, on the other
     // CPU; it delays when the slice is written, not what it holds, and every bucket is judged
     // against the CPU the thread measured in it. The bursts' last slices are then rolled up
-    // 50 s after the start (they lie in the second period, rolled up once the third period's
-    // first slice is written). If the start took so long that the first slice may not share
+    // 40 s after the start (they lie in the second period, rolled up once its last slice is
+    // written). If the start took so long that the first slice may not share
     // its period, the bursts begin after it, as they always did.
     if (before / p).floor() != (sampling / p).floor() || sampling % p >= SLICE {
         daemon.wait_status("a first slice written", Duration::from_secs(60), |s| {

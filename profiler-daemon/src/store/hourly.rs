@@ -341,8 +341,9 @@ impl Incremental {
         }
     }
 
-    /// After `slice` was written: fold it into its hour's roll-up. A slice of a later hour
-    /// hands the finished roll-up to the housekeeper and starts the next one, if the store
+    /// After `slice` was written: fold it into its hour's roll-up. A slice that reaches the
+    /// hour's end, or one of a later hour, hands the finished roll-up to the housekeeper; a
+    /// slice of a later hour starts the next one, if the store
     /// holds no slice of that hour yet (else the housekeeper rolls it up once it is past). A
     /// slice of an earlier hour (written late) stays as it is.
     pub fn after_write(&mut self, slice: &Slice) {
@@ -356,6 +357,14 @@ impl Incremental {
                 if let Err(err) = folded {
                     self.hourly.skip(hour, &err);
                     self.current = None;
+                } else if slice.end_ns >= hour + period_ns() {
+                    // The last slice that starts in this hour (they are contiguous and
+                    // written in order): the roll-up is whole, the next slice need not be
+                    // waited for.
+                    if let Some(done) = self.current.take() {
+                        self.hourly.work().finished.push_back(done);
+                    }
+                    self.hourly.wake.notify_all();
                 }
                 return;
             }

@@ -121,9 +121,11 @@ fn a_query_over_part_of_a_rolled_up_hour_gives_the_same_answer() {
     let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
     // Up to the last slice of the hour H: the 5 minutes before it are rolled up.
     let mut pending = Pending::new(&store);
-    history(&store, &mut pending, 390);
+    history(&store, &mut pending, 389);
     assert_eq!(files(dir.path(), SUFFIX), 1);
-    // The first slice of the next hour rolls up the hour H.
+    // The slice that reaches the end of the hour H rolls it up.
+    write(&store, &mut pending, &slice(389));
+    assert_eq!(files(dir.path(), SUFFIX), 2);
     write(&store, &mut pending, &slice(390));
     write(&store, &mut pending, &slice(391));
     assert_eq!(files(dir.path(), SUFFIX), 2);
@@ -256,6 +258,39 @@ fn an_hour_built_as_it_was_written_and_one_built_from_its_files_are_the_same_rol
     write(&store, &mut pending, &slice(390));
     assert_eq!(rollup_of(&store, H), whole);
     // The next hour, begun by this daemon, is built as it goes.
+    assert_eq!(
+        pending.incremental.current.as_ref().map(|c| c.0),
+        Some(H + 3600 * S)
+    );
+}
+
+#[test]
+fn an_hour_is_rolled_up_once_the_slice_reaching_its_end_is_written() {
+    let day = Duration::from_secs(86_400);
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), day, 1 << 40, H).unwrap();
+    let mut pending = Pending::new(&store);
+    // Slices 30 to 389 are the hour H; 389 ends at its end.
+    history(&store, &mut pending, 389);
+    assert!(
+        !store.select(H, H + 1).slices[0].rollup,
+        "the hour's last slice is not written yet"
+    );
+    write(&store, &mut pending, &slice(389));
+    let whole = Rollup::build(&(30..390).map(slice).collect::<Vec<_>>());
+    assert_eq!(
+        rollup_of(&store, H),
+        whole,
+        "no slice of the next hour needed"
+    );
+    assert_eq!(
+        store.select(H, H + 3600 * S).slices.len(),
+        1,
+        "the roll-up in its slices' place"
+    );
+    assert!(pending.incremental.current.is_none());
+    // The next hour's first slice starts its roll-up as before.
+    write(&store, &mut pending, &slice(390));
     assert_eq!(
         pending.incremental.current.as_ref().map(|c| c.0),
         Some(H + 3600 * S)
