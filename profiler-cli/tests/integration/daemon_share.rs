@@ -151,18 +151,19 @@ fn daemon_per_uid_retention_keeps_the_other_users_history() {
     daemon.stop();
 }
 
-/// Roll-ups every 3 s, 192 KiB for 90 s of history, 36 s of contest: a roll-up's budget is
-/// half of 192 KiB over 90 s (3.3 KB for 3 s), a slice's a quarter over 3 s (16 KB).
-/// Unshared, the hostile user's roll-ups (its 200 names once, its distinct stacks: about a
-/// third of their members) outgrow the 192 KiB within the contest and take the other user's
-/// first roll-ups with them.
+/// Roll-ups every 2 s, 128 KiB for 40 s of history, 20 s of contest: a roll-up's budget is
+/// half of 128 KiB over 40 s (3.3 KB for 2 s), a slice's a quarter over 2 s (16 KB).
+/// Unshared, the hostile user's roll-ups (its 200 names once, its distinct stacks: about
+/// half of their members) outgrow the 128 KiB within the contest and take the other user's
+/// first roll-ups with them (checked with the roll-up share turned off: the other user's
+/// early seconds are gone).
 #[test]
 fn daemon_per_uid_retention_holds_in_the_hours_roll_ups() {
     let (daemon, dir, _guard, early) = contest(&Storage {
-        max_age: "90s",
-        max_bytes: 192 << 10,
-        rollup_seconds: Some(3),
-        run_seconds: 36.0,
+        max_age: "40s",
+        max_bytes: 128 << 10,
+        rollup_seconds: Some(2),
+        run_seconds: 20.0,
     });
     // The early seconds were read from roll-ups: every roll-up within its budget.
     let rollups: Vec<(String, u64)> = fs::read_dir(dir.path().join("state/slices"))
@@ -192,7 +193,7 @@ fn daemon_per_uid_retention_holds_in_the_hours_roll_ups() {
         }),
         "no roll-up covers the early seconds {early:?}: {rollups:?}"
     );
-    let budget = (96u64 << 10) * 3 / 90;
+    let budget = (64u64 << 10) * 2 / 40;
     assert!(
         rollups.iter().all(|r| r.1 <= budget + budget / 10),
         "a roll-up over its budget of {budget} bytes: {rollups:?}"
