@@ -186,6 +186,7 @@ impl Pipeline {
         info!(
             samples = recording.stats.samples,
             lost = recording.stats.lost,
+            late = recording.stats.late_samples,
             slices = recording.stats.windows,
             "sampling ended"
         );

@@ -202,13 +202,14 @@ fn start_collector<'p>(start: Start<'_, 'p>) -> Collector<'p> {
         stats: RecordingStats::default(),
         progress,
         on_window,
-        // A ring is read at least every drain interval (the longer one at rest), and a window
-        // is closed at the end of a round: by then a round that began after the window's end
-        // has read every ring, unless rounds last longer than the grace.
+        // A window closes at the end of the first round that began after its end (every ring
+        // is read in a round), and at the latest this long after its end: a ring is read at
+        // least every drain interval (the longer one at rest).
         close_grace: ((options.drain_interval * 2)
             .max(options.drain_interval_at_rest.unwrap_or_default())
             + Duration::from_millis(100))
         .as_nanos() as u64,
+        round_begun_ns: 0,
         started,
         last_progress: Duration::ZERO,
         round_started: None,

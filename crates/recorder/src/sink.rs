@@ -64,6 +64,11 @@ const MAX_THREAD_CONTEXTS: usize = 1 << 20;
 /// How often the online CPUs are compared with those sampled (a read of a sysfs file).
 const CPU_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How long after a sample's timestamp the kernel may still be writing it to its ring (the
+/// record is written in the interrupt that took it; a virtual CPU may be held up in between).
+/// A window closes once a round that began this long after its end has read every ring.
+const RING_WRITE_MARGIN_NS: u64 = 50_000_000;
+
 /// Everything the drain loop fills.
 pub(crate) struct Collector<'p> {
     pub windows: Windows,
@@ -72,8 +77,12 @@ pub(crate) struct Collector<'p> {
     pub progress: &'p mut dyn FnMut(Progress),
     /// Receives each window as it closes, normalized.
     pub on_window: &'p mut dyn FnMut(ClosedWindow),
-    /// How long after its end a window is closed (records of all CPUs have been read by then).
+    /// How long after its end a window is closed at the latest (records of all CPUs have
+    /// been read by then, unless rounds stall).
     pub close_grace: u64,
+    /// When the drain round under way began (CLOCK_MONOTONIC ns): every ring is read after
+    /// it, so a window that ended [`RING_WRITE_MARGIN_NS`] before it closes at the round's end.
+    pub round_begun_ns: u64,
     pub started: std::time::Instant,
     /// When progress was last reported (since `started`).
     pub last_progress: std::time::Duration,
@@ -327,8 +336,14 @@ impl Collector<'_> {
     /// Close every window that has ended; then forget what no open window can need.
     fn close_due(&mut self) {
         let now = crate::sys::monotonic_ns();
+        // Off-CPU intervals reach their window only when the thread runs again: their windows
+        // wait the whole grace.
+        let read_through = match self.off_cpu {
+            None => self.round_begun_ns.saturating_sub(RING_WRITE_MARGIN_NS),
+            Some(_) => 0,
+        };
         let mut closed = false;
-        while let Some(window) = self.windows.pop_closed(now, self.close_grace) {
+        while let Some(window) = self.windows.pop_closed(now, self.close_grace, read_through) {
             self.close(window);
             closed = true;
         }
@@ -365,6 +380,10 @@ impl Collector<'_> {
 }
 
 impl RecordSink for Collector<'_> {
+    fn on_round_start(&mut self) {
+        self.round_begun_ns = crate::sys::monotonic_ns();
+    }
+
     fn pause_draining(&mut self) -> bool {
         self.cpus_changed
             || self.frequency_control.as_ref().is_some_and(|c| c.pending())

@@ -93,8 +93,14 @@ impl Windows {
         }
     }
 
-    /// Take the oldest window if it ended at least `grace` ns before `now`.
-    pub(crate) fn pop_closed(&mut self, now: u64, grace: u64) -> Option<OpenWindow> {
+    /// Take the oldest window if it ended at least `grace` ns before `now`, or by
+    /// `read_through`: a time every ring was read after (0: none known).
+    pub(crate) fn pop_closed(
+        &mut self,
+        now: u64,
+        grace: u64,
+        read_through: u64,
+    ) -> Option<OpenWindow> {
         self.length?;
         let (start, end) = match self.open.front() {
             Some(w) => (w.start, w.end),
@@ -102,7 +108,7 @@ impl Windows {
             // goes on).
             None => self.bounds(self.first_index),
         };
-        if end.saturating_add(grace) > now {
+        if end.saturating_add(grace) > now && end > read_through {
             return None;
         }
         self.first_index += 1;
@@ -176,27 +182,46 @@ mod tests {
     }
 
     #[test]
+    fn a_window_closes_once_every_ring_was_read_after_its_end_without_the_grace() {
+        let mut w = Windows::new(Some(100), 1000);
+        w.add(&at(1050), &S);
+        w.add(&at(1150), &S);
+        assert!(
+            w.pop_closed(1150, 1000, 1099).is_none(),
+            "read only up to before its end"
+        );
+        let w0 = w
+            .pop_closed(1150, 1000, 1100)
+            .expect("read through its end");
+        assert_eq!((w0.start, w0.end, w0.stacks.samples()), (1000, 1100, 1));
+        assert!(
+            w.pop_closed(1150, 1000, 1100).is_none(),
+            "the next one is still open"
+        );
+    }
+
+    #[test]
     fn samples_go_to_the_window_of_their_timestamp_whatever_the_arrival_order() {
         let mut w = Windows::new(Some(100), 1000);
         w.add(&at(1250), &S); // window 2
         w.add(&at(1050), &S); // window 0, arrives later
         w.add(&at(1150), &S); // window 1
         assert!(
-            w.pop_closed(1105, 10).is_none(),
+            w.pop_closed(1105, 10, 0).is_none(),
             "window 0 ends at 1100 + grace"
         );
-        let w0 = w.pop_closed(1110, 10).expect("window 0 closes");
+        let w0 = w.pop_closed(1110, 10, 0).expect("window 0 closes");
         assert_eq!((w0.start, w0.end, w0.stacks.samples()), (1000, 1100, 1));
         // A straggler for window 0 goes to the oldest open window and is counted late.
         w.add(&at(1099), &S);
         assert_eq!(w.late, 1);
-        let w1 = w.pop_closed(1300, 10).unwrap();
+        let w1 = w.pop_closed(1300, 10, 0).unwrap();
         assert_eq!((w1.start, w1.stacks.samples()), (1100, 2));
-        let w2 = w.pop_closed(1310, 10).unwrap();
+        let w2 = w.pop_closed(1310, 10, 0).unwrap();
         assert_eq!((w2.start, w2.stacks.samples()), (1200, 1));
-        assert!(w.pop_closed(1310, 10).is_none());
+        assert!(w.pop_closed(1310, 10, 0).is_none());
         // An idle stretch still closes (empty) windows, so time goes on.
-        let w3 = w.pop_closed(1410, 10).unwrap();
+        let w3 = w.pop_closed(1410, 10, 0).unwrap();
         assert_eq!((w3.start, w3.stacks.samples()), (1300, 0));
         assert_eq!(w.oldest_open_start(), 1400);
     }
@@ -206,7 +231,7 @@ mod tests {
         let mut w = Windows::new(None, 5);
         w.add(&at(10), &S);
         w.add(&at(u64::MAX - 1), &S);
-        assert!(w.pop_closed(u64::MAX, 0).is_none());
+        assert!(w.pop_closed(u64::MAX, 0, 0).is_none());
         let all: Vec<OpenWindow> = w.drain_all().collect();
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].stacks.samples(), 2);

@@ -16,6 +16,9 @@ use crate::session::Sampler;
 pub trait RecordSink {
     /// One record, in ring order (records of different CPUs are not ordered among each other).
     fn on_record(&mut self, record: RawRecord<'_>);
+    /// Called before every drain round reads the rings (not before the final drain at stop).
+    /// Default: nothing.
+    fn on_round_start(&mut self) {}
     /// Called after every drain round (at least once per tick) and once after the final drain.
     fn on_round(&mut self, sampler: &Sampler);
     /// Asked after every round (after `on_round`): whether [`drain_until`] should return
@@ -118,6 +121,7 @@ pub async fn drain_until_woken(
             () = expired(&timer) => {}
             () = woken(wake) => {}
         }
+        sink.on_round_start();
         sampler.drain(&mut |r| sink.on_record(r));
         sink.on_round(sampler);
         if let Err(source) = crate::sys::arm_timer(timer.get_ref(), sink.next_tick(tick)) {
