@@ -92,7 +92,7 @@ fn daemon_budget_lowers_the_frequency_under_a_cpu_cap_and_raises_it_back() {
 
     // What 4999 Hz costs with both CPUs busy (once a slice of the busy machine is named).
     daemon.wait_slices_through(unix_now() + 1.0);
-    let high = cpu_percent_over(pid, Duration::from_secs(6));
+    let high = cpu_percent_over(pid, Duration::from_secs(4));
     assert_eq!(daemon.number("frequency"), 4999, "no cap yet");
     // A cap well below it: the budget must lower the frequency to get under.
     let cap = high / 3.0;
@@ -115,7 +115,7 @@ fn daemon_budget_lowers_the_frequency_under_a_cpu_cap_and_raises_it_back() {
         (last.1.elapsed() >= quiet).then_some(())
     });
     let lowered = daemon.number("frequency");
-    let settled = cpu_percent_over(pid, Duration::from_secs(12));
+    let settled = cpu_percent_over(pid, Duration::from_secs(8));
     let report = format!(
         "4999 Hz cost {high:.1}% of a core; cap {cap:.2}%; settled at {lowered} Hz costing {settled:.2}% (status: {:?})",
         daemon.status()
