@@ -15,7 +15,7 @@ use crate::config::{SessionInfo, Target};
 use crate::error::SamplerError;
 use crate::event::EventKind;
 use crate::ring::{RawRecord, RingBuffer, RingStats};
-use crate::system::{max_sample_rate, online_cpus, paranoid_level};
+use crate::system::{max_sample_rate, online_cpus, paranoid_level, OnlineCpus};
 
 use crate::sys;
 
@@ -35,6 +35,9 @@ pub struct Sampler {
     cpus: Vec<u32>,
     /// Whether the events were enabled (and not disabled since).
     enabled: Cell<bool>,
+    /// The online CPUs' list, opened at the first check (None until then, or when it
+    /// cannot be opened: each check then opens it by path).
+    online: std::sync::OnceLock<Option<OnlineCpus>>,
 }
 
 /// The attrs and ring sizes a session was opened with.
@@ -205,7 +208,12 @@ impl Sampler {
     /// A CPU that goes offline and comes back between two calls is not seen; whether its
     /// events survive that is up to the kernel.
     pub fn online_cpus_changed(&self) -> bool {
-        match online_cpus() {
+        let held = self.online.get_or_init(|| OnlineCpus::open().ok());
+        let online = match held {
+            Some(list) => list.read(),
+            None => online_cpus(),
+        };
+        match online {
             Ok(online) => online != self.cpus,
             Err(err) => {
                 debug!(%err, "cannot read the online CPUs");

@@ -8,9 +8,40 @@ use crate::event::{cycles_available, EventKind};
 #[cfg(doc)]
 use crate::EventChoice;
 
+/// The kernel's list of online CPUs.
+const ONLINE_CPUS: &str = "/sys/devices/system/cpu/online";
+
 /// CPUs the kernel reports online (`/sys/devices/system/cpu/online`, e.g. "0-3,6").
 pub fn online_cpus() -> io::Result<Vec<u32>> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
+    parse_online(&std::fs::read_to_string(ONLINE_CPUS)?)
+}
+
+/// The online CPUs' list held open, for a check every few seconds: each [`OnlineCpus::read`]
+/// is one read at offset 0 (sysfs makes the text anew for it), no path lookup.
+pub(crate) struct OnlineCpus {
+    file: std::fs::File,
+}
+
+impl OnlineCpus {
+    /// Open the list.
+    pub(crate) fn open() -> io::Result<OnlineCpus> {
+        Ok(OnlineCpus {
+            file: std::fs::File::open(ONLINE_CPUS)?,
+        })
+    }
+
+    /// The CPUs online now.
+    pub(crate) fn read(&self) -> io::Result<Vec<u32>> {
+        use std::os::unix::fs::FileExt;
+        // A list of every CPU one by one ("0,2,4,...") of 1024 CPUs fits.
+        let mut buf = [0u8; 8192];
+        let n = self.file.read_at(&mut buf, 0)?;
+        parse_online(&String::from_utf8_lossy(&buf[..n]))
+    }
+}
+
+/// `text` of the online CPUs' list as CPUs.
+fn parse_online(text: &str) -> io::Result<Vec<u32>> {
     parse_cpu_list(text.trim())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("bad cpu list {text:?}")))
 }
@@ -81,6 +112,15 @@ pub fn is_privileged() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_held_list_reads_again_what_the_path_gives() {
+        let held = OnlineCpus::open().unwrap();
+        let by_path = online_cpus().unwrap();
+        assert!(!by_path.is_empty());
+        assert_eq!(held.read().unwrap(), by_path);
+        assert_eq!(held.read().unwrap(), by_path, "read again from its start");
+    }
 
     #[test]
     fn cpu_lists() {
