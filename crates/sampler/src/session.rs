@@ -37,7 +37,7 @@ pub struct Sampler {
     enabled: Cell<bool>,
     /// The online CPUs' list, opened at the first check (None until then, or when it
     /// cannot be opened: each check then opens it by path).
-    online: std::sync::OnceLock<Option<OnlineCpus>>,
+    online: std::cell::OnceCell<Option<OnlineCpus>>,
 }
 
 /// The attrs and ring sizes a session was opened with.

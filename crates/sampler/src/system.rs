@@ -33,7 +33,7 @@ impl OnlineCpus {
     /// The CPUs online now.
     pub(crate) fn read(&self) -> io::Result<Vec<u32>> {
         use std::os::unix::fs::FileExt;
-        // A list of every CPU one by one ("0,2,4,...") of 1024 CPUs fits.
+        // sysfs writes at most a page of text for an attribute.
         let mut buf = [0u8; 8192];
         let n = self.file.read_at(&mut buf, 0)?;
         parse_online(&String::from_utf8_lossy(&buf[..n]))

@@ -361,9 +361,7 @@ impl Incremental {
                     // The last slice that starts in this hour (they are contiguous and
                     // written in order): the roll-up is whole, the next slice need not be
                     // waited for.
-                    if let Some(done) = self.current.take() {
-                        self.hourly.work().finished.push_back(done);
-                    }
+                    self.hand_over();
                     self.hourly.wake.notify_all();
                 }
                 return;
@@ -371,9 +369,7 @@ impl Incremental {
             Some((h, ..)) if *h > hour => return,
             _ => {}
         }
-        if let Some(done) = self.current.take() {
-            self.hourly.work().finished.push_back(done);
-        }
+        self.hand_over();
         let first = self
             .hourly
             .store
@@ -394,6 +390,13 @@ impl Incremental {
             }
         }
         self.hourly.wake.notify_all();
+    }
+
+    /// Hand the hour being built, if any, to the housekeeper to write.
+    fn hand_over(&mut self) {
+        if let Some(done) = self.current.take() {
+            self.hourly.work().finished.push_back(done);
+        }
     }
 }
 

@@ -345,7 +345,7 @@ impl OpeningRings {
             setup,
             cpus: opened,
             enabled: Cell::new(false),
-            online: std::sync::OnceLock::new(),
+            online: std::cell::OnceCell::new(),
         }
     }
 }
