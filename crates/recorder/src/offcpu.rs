@@ -7,9 +7,12 @@
 //!
 //! Switches are sampled one in a period (raised when they come faster than a cap, see
 //! [`SwitchCap`]), while every switch has a switch record: a sample stands for the switches
-//! out of its thread since that thread's previous sample, counted from the records, and its
-//! time off CPU is scaled by that count. Counting, rather than trusting the period set, keeps
-//! the scale right for threads whose inherited event kept an older period.
+//! out of its thread on its CPU since that thread's previous sample on that CPU, counted from
+//! the records, and its time off CPU is scaled by that count. Counting, rather than trusting
+//! the period set, keeps the scale right for threads whose inherited event kept an older
+//! period. Counting per CPU follows the kernel, whose period counter is per event, and a
+//! thread's events are one per CPU: counted per thread alone, a thread that naps on one CPU
+//! and waits on the other had one wait's samples stand for the other's switches too.
 
 use std::collections::HashMap;
 
@@ -33,9 +36,9 @@ pub struct SwitchStats {
     /// Switch-out samples (stacks) read.
     pub sampled: u64,
     /// Switches the samples stood for beyond themselves (unsampled switches out of the same
-    /// thread since its previous sample, when the period was raised under the cap): their
-    /// time is the sampled one's, scaled. Switches after a thread's last sample stand in no
-    /// sample: `seen - sampled - scaled` of them.
+    /// thread on the same CPU since its previous sample there, when the period was raised
+    /// under the cap): their time is the sampled one's, scaled. Switches after a thread's
+    /// last sample on a CPU stand in no sample: `seen - sampled - scaled` of them.
     pub scaled: u64,
     /// Switch samples and records the kernel dropped (a full ring).
     pub lost: u64,
@@ -53,9 +56,11 @@ enum Event {
         kernel_len: usize,
         len: usize,
         user_end: StackEnd,
+        cpu: u32,
     },
     Out {
         preempted: bool,
+        cpu: u32,
     },
     In,
     Exit,
@@ -123,6 +128,13 @@ fn prime_at_least(n: u64) -> u64 {
     (n..).find(|&k| is_prime(k)).unwrap_or(n)
 }
 
+/// A thread's unsampled switches out on one CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CpuCount {
+    cpu: u32,
+    switches: u64,
+}
+
 /// Matches switch-out samples with the switches back in.
 pub(crate) struct OffCpu {
     keep: Keep,
@@ -130,9 +142,10 @@ pub(crate) struct OffCpu {
     round: Vec<(u64, u32, Event)>,
     arena: Vec<u64>,
     pending: HashMap<u32, Pending, FxBuildHasher>,
-    /// Per thread, its switches out since its last sample that no sample marked (released at
-    /// the thread's exit; at most one entry per recorded thread).
-    unsampled: HashMap<u32, u64, FxBuildHasher>,
+    /// Per thread, per CPU it switched out on: its switches out there since its last sample
+    /// there that no sample marked (released at the thread's exit; at most one entry per
+    /// recorded thread, holding at most one count per CPU).
+    unsampled: HashMap<u32, Vec<CpuCount>, FxBuildHasher>,
     /// Buffers of closed intervals, reused.
     spare: Vec<Vec<u64>>,
     pub stats: SwitchStats,
@@ -160,9 +173,9 @@ impl OffCpu {
         }
     }
 
-    /// A switch-out sample of `stack`; `origin.period` is ignored: the switches it stands for
-    /// are counted from the switch records when the round ends.
-    pub(crate) fn sample(&mut self, origin: SampleOrigin, stack: &Stack<'_>) {
+    /// A switch-out sample of `stack` taken on `cpu`; `origin.period` is ignored: the
+    /// switches it stands for are counted from the switch records when the round ends.
+    pub(crate) fn sample(&mut self, origin: SampleOrigin, cpu: u32, stack: &Stack<'_>) {
         self.stats.sampled += 1;
         let start = self.arena.len();
         self.arena.extend_from_slice(stack.kernel);
@@ -176,15 +189,16 @@ impl OffCpu {
                 kernel_len: stack.kernel.len(),
                 len: stack.len(),
                 user_end: stack.user_end,
+                cpu,
             },
         ));
     }
 
-    /// A switch record of `tid` at `time`.
-    pub(crate) fn switch(&mut self, tid: u32, time: u64, out: bool, preempted: bool) {
+    /// A switch record of `tid` at `time` on `cpu`.
+    pub(crate) fn switch(&mut self, tid: u32, cpu: u32, time: u64, out: bool, preempted: bool) {
         let event = if out {
             self.stats.seen += 1;
-            Event::Out { preempted }
+            Event::Out { preempted, cpu }
         } else {
             Event::In
         };
@@ -215,8 +229,9 @@ impl OffCpu {
                     kernel_len,
                     len,
                     user_end,
+                    cpu,
                 } => {
-                    let unsampled = self.unsampled.remove(tid).unwrap_or(0);
+                    let unsampled = self.take_unsampled(*tid, cpu);
                     self.stats.scaled += unsampled;
                     origin.period = 1 + unsampled;
                     let mut frames = self.spare.pop().unwrap_or_default();
@@ -235,7 +250,7 @@ impl OffCpu {
                         self.spare.push(old.frames);
                     }
                 }
-                Event::Out { preempted } => match self.pending.get_mut(tid) {
+                Event::Out { preempted, cpu } => match self.pending.get_mut(tid) {
                     Some(p) if !p.out_seen => {
                         p.preempted = preempted;
                         p.out_seen = true;
@@ -245,7 +260,7 @@ impl OffCpu {
                             // Switched out again: the switch in between was not seen.
                             self.drop_pending(*tid);
                         }
-                        *self.unsampled.entry(*tid).or_insert(0) += 1;
+                        self.count_unsampled(*tid, cpu);
                     }
                 },
                 Event::In => self.close(*tid, *time, add),
@@ -287,6 +302,26 @@ impl OffCpu {
         for tid in tids {
             self.close(tid, time, add);
         }
+    }
+
+    /// One more unsampled switch out of `tid` on `cpu`.
+    fn count_unsampled(&mut self, tid: u32, cpu: u32) {
+        let counts = self.unsampled.entry(tid).or_default();
+        match counts.iter_mut().find(|c| c.cpu == cpu) {
+            Some(c) => c.switches += 1,
+            None => counts.push(CpuCount { cpu, switches: 1 }),
+        }
+    }
+
+    /// The unsampled switches out of `tid` on `cpu`, reset to none.
+    fn take_unsampled(&mut self, tid: u32, cpu: u32) -> u64 {
+        let Some(counts) = self.unsampled.get_mut(&tid) else {
+            return 0;
+        };
+        counts
+            .iter_mut()
+            .find(|c| c.cpu == cpu)
+            .map_or(0, |c| std::mem::take(&mut c.switches))
     }
 
     fn drop_pending(&mut self, tid: u32) {
@@ -410,10 +445,10 @@ mod tests {
         for i in 0..100u64 {
             let sampled = if i < 40 { i % 4 == 3 } else { i % 10 == 9 };
             if sampled {
-                off.sample(origin(9, t, 0), &S);
+                off.sample(origin(9, t, 0), 0, &S);
             }
-            off.switch(9, t, true, false);
-            off.switch(9, t + 10, false, false);
+            off.switch(9, 0, t, true, false);
+            off.switch(9, 0, t + 10, false, false);
             t += 100;
         }
         let got = collect(&mut off, None);
@@ -426,20 +461,61 @@ mod tests {
         );
         assert_eq!(off.stats.off_cpu_ns, 1000, "every switch's time, scaled");
         // A switch after the last sample waits in the thread's count until it exits.
-        off.switch(9, t, true, false);
+        off.switch(9, 0, t, true, false);
         assert!(collect(&mut off, None).is_empty());
-        assert_eq!(off.unsampled.get(&9), Some(&1));
+        assert_eq!(
+            off.unsampled.get(&9).map(Vec::as_slice),
+            Some(
+                &[CpuCount {
+                    cpu: 0,
+                    switches: 1
+                }][..]
+            )
+        );
         off.exit(9, t + 1);
         assert!(off.unsampled.is_empty());
+    }
+
+    #[test]
+    fn a_sample_stands_for_the_switches_of_its_own_cpu() {
+        let mut off = OffCpu::new(Keep::Blocked, 1000);
+        // A thread naps 10 ns on CPU 0 and waits 30 ns on CPU 1, in turn, 60 times. Its
+        // event on each CPU samples one in 5 of the switches there, the counters out of step.
+        // Counted per thread alone, the samples on CPU 0 would stand for 7 switches and those
+        // on CPU 1 for 3: the naps' time 1.4 times its truth, the waits' 0.6 times.
+        let mut t = 0;
+        let (mut on_cpu0, mut on_cpu1) = (0, 0);
+        for i in 0..120u64 {
+            let (cpu, blocked) = if i % 2 == 0 { (0, 10) } else { (1, 30) };
+            let sampled = if cpu == 0 {
+                on_cpu0 += 1;
+                on_cpu0 % 5 == 0
+            } else {
+                on_cpu1 += 1;
+                on_cpu1 % 5 == 1
+            };
+            if sampled {
+                off.sample(origin(9, t, 0), cpu, &S);
+            }
+            off.switch(9, cpu, t, true, false);
+            off.switch(9, cpu, t + blocked, false, false);
+            t += 100;
+        }
+        let got = collect(&mut off, None);
+        let nap: u64 = got.iter().filter(|g| g.1 % 30 != 0).map(|g| g.1).sum();
+        let wait: u64 = got.iter().filter(|g| g.1 % 30 == 0).map(|g| g.1).sum();
+        // Every nap stood for by a sample of CPU 0 (12 samples of 5), the waits from the first
+        // sample of CPU 1 on (12 samples: 1 + 11 of 5).
+        assert_eq!((nap, wait), (60 * 10, 56 * 30), "{got:?}");
     }
 
     #[test]
     fn an_interval_is_matched_whatever_the_order_records_were_read_in() {
         let mut off = OffCpu::new(Keep::Blocked, 1000);
         // Woken on another CPU whose ring was read first.
-        off.switch(7, 500, false, false);
-        off.sample(origin(7, 100, 1), &S);
-        off.switch(7, 101, true, false);
+        off.switch(7, 0, 500, false, false);
+        off.sample(origin(7, 100, 1), 0, &S);
+        off.switch(7, 0, 101, true, false);
         let got = collect(&mut off, None);
         assert_eq!(
             got,
@@ -459,20 +535,20 @@ mod tests {
         let mut off = OffCpu::new(Keep::AllOffCpu, 1000);
         // Two switches out not sampled, then a sample: it stands for 3 switches, its time
         // counts 3 times (whatever period the sample says).
-        off.switch(1, 10, true, false);
-        off.switch(1, 20, false, false);
-        off.switch(1, 30, true, false);
-        off.switch(1, 40, false, false);
-        off.sample(origin(1, 100, 0), &S);
-        off.switch(1, 100, true, false);
-        off.switch(1, 200, false, false);
+        off.switch(1, 0, 10, true, false);
+        off.switch(1, 0, 20, false, false);
+        off.switch(1, 0, 30, true, false);
+        off.switch(1, 0, 40, false, false);
+        off.sample(origin(1, 100, 0), 0, &S);
+        off.switch(1, 0, 100, true, false);
+        off.switch(1, 0, 200, false, false);
         // Preempted.
-        off.sample(origin(2, 100, 1), &S);
-        off.switch(2, 101, true, true);
-        off.switch(2, 150, false, false);
+        off.sample(origin(2, 100, 1), 0, &S);
+        off.switch(2, 0, 101, true, true);
+        off.switch(2, 0, 150, false, false);
         // Still blocked at the end.
-        off.sample(origin(3, 900, 1), &S);
-        off.switch(3, 900, true, false);
+        off.sample(origin(3, 900, 1), 0, &S);
+        off.switch(3, 0, 900, true, false);
         let got = collect(&mut off, Some(1000));
         let weights: Vec<(u32, u64, StackWeight)> = got.iter().map(|g| (g.0, g.1, g.2)).collect();
         assert!(
@@ -485,23 +561,23 @@ mod tests {
         assert_eq!((off.stats.seen, off.stats.sampled), (5, 3));
         // Blocked time only: preempted intervals are left out.
         let mut off = OffCpu::new(Keep::Blocked, 1000);
-        off.sample(origin(2, 100, 1), &S);
-        off.switch(2, 101, true, true);
-        off.switch(2, 150, false, false);
+        off.sample(origin(2, 100, 1), 0, &S);
+        off.switch(2, 0, 101, true, true);
+        off.switch(2, 0, 150, false, false);
         assert!(collect(&mut off, None).is_empty());
     }
 
     #[test]
     fn a_missed_switch_in_or_an_exit_drops_the_interval() {
         let mut off = OffCpu::new(Keep::Blocked, 1000);
-        off.sample(origin(4, 100, 1), &S);
-        off.switch(4, 100, true, false);
+        off.sample(origin(4, 100, 1), 0, &S);
+        off.switch(4, 0, 100, true, false);
         // The switch back in was lost; the thread switched out again (unsampled).
-        off.switch(4, 300, true, false);
-        off.switch(4, 400, false, false);
+        off.switch(4, 0, 300, true, false);
+        off.switch(4, 0, 400, false, false);
         assert!(collect(&mut off, None).is_empty());
-        off.sample(origin(5, 100, 1), &S);
-        off.switch(5, 100, true, false);
+        off.sample(origin(5, 100, 1), 0, &S);
+        off.switch(5, 0, 100, true, false);
         off.exit(5, 120);
         assert!(collect(&mut off, Some(1000)).is_empty());
         assert_eq!(off.stats.unmatched, 2);

@@ -172,7 +172,7 @@ impl Collector<'_> {
             StackWeight::Blocked,
         );
         let stack = self.stacks.build(&self.processes, s);
-        off_cpu.sample(origin, &stack);
+        off_cpu.sample(origin, s.cpu, &stack);
     }
 
     /// Count the off-CPU intervals the round's records closed.
@@ -412,7 +412,7 @@ impl RecordSink for Collector<'_> {
             Record::SwitchSample(s) => self.switch_sample(&s),
             Record::Switch { out, preempted, id } => {
                 if let Some(off_cpu) = self.off_cpu.as_mut() {
-                    off_cpu.switch(id.tid, id.time, out, preempted);
+                    off_cpu.switch(id.tid, id.cpu, id.time, out, preempted);
                 }
             }
             Record::SwitchesLost { count } => {

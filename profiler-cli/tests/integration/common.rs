@@ -652,6 +652,16 @@ pub fn assert_shares(stacks: &[Stack], comm: &str, measured: &BTreeMap<String, u
     );
 }
 
+/// The distance allowed between a measured share and a profiled one of `samples` samples
+/// (both in percent): `points`, or four binomial standard deviations of `share` at that
+/// many samples if more (a fixed tolerance fails by chance on few samples: 3 points at
+/// 1,600 samples is 2.5 deviations of a 60% share).
+pub fn share_tolerance(points: f64, share: f64, samples: u64) -> f64 {
+    let p = (share / 100.0).clamp(0.0, 1.0);
+    let deviation = 100.0 * (p * (1.0 - p) / samples.max(1) as f64).sqrt();
+    points.max(4.0 * deviation)
+}
+
 /// Asserts that `comm` has lines naming each of `names`.
 pub fn assert_names(stacks: &[Stack], comm: &str, names: &[&str]) {
     let missing: Vec<&&str> = names
