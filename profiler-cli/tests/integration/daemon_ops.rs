@@ -104,23 +104,48 @@ fn daemon_budget_lowers_the_frequency_under_a_cpu_cap_and_raises_it_back() {
         |s| s["budget"] == "cpu" && number_in(s, "frequency") < 4999,
     );
     // Settled: two windows without a change (looked for up to 90 s, as long as it takes a
-    // controller that keeps changing), then the daemon's own CPU measured from /proc.
+    // controller that keeps changing), then the daemon's own CPU measured from /proc. Over
+    // the cap, the controller must act: lower the frequency again within three windows (its
+    // naming costs more while other programs start beside it, as in a CI run), and the
+    // measure is taken again once it settled anew; up to three times.
     let quiet = Duration::from_secs_f64(2.0 * WINDOW + 1.0);
-    let mut last = (daemon.number("budget_frequency_changes"), Instant::now());
-    poll_until(scaled(Duration::from_secs(90)), || {
+    let settle = || {
+        let mut last = (daemon.number("budget_frequency_changes"), Instant::now());
+        poll_until(scaled(Duration::from_secs(90)), || {
+            let changes = daemon.number("budget_frequency_changes");
+            if changes != last.0 {
+                last = (changes, Instant::now());
+            }
+            (last.1.elapsed() >= quiet).then_some(())
+        });
+    };
+    let mut tries = Vec::new();
+    let (lowered, settled, report) = loop {
+        settle();
+        let lowered = daemon.number("frequency");
         let changes = daemon.number("budget_frequency_changes");
-        if changes != last.0 {
-            last = (changes, Instant::now());
+        let settled = cpu_percent_over(pid, Duration::from_secs(8));
+        tries.push(format!("{lowered} Hz costing {settled:.2}%"));
+        let report = format!(
+            "4999 Hz cost {high:.1}% of a core; cap {cap:.2}%; settled at {} (status: {:?})",
+            tries.join(", then "),
+            daemon.status()
+        );
+        eprintln!("{report}");
+        if settled <= cap * 1.25 + 0.5 || tries.len() == 3 {
+            break (lowered, settled, report);
         }
-        (last.1.elapsed() >= quiet).then_some(())
-    });
-    let lowered = daemon.number("frequency");
-    let settled = cpu_percent_over(pid, Duration::from_secs(8));
-    let report = format!(
-        "4999 Hz cost {high:.1}% of a core; cap {cap:.2}%; settled at {lowered} Hz costing {settled:.2}% (status: {:?})",
-        daemon.status()
-    );
-    eprintln!("{report}");
+        let acted = poll_until(Duration::from_secs_f64(3.0 * WINDOW + 1.0), || {
+            (daemon.number("budget_frequency_changes") > changes
+                && daemon.number("frequency") < lowered)
+                .then_some(())
+        });
+        assert!(
+            acted.is_some(),
+            "over its CPU cap, the daemon did not lower the frequency: {report}\n--- log ---\n{}",
+            daemon.process.stderr_now()
+        );
+    };
     assert!(lowered < 4999, "{report}");
     assert!(
         settled <= cap * 1.25 + 0.5,
