@@ -14,18 +14,74 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::common::*;
 
 /// The daemon binary: `PROFILERD_TEST_BIN`, else beside profctl (built by
-/// `cargo test --workspace`, or `cargo build -p profiler-daemon`).
+/// `cargo test --workspace`, or `cargo build -p profiler-daemon`), refused when older than
+/// its sources (cargo builds profctl for these tests, not profilerd: a daemon left from an
+/// earlier build would be tested in silence).
 pub(crate) fn profilerd() -> PathBuf {
     if let Some(p) = std::env::var_os("PROFILERD_TEST_BIN").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let path = profctl().with_file_name("profilerd");
-    assert!(
-        path.exists(),
-        "{} is missing: build it with `cargo build -p profiler-daemon` (cargo test --workspace does)",
-        path.display()
+    static CHECKED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    CHECKED
+        .get_or_init(|| {
+            let path = profctl().with_file_name("profilerd");
+            let built = fs::metadata(&path).and_then(|m| m.modified());
+            let Ok(built) = built else {
+                panic!(
+                    "{} is missing: build it with `cargo build -p profiler-daemon` (cargo test \
+                     --workspace does)",
+                    path.display()
+                );
+            };
+            if let Some((source, changed)) = newest_daemon_source() {
+                assert!(
+                    changed <= built,
+                    "{} is older than its source {}: build it with `cargo build -p \
+                     profiler-daemon` (cargo test --workspace does)",
+                    path.display(),
+                    source.display()
+                );
+            }
+            path
+        })
+        .clone()
+}
+
+/// The most recently changed source file of profilerd (its crate's and the libraries'
+/// `src/` and manifests), and when.
+fn newest_daemon_source() -> Option<(PathBuf, SystemTime)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    let mut dirs = vec![root.join("profiler-daemon")];
+    dirs.extend(
+        fs::read_dir(root.join("crates"))
+            .ok()?
+            .flatten()
+            .map(|e| e.path()),
     );
-    path
+    let mut newest: Option<(PathBuf, SystemTime)> = None;
+    let mut note = |path: PathBuf| {
+        if let Ok(changed) = fs::metadata(&path).and_then(|m| m.modified()) {
+            if newest.as_ref().is_none_or(|(_, t)| changed > *t) {
+                newest = Some((path, changed));
+            }
+        }
+    };
+    let mut pending: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        note(dir.join("Cargo.toml"));
+        pending.push(dir.join("src"));
+    }
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => pending.push(path),
+                Ok(t) if t.is_file() => note(path),
+                _ => {}
+            }
+        }
+    }
+    newest
 }
 
 pub(crate) fn unix_now() -> f64 {
