@@ -143,8 +143,9 @@ pub(crate) struct OffCpu {
     arena: Vec<u64>,
     pending: HashMap<u32, Pending, FxBuildHasher>,
     /// Per thread, per CPU it switched out on: its switches out there since its last sample
-    /// there that no sample marked (released at the thread's exit; at most one entry per
-    /// recorded thread, holding at most one count per CPU).
+    /// there that no sample marked (a count leaves with the sample that takes it, a thread's
+    /// entry with its last count or at its exit; at most one entry per recorded thread,
+    /// holding at most one count per CPU).
     unsampled: HashMap<u32, Vec<CpuCount>, FxBuildHasher>,
     /// Buffers of closed intervals, reused.
     spare: Vec<Vec<u64>>,
@@ -313,15 +314,20 @@ impl OffCpu {
         }
     }
 
-    /// The unsampled switches out of `tid` on `cpu`, reset to none.
+    /// The unsampled switches out of `tid` on `cpu`, taken: a thread keeps an entry only
+    /// while some CPU holds a count for it.
     fn take_unsampled(&mut self, tid: u32, cpu: u32) -> u64 {
         let Some(counts) = self.unsampled.get_mut(&tid) else {
             return 0;
         };
-        counts
-            .iter_mut()
-            .find(|c| c.cpu == cpu)
-            .map_or(0, |c| std::mem::take(&mut c.switches))
+        let Some(at) = counts.iter().position(|c| c.cpu == cpu) else {
+            return 0;
+        };
+        let taken = counts.swap_remove(at).switches;
+        if counts.is_empty() {
+            self.unsampled.remove(&tid);
+        }
+        taken
     }
 
     fn drop_pending(&mut self, tid: u32) {
@@ -460,6 +466,10 @@ mod tests {
             (100, 16, 84)
         );
         assert_eq!(off.stats.off_cpu_ns, 1000, "every switch's time, scaled");
+        assert!(
+            off.unsampled.is_empty(),
+            "the last switch was sampled: no count is left, nor the thread's entry"
+        );
         // A switch after the last sample waits in the thread's count until it exits.
         off.switch(9, 0, t, true, false);
         assert!(collect(&mut off, None).is_empty());

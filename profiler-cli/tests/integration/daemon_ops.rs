@@ -135,7 +135,7 @@ fn daemon_budget_lowers_the_frequency_under_a_cpu_cap_and_raises_it_back() {
         if settled <= cap * 1.25 + 0.5 || tries.len() == 3 {
             break (lowered, settled, report);
         }
-        let acted = poll_until(Duration::from_secs_f64(3.0 * WINDOW + 1.0), || {
+        let acted = poll_until(scaled(Duration::from_secs_f64(3.0 * WINDOW + 1.0)), || {
             (daemon.number("budget_frequency_changes") > changes
                 && daemon.number("frequency") < lowered)
                 .then_some(())
