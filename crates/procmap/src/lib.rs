@@ -18,7 +18,7 @@ mod table;
 pub use access::Access;
 pub use files::{FileId, FileParts, FileTable, MappedFile};
 pub use owner::{owner_of, Owner, UNKNOWN_UID};
-pub use pinned::{live_path, PinStats, PinnedFiles};
+pub use pinned::{live_path, live_path_of, PinStats, PinnedFiles};
 pub use proc_fs::{parse_maps_line, MapsLine};
 pub use process::{Mapping, ProcessKey, MAX_MAPPINGS};
 pub use table::{ProcessTable, Pruned, TableSizes, TableStats};

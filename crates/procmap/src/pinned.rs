@@ -26,22 +26,24 @@ use crate::{Access, FileId, MappedFile, Mapping};
 /// path, which its root does not have). Never the plain path: what it names is nobody's to
 /// vouch for. None once the process is gone.
 pub fn live_path(pid: u32, mapping: &Mapping, path: &str) -> Option<PathBuf> {
+    live_path_of(pid, mapping.start, mapping.end, path)
+}
+
+/// [`live_path`] of the file `path` that process `pid` maps at `start..end`.
+pub fn live_path_of(pid: u32, start: u64, end: u64, path: &str) -> Option<PathBuf> {
     if path.strip_suffix(" (deleted)").is_none() {
         let through_root = PathBuf::from(format!("/proc/{pid}/root{path}"));
         if through_root.exists() {
             return Some(through_root);
         }
     }
-    let mapped = map_files(pid, mapping);
+    let mapped = map_files(pid, start, end);
     mapped.exists().then_some(mapped)
 }
 
 /// `/proc/PID/map_files/START-END`: the file mapped there, whatever its path now names.
-fn map_files(pid: u32, mapping: &Mapping) -> PathBuf {
-    PathBuf::from(format!(
-        "/proc/{pid}/map_files/{:x}-{:x}",
-        mapping.start, mapping.end
-    ))
+fn map_files(pid: u32, start: u64, end: u64) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
 }
 
 /// Counters of [`PinnedFiles`].
@@ -216,7 +218,7 @@ impl PinnedFiles {
                 Ok(file) if check(&file, false) != Identity::Differs => return Ok(file),
                 Ok(_) => {
                     // The path names another file now (replaced since): the mapped one.
-                    let mapped_at = map_files(pid, mapping);
+                    let mapped_at = map_files(pid, mapping.start, mapping.end);
                     if let Ok(file) = open_regular(&mapped_at, &access) {
                         if check(&file, false) == Identity::Matches {
                             return Ok(file);

@@ -22,7 +22,9 @@ pub use folded::{parse_folded_line, sanitize_frame};
 pub use functions::{
     function_counts, largest_changes, sort_functions, Change, FunctionCounts, FunctionOrder, Side,
 };
-pub use normalized::{Frame, NormalizedStack, NormalizedWindow, ThreadLabels, WindowFile};
+pub use normalized::{
+    Frame, LiveMapping, NormalizedStack, NormalizedWindow, ThreadLabels, WindowFile,
+};
 pub use profile::{FrameId, Profile};
 pub use quality::{EndCounts, UnwindQuality};
 pub use raw_stacks::{RawStack, RawStackStats, RawStacks, SampleOrigin};

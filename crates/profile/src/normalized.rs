@@ -4,7 +4,6 @@
 //! after the processes it saw are gone.
 
 use std::fs::File;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::quality::UnwindQuality;
@@ -32,6 +31,17 @@ pub enum Frame {
     Unmapped(u64),
 }
 
+/// One mapping of a file by a process: `start..end` in process `pid`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveMapping {
+    /// The process that mapped the file.
+    pub pid: u32,
+    /// The mapping's first address.
+    pub start: u64,
+    /// The address after the mapping's last.
+    pub end: u64,
+}
+
 /// A mapped file some frame of the window is in.
 #[derive(Clone, Debug)]
 pub struct WindowFile {
@@ -43,9 +53,10 @@ pub struct WindowFile {
     pub path: String,
     /// GNU build-id, when the kernel reported one.
     pub build_id: Option<Vec<u8>>,
-    /// The file as a process that mapped it saw it (`/proc/PID/root/…` or
-    /// `/proc/PID/map_files/…`), if one was alive when the window closed.
-    pub live_path: Option<PathBuf>,
+    /// Where a process that mapped the file, alive when the window closed, mapped it: the
+    /// file as that process sees it is looked up from this (`procmap::live_path_of`) only
+    /// when the file is opened, so a window costs no lookup per file it holds.
+    pub live: Option<LiveMapping>,
     /// The file held open since its mapping was seen, if it could be (so it can be read after
     /// every process mapping it is gone, or after it was deleted).
     pub pinned: Option<Arc<File>>,

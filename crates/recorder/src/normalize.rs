@@ -7,11 +7,11 @@ use std::collections::HashMap;
 
 use procmap::{FileId, ProcessTable};
 use profile::{
-    Frame, NormalizedStack, NormalizedWindow, RawStacks, ThreadLabels, WindowFile, WindowSeconds,
+    Frame, LiveMapping, NormalizedStack, NormalizedWindow, RawStacks, ThreadLabels, WindowFile,
+    WindowSeconds,
 };
 use rustc_hash::FxBuildHasher;
 
-use procmap::live_path;
 use procmap::PinnedFiles;
 
 /// Most ancestors a stack's labels carry (a deeper chain is cut: its oldest ancestors are not
@@ -74,9 +74,11 @@ pub(crate) fn normalize(
                                 id: m.file.0,
                                 path: file.path.clone(),
                                 build_id: file.build_id.clone(),
-                                live_path: (!file.is_pseudo())
-                                    .then(|| live_path(pid, m, &file.path))
-                                    .flatten(),
+                                live: (!file.is_pseudo()).then_some(LiveMapping {
+                                    pid,
+                                    start: m.start,
+                                    end: m.end,
+                                }),
                                 pinned: pinned.handle(m.file),
                             });
                             next

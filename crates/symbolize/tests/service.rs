@@ -69,7 +69,7 @@ fn window(files: &[(u32, PathBuf, Option<Vec<u8>>)], frames: &[(u32, u64)]) -> N
                 id: *id,
                 path: path.display().to_string(),
                 build_id: build_id.clone(),
-                live_path: None,
+                live: None,
                 pinned: None,
             })
             .collect(),

@@ -33,7 +33,7 @@ fn window(id: u32, path: &Path, offsets: &[u64]) -> NormalizedWindow {
             id,
             path: path.display().to_string(),
             build_id: None,
-            live_path: None,
+            live: None,
             pinned: None,
         }],
         ..NormalizedWindow::default()

@@ -332,7 +332,9 @@ impl OpenFiles {
         // read); else the file as a live process sees it; else the path as we see it. The
         // debuglink is searched beside the path the process sees.
         let plain = PathBuf::from(file.path.trim_end_matches(" (deleted)"));
-        let live = file.live_path.clone().filter(|p| p.exists());
+        let live = file
+            .live
+            .and_then(|m| procmap::live_path_of(m.pid, m.start, m.end, &file.path));
         let (read_from, path) = match (live, &file.pinned) {
             (live, Some(pinned)) => (
                 PathBuf::from(format!("/proc/self/fd/{}", pinned.as_raw_fd())),

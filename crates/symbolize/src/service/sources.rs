@@ -237,7 +237,7 @@ mod tests {
             id,
             path: format!("/copy{id}"),
             build_id: build_id.map(<[u8]>::to_vec),
-            live_path: None,
+            live: None,
             pinned: pinned.cloned(),
         }
     }
