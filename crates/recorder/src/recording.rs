@@ -254,6 +254,7 @@ fn start_collector<'p>(start: Start<'_, 'p>) -> Collector<'p> {
                 },
             }),
         sideband_in_round: false,
+        last_reach: 0,
     }
 }
 

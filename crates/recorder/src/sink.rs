@@ -135,6 +135,18 @@ pub(crate) struct Collector<'p> {
     /// The current round read a side-band record (a process started, mapped a file,
     /// was renamed or ended): the next tick is the loop's own, not `rest_tick`.
     pub sideband_in_round: bool,
+    /// How many bytes of the last record were read (see [`RecordSink::last_record_reach`]).
+    pub last_reach: usize,
+}
+
+/// How many bytes of sample `s`'s record its stack took to build, `stack_reach` of them in its
+/// stack copy (0, not known, when no copy was read: the ring's default).
+fn reach_of(s: &Sample<'_>, stack_reach: usize) -> usize {
+    if stack_reach == 0 {
+        0
+    } else {
+        s.user_stack_at + stack_reach
+    }
 }
 
 /// Where sample `s` comes from, standing for `period` ns of time of kind `weight`.
@@ -173,6 +185,7 @@ impl Collector<'_> {
         );
         let stack = self.stacks.build(&self.processes, s);
         off_cpu.sample(origin, s.cpu, &stack);
+        self.last_reach = reach_of(s, self.stacks.last_stack_reach());
     }
 
     /// Count the off-CPU intervals the round's records closed.
@@ -234,6 +247,7 @@ impl Collector<'_> {
                 stack.user,
             );
         }
+        self.last_reach = reach_of(s, self.stacks.last_stack_reach());
     }
 
     /// Normalize `window` and hand it on.
@@ -393,7 +407,12 @@ impl RecordSink for Collector<'_> {
                 .is_some_and(|o| o.period_change_pending())
     }
 
+    fn last_record_reach(&self) -> usize {
+        self.last_reach
+    }
+
     fn on_record(&mut self, raw: RawRecord<'_>) {
+        self.last_reach = 0;
         if self.round_started.is_none() {
             self.round_started = Some(std::time::Instant::now());
             self.round_started_ns = Some(crate::sys::monotonic_ns());

@@ -16,6 +16,13 @@ use crate::session::Sampler;
 pub trait RecordSink {
     /// One record, in ring order (records of different CPUs are not ordered among each other).
     fn on_record(&mut self, record: RawRecord<'_>);
+    /// How many bytes of the record last handed to `on_record`, from its start (header
+    /// included), it read: the rings load about that much of each next record ahead of the
+    /// time it is handed on (see [`crate::read_records_guided`]). 0: not known (the first
+    /// [`crate::PREFETCH_BYTES`] are loaded). Default: 0.
+    fn last_record_reach(&self) -> usize {
+        0
+    }
     /// Called before every drain round reads the rings (not before the final drain at stop).
     /// Default: nothing.
     fn on_round_start(&mut self) {}
@@ -122,7 +129,10 @@ pub async fn drain_until_woken(
             () = woken(wake) => {}
         }
         sink.on_round_start();
-        sampler.drain(&mut |r| sink.on_record(r));
+        sampler.drain_guided(&mut |r| {
+            sink.on_record(r);
+            sink.last_record_reach()
+        });
         sink.on_round(sampler);
         if let Err(source) = crate::sys::arm_timer(timer.get_ref(), sink.next_tick(tick)) {
             return Err(SamplerError::Io {
@@ -136,7 +146,11 @@ pub async fn drain_until_woken(
     }
     sampler.disable();
     drop(fds);
-    while sampler.drain(&mut |r| sink.on_record(r)) > 0 {}
+    while sampler.drain_guided(&mut |r| {
+        sink.on_record(r);
+        sink.last_record_reach()
+    }) > 0
+    {}
     sink.on_round(sampler);
     Ok(DrainEnd::Stopped)
 }

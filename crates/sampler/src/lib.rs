@@ -27,7 +27,10 @@ pub use record::{
     SWITCH_LOST, SWITCH_SAMPLE,
 };
 pub use regs::{UserRegs, UNWIND_REGS_MASK};
-pub use ring::{read_records, RawRecord, RingBuffer, RingStats, HEADER_SIZE};
+pub use ring::{
+    read_records, read_records_guided, RawRecord, RingBuffer, RingStats, HEADER_SIZE,
+    PREFETCH_BYTES,
+};
 pub use session::{CpuChange, Sampler};
 pub use system::{auto_event, is_privileged, max_sample_rate, online_cpus, paranoid_level};
 

@@ -141,6 +141,9 @@ pub struct Sample<'a> {
     pub user_regs: Option<UserRegs>,
     /// The copied user stack, starting at the sampled stack pointer (may be empty).
     pub user_stack: &'a [u8],
+    /// Where `user_stack` begins in the record, in bytes from the record's start (header
+    /// included); 0 without one.
+    pub user_stack_at: usize,
 }
 
 /// A PERF_RECORD_MMAP2: an executable mapping.
@@ -450,9 +453,11 @@ fn decode_sample<'a>(
         }
     }
     let mut user_stack: &[u8] = &[];
+    let mut user_stack_at = 0;
     if format.user_stack {
         let size = usize::try_from(c.u64()?).ok()?;
         if size != 0 {
+            user_stack_at = crate::ring::HEADER_SIZE + body.len() - c.bytes.len();
             let data = c.take(size)?;
             let dyn_size = usize::try_from(c.u64()?).ok()?;
             user_stack = &data[..dyn_size.min(size)];
@@ -469,6 +474,7 @@ fn decode_sample<'a>(
         callchain: Callchain { bytes },
         user_regs,
         user_stack,
+        user_stack_at,
     })
 }
 

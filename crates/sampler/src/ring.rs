@@ -47,6 +47,25 @@ pub fn read_records(
     stats: &mut RingStats,
     on_record: &mut dyn FnMut(RawRecord<'_>),
 ) -> u64 {
+    read_records_guided(data, tail, head, scratch, stats, &mut |record| {
+        on_record(record);
+        0
+    })
+}
+
+/// [`read_records`], with `on_record` answering how many bytes of each record, from its
+/// start, it read (0: not known): that much of the next record, and a little more, is loaded
+/// ahead of time (at most [`PREFETCH_BYTES`]; [`PREFETCH_BYTES`] after an answer of 0). A
+/// consumer that unwinds a copied stack reads its first few hundred bytes of 16 KiB:
+/// loading the lines it does not read costs as much as those it does.
+pub fn read_records_guided(
+    data: &[u8],
+    tail: u64,
+    head: u64,
+    scratch: &mut Vec<u8>,
+    stats: &mut RingStats,
+    on_record: &mut dyn FnMut(RawRecord<'_>) -> usize,
+) -> u64 {
     let size = data.len() as u64;
     if size == 0 || !size.is_power_of_two() {
         return head;
@@ -61,6 +80,8 @@ pub fn read_records(
     // Ring position up to which lines were prefetched: with small records, the window of one
     // covers the next several, and their lines are not asked for twice.
     let mut prefetched_to = pos;
+    // Bytes of the next record to load ahead: as many as the consumer read of the last one.
+    let mut ahead = PREFETCH_BYTES;
     while pos < head {
         let available = head - pos;
         let header = match read_wrapped(data, pos & mask, HEADER_SIZE, scratch) {
@@ -91,29 +112,51 @@ pub fn read_records(
             &data[offset as usize..(offset + record_size) as usize]
         };
         stats.records += 1;
-        prefetched_to = prefetch_next(data, pos + record_size, record_size, head, prefetched_to);
-        on_record(RawRecord {
+        prefetched_to = prefetch_next(
+            data,
+            pos + record_size,
+            record_size,
+            ahead,
+            head,
+            prefetched_to,
+        );
+        let reach = on_record(RawRecord {
             kind,
             misc,
             body: &bytes[HEADER_SIZE..],
         });
+        ahead = match reach as u64 {
+            0 => PREFETCH_BYTES,
+            read => read.saturating_add(REACH_MARGIN).min(PREFETCH_BYTES),
+        };
         pos += record_size;
     }
     head
 }
 
-/// Bytes of a record worth loading ahead: header, sample fields, registers and the innermost
+/// Most bytes of a record loaded ahead: header, sample fields, registers and the innermost
 /// frames of a copied stack.
-const PREFETCH_BYTES: u64 = 2048;
+pub const PREFETCH_BYTES: u64 = 2048;
+
+/// Bytes loaded ahead past what the consumer read of the record before: the next sample's
+/// callchain may be longer, or its stack deeper.
+const REACH_MARGIN: u64 = 128;
 
 /// Start loading the record at ring position `next` while the one before it is decoded: its
-/// first [`PREFETCH_BYTES`] (less what was prefetched already, up to `done`) and, guessing it
-/// is as long as the one before (samples of one event are), its last line, where a stack
-/// copy's `dyn_size` sits. Nothing at or past `head` (not written yet). Returns the new `done`.
-fn prefetch_next(data: &[u8], next: u64, guessed_size: u64, head: u64, done: u64) -> u64 {
+/// first `ahead` bytes (less what was prefetched already, up to `done`) and, guessing it is
+/// as long as the one before (samples of one event are), its last line, where a stack copy's
+/// `dyn_size` sits. Nothing at or past `head` (not written yet). Returns the new `done`.
+fn prefetch_next(
+    data: &[u8],
+    next: u64,
+    guessed_size: u64,
+    ahead: u64,
+    head: u64,
+    done: u64,
+) -> u64 {
     const LINE: u64 = 64;
     let mask = data.len() as u64 - 1;
-    let end = (next + PREFETCH_BYTES).min(head);
+    let end = (next + ahead).min(head);
     let mut line = next.max(done) & !(LINE - 1);
     while line < end {
         crate::sys::prefetch(data, (line & mask) as usize);
@@ -166,13 +209,22 @@ impl RingBuffer {
     /// Hand every available record to `on_record`, then free their space for the kernel.
     /// Returns the number of records read.
     pub fn drain(&mut self, on_record: &mut dyn FnMut(RawRecord<'_>)) -> u64 {
+        self.drain_guided(&mut |record| {
+            on_record(record);
+            0
+        })
+    }
+
+    /// [`RingBuffer::drain`], with `on_record` answering how many bytes of each record it
+    /// read (see [`read_records_guided`]).
+    pub fn drain_guided(&mut self, on_record: &mut dyn FnMut(RawRecord<'_>) -> usize) -> u64 {
         let head = self.map.load_head();
         let tail = self.map.load_tail();
         if head == tail {
             return 0;
         }
         let before = self.stats.records;
-        let new_tail = read_records(
+        let new_tail = read_records_guided(
             self.map.data(),
             tail,
             head,
@@ -238,6 +290,31 @@ mod tests {
         assert_eq!(stats.wrapped, 1);
         assert_eq!(stats.malformed, 0);
         assert_eq!(new_tail, head);
+    }
+
+    #[test]
+    fn what_the_consumer_read_changes_no_record_handed_on() {
+        let records = vec![
+            (9, body(24, 1)),
+            (10, body(40, 7)),
+            (3, body(16, 90)),
+            (9, body(200, 4)),
+        ];
+        // In a 512-byte ring, the last record straddles the end.
+        let (data, tail, head) = ring_with(512, 300 + 512 * 2, &records);
+        let (plain, _, _) = collect(&data, tail, head);
+        assert_eq!(plain, records);
+        for answer in [0, 8, 100, 4096, usize::MAX] {
+            let mut out = Vec::new();
+            let (mut stats, mut scratch) = (RingStats::default(), Vec::new());
+            let new_tail =
+                read_records_guided(&data, tail, head, &mut scratch, &mut stats, &mut |r| {
+                    out.push((r.kind, r.body.to_vec()));
+                    answer
+                });
+            assert_eq!((out, new_tail), (records.clone(), head), "answer {answer}");
+            assert_eq!((stats.records, stats.wrapped), (4, 1), "answer {answer}");
+        }
     }
 
     #[test]

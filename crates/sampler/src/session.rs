@@ -324,13 +324,23 @@ impl Sampler {
     /// are thus handed on before them: a sample of a new process, or of a process on a reused
     /// pid, finds its FORK and mappings already known, whichever CPU they came from.
     pub fn drain(&mut self, on_record: &mut dyn FnMut(RawRecord<'_>)) -> u64 {
+        self.drain_guided(&mut |record| {
+            on_record(record);
+            0
+        })
+    }
+
+    /// [`Sampler::drain`], with `on_record` answering how many bytes of each record, from its
+    /// start, it read (0: not known), so that the rings load about that much of the next
+    /// record ahead of time (see [`crate::read_records_guided`]).
+    pub fn drain_guided(&mut self, on_record: &mut dyn FnMut(RawRecord<'_>) -> usize) -> u64 {
         let mut read = 0;
         for stream in [Stream::Sideband, Stream::Samples] {
             read += self
                 .rings
                 .iter_mut()
                 .filter(|ring| ring.event.stream == stream)
-                .map(|ring| ring.buffer.drain(on_record))
+                .map(|ring| ring.buffer.drain_guided(on_record))
                 .sum::<u64>();
         }
         // Switch samples are told from CPU samples by the kind they are handed on with.
@@ -345,7 +355,7 @@ impl Sampler {
             .iter_mut()
             .filter(|ring| ring.event.stream == Stream::Switches)
         {
-            read += ring.buffer.drain(&mut tagged);
+            read += ring.buffer.drain_guided(&mut tagged);
         }
         read
     }

@@ -3,6 +3,7 @@
 //! [`crate::space`]); the unwind sections of each binary read once, on the loader thread, and
 //! shared.
 
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -136,6 +137,8 @@ pub struct Unwinders {
     clock: u64,
     evicted: u64,
     load_panics: u64,
+    /// How far into the stack copy the last unwind read, in bytes from its start.
+    stack_reach: Cell<usize>,
 }
 
 impl Default for Unwinders {
@@ -168,6 +171,7 @@ impl Unwinders {
             clock: 0,
             evicted: 0,
             load_panics: 0,
+            stack_reach: Cell::new(0),
         }
     }
 
@@ -307,6 +311,12 @@ impl Unwinders {
         }
     }
 
+    /// How far into its stack copy the last [`Unwinders::unwind`] read, in bytes from the
+    /// copy's start (0: not at all).
+    pub fn stack_reach(&self) -> usize {
+        self.stack_reach.get()
+    }
+
     /// Unwind one sampled user stack into `out`, leaf first, as code addresses (see
     /// [`profile::Stack`]): the sampled instruction, then each caller's call site (return
     /// address − 1), except that frames entered other than by a call (a signal trampoline,
@@ -322,6 +332,7 @@ impl Unwinders {
         out: &mut Vec<u64>,
     ) -> StackEnd {
         out.clear();
+        self.stack_reach.set(0);
         self.take_loaded();
         if !self.spaces.contains(pid) {
             self.build_or_share(table, pid, time);
@@ -331,11 +342,13 @@ impl Unwinders {
         };
         let sp = regs.sp;
         let copied_end = sp.saturating_add(stack.len() as u64);
+        let reach = &self.stack_reach;
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             if addr < sp || addr.checked_add(8).is_none_or(|end| end > copied_end) {
                 return Err(());
             }
             let at = (addr - sp) as usize;
+            reach.set(reach.get().max(at + 8));
             Ok(u64::from_ne_bytes(
                 stack[at..at + 8].try_into().map_err(|_| ())?,
             ))

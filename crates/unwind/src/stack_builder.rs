@@ -21,6 +21,8 @@ pub struct StackBuilder {
     kernel: Vec<u64>,
     user: Vec<u64>,
     fp_user: Vec<u64>,
+    /// How far into its stack copy the last sample's unwind read (bytes).
+    stack_reach: usize,
 }
 
 impl StackBuilder {
@@ -42,6 +44,7 @@ impl StackBuilder {
             kernel: Vec::with_capacity(256),
             user: Vec::with_capacity(MAX_FRAMES),
             fp_user: Vec::with_capacity(256),
+            stack_reach: 0,
         }
     }
 
@@ -55,8 +58,15 @@ impl StackBuilder {
         self.unwinders.as_mut()
     }
 
+    /// How far into its copied stack the last [`StackBuilder::build`] read, in bytes from the
+    /// copy's start (0 when it unwound none).
+    pub fn last_stack_reach(&self) -> usize {
+        self.stack_reach
+    }
+
     /// The stack of sample `s`, whose process's mappings are in `table`.
     pub fn build(&mut self, table: &ProcessTable, s: &Sample<'_>) -> Stack<'_> {
+        self.stack_reach = 0;
         self.kernel.clear();
         self.user.clear();
         self.fp_user.clear();
@@ -96,6 +106,7 @@ impl StackBuilder {
             (Some(unwinders), Some(regs)) => {
                 let mut end =
                     unwinders.unwind(table, s.pid, s.time, regs, s.user_stack, &mut self.user);
+                self.stack_reach = unwinders.stack_reach();
                 if user_starts_with_return {
                     // The user registers of a sample taken in the kernel point after the
                     // instruction that entered it (a system call).
