@@ -83,6 +83,14 @@ pub async fn drain_until(
     drain_until_woken(sampler, stop, tick, None, sink).await
 }
 
+/// One drain round: every ring read into `sink`, guided by what it read of each record.
+fn drain_into(sampler: &mut Sampler, sink: &mut dyn RecordSink) -> u64 {
+    sampler.drain_guided(&mut |r| {
+        sink.on_record(r);
+        sink.last_record_reach()
+    })
+}
+
 /// [`drain_until`], with one more reason to drain: `wake`, notified from any thread
 /// (`Notify::notify_one`), starts a round at once, as a tick would (a notification that comes
 /// while a round runs starts the next one as soon as it ends).
@@ -129,10 +137,7 @@ pub async fn drain_until_woken(
             () = woken(wake) => {}
         }
         sink.on_round_start();
-        sampler.drain_guided(&mut |r| {
-            sink.on_record(r);
-            sink.last_record_reach()
-        });
+        drain_into(sampler, sink);
         sink.on_round(sampler);
         if let Err(source) = crate::sys::arm_timer(timer.get_ref(), sink.next_tick(tick)) {
             return Err(SamplerError::Io {
@@ -146,11 +151,7 @@ pub async fn drain_until_woken(
     }
     sampler.disable();
     drop(fds);
-    while sampler.drain_guided(&mut |r| {
-        sink.on_record(r);
-        sink.last_record_reach()
-    }) > 0
-    {}
+    while drain_into(sampler, sink) > 0 {}
     sink.on_round(sampler);
     Ok(DrainEnd::Stopped)
 }

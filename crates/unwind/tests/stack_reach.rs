@@ -44,14 +44,14 @@ fn the_reach_is_as_deep_as_the_frames_read() {
         let mut out = Vec::new();
         let end = u.unwind(&table, FAKE_PID, 2, &input.regs, &input.stack, &mut out);
         assert_eq!((end, &out), (StackEnd::Complete, &template_frames(depth)));
-        // Each frame is 16 bytes [saved rbp, return address]; the outermost frame's return
-        // address is undefined, so the last word read is the second frame's return address
-        // (or the outermost's saved rbp): the copy's last 16 bytes are not needed whole.
+        // Each frame is 16 bytes [saved rbp, return address], innermost first; the outermost
+        // frame's return address is undefined: the last word read is the return address into
+        // it, the second-outermost frame's, so the outermost frame's 16 bytes are not read.
         let reach = u.stack_reach();
-        assert!(
-            reach >= 16 * (depth - 1) && reach <= input.stack.len(),
-            "depth {depth}: reach {reach} of a {}-byte copy",
-            input.stack.len()
+        assert_eq!(
+            (reach, input.stack.len()),
+            (16 * (depth - 1), 16 * depth),
+            "depth {depth}"
         );
         // A copy longer than the stack: the unwind reads no further.
         let mut longer = input.stack.clone();
