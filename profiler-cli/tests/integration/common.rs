@@ -12,7 +12,7 @@ use std::fs::{self, File};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use crate::poll::{
@@ -27,19 +27,91 @@ pub const SHARE_TOLERANCE_POINTS: f64 = 5.0;
 /// The functions of the split workload, in reporting order.
 pub const HOT: [&str; 3] = ["hot_a", "hot_b", "hot_c"];
 
-static SAMPLING: RwLock<()> = RwLock::new(());
+/// How many tests holding [`sampling_shared`] run at once. More would each get too little of
+/// the test machine's 2 CPUs for their deadlines; fewer leave the CPUs idle while they wait
+/// on a daemon's slices. `scripts/test` runs this binary with enough threads
+/// (`RUST_TEST_THREADS`) for this many shared tests plus the alone tests waiting their turn.
+pub const SHARED_AT_ONCE: usize = 3;
+
+/// The kinds of tests that share the sampling lock: a test runs beside tests of its own kind
+/// only.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Tests whose workloads are ordinary programs.
+    Plain,
+    /// Tests whose workloads make stacks of megabytes each (4000-character names, 100 deep and
+    /// more): every daemon beside them would name those too, and its unfiltered answers
+    /// would outgrow their bound.
+    HugeStacks,
+}
+
+/// Who holds the sampling lock: one test alone, or up to [`SHARED_AT_ONCE`] of one kind.
+struct Holders {
+    alone: bool,
+    shared: usize,
+    kind: Kind,
+}
+
+static HOLDERS: Mutex<Holders> = Mutex::new(Holders {
+    alone: false,
+    shared: 0,
+    kind: Kind::Plain,
+});
+static RELEASED: Condvar = Condvar::new();
+
+/// Locks the holders, recovering from poisoning (a failed test must not fail the rest).
+fn holders() -> MutexGuard<'static, Holders> {
+    HOLDERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits on [`RELEASED`] while `busy` says the lock cannot be taken, then takes it with `take`.
+fn acquire(busy: impl Fn(&Holders) -> bool, take: impl FnOnce(&mut Holders)) {
+    let mut state = holders();
+    while busy(&state) {
+        state = RELEASED.wait(state).unwrap_or_else(|e| e.into_inner());
+    }
+    take(&mut state);
+}
 
 /// A hold of the sampling lock, for the whole of one test. When `PROFCTL_TEST_TIMES` names a
-/// file, its drop appends `KIND SECONDS TEST` there (KIND `alone` or `shared`, SECONDS how long
-/// the lock was held): how the integration binary's time is spent (README.md, "Tests").
-pub struct SamplingHold<G> {
-    _guard: G,
+/// file, its drop appends `KIND SECONDS TEST` there (KIND `alone`, `shared` or
+/// `alone-then-shared`, SECONDS how long the lock was held): how the integration binary's time
+/// is spent (README.md, "Tests").
+pub struct SamplingHold {
     kind: &'static str,
     since: Instant,
 }
 
-impl<G> Drop for SamplingHold<G> {
+impl SamplingHold {
+    /// Lets tests holding [`sampling_shared`] run beside this one from now on, once what it
+    /// judges of sampling is sampled (what is left to check is exact: answers of seconds
+    /// already written, compared with each other). No-op unless the hold is alone.
+    pub fn share_from_now(&mut self) {
+        if self.kind != "alone" {
+            return;
+        }
+        {
+            let mut state = holders();
+            state.alone = false;
+            state.shared += 1;
+            state.kind = Kind::Plain;
+        }
+        RELEASED.notify_all();
+        self.kind = "alone-then-shared";
+    }
+}
+
+impl Drop for SamplingHold {
     fn drop(&mut self) {
+        {
+            let mut state = holders();
+            if self.kind == "alone" {
+                state.alone = false;
+            } else {
+                state.shared -= 1;
+            }
+        }
+        RELEASED.notify_all();
         let Some(path) = std::env::var_os("PROFCTL_TEST_TIMES") else {
             return;
         };
@@ -66,23 +138,50 @@ impl<G> Drop for SamplingHold<G> {
 }
 
 /// Holds the sampling lock alone: take it for the whole of every test that judges sampling
-/// accuracy (shares, sample counts, CPU time), so that no other sampling test runs beside it
-/// on the test machine's 2 CPUs. Recovers from poisoning (a failed test must not fail the
-/// rest).
-pub fn sampling_lock() -> SamplingHold<RwLockWriteGuard<'static, ()>> {
+/// accuracy against the machine's whole CPU or the daemon's own cost (shares of a whole-system
+/// view, CPU budgets, memory bounds), so that no other sampling test runs beside it on the
+/// test machine's 2 CPUs. It waits until no test holds the lock; tests asking for
+/// [`sampling_shared`] meanwhile still start (the CPUs are not left idle while it waits).
+pub fn sampling_lock() -> SamplingHold {
+    acquire(
+        |state| state.alone || state.shared > 0,
+        |state| state.alone = true,
+    );
     SamplingHold {
-        _guard: SAMPLING.write().unwrap_or_else(|e| e.into_inner()),
         kind: "alone",
         since: Instant::now(),
     }
 }
 
-/// Holds the sampling lock beside other such tests: for a test that samples (or starts a
-/// daemon) but judges no accuracy, such as access rules, errors or limits. It runs in
-/// parallel with its kind, never beside a test holding [`sampling_lock`].
-pub fn sampling_shared() -> SamplingHold<RwLockReadGuard<'static, ()>> {
+/// Holds the sampling lock beside other such tests (at most [`SHARED_AT_ONCE`]): for a test
+/// that samples (or starts a daemon) but judges nothing another test's load can move, such as
+/// access rules, errors, limits, or shares measured against its own workload's CPU and
+/// filtered to its own processes. It never runs beside a test holding [`sampling_lock`] or
+/// [`sampling_shared_huge_stacks`].
+pub fn sampling_shared() -> SamplingHold {
+    share(Kind::Plain)
+}
+
+/// [`sampling_shared`] for a test whose workload makes stacks of megabytes: it runs beside
+/// other such tests only.
+pub fn sampling_shared_huge_stacks() -> SamplingHold {
+    share(Kind::HugeStacks)
+}
+
+/// Takes a place among the tests of `kind` holding the lock.
+fn share(kind: Kind) -> SamplingHold {
+    acquire(
+        |state| {
+            state.alone
+                || state.shared >= SHARED_AT_ONCE
+                || (state.shared > 0 && state.kind != kind)
+        },
+        |state| {
+            state.shared += 1;
+            state.kind = kind;
+        },
+    );
     SamplingHold {
-        _guard: SAMPLING.read().unwrap_or_else(|e| e.into_inner()),
         kind: "shared",
         since: Instant::now(),
     }
@@ -760,7 +859,13 @@ pub fn ensure_test_user() -> (u32, u32) {
 
 /// The uid and gid of system user `name`, created (no home, no shell) if missing.
 pub fn ensure_user(name: &str) -> (u32, u32) {
-    if id(&["-u", name]).is_none() {
+    // Tests beside each other may add users at once: useradd then fails to lock /etc/passwd
+    // ("try again later"), and another test may have added this one meanwhile; only the
+    // lookup counts.
+    wait_for(&format!("useradd {name}"), Duration::from_secs(20), || {
+        if id(&["-u", name]).is_some() {
+            return Ok(());
+        }
         let out = Command::new("useradd")
             .args([
                 "--system",
@@ -771,14 +876,11 @@ pub fn ensure_user(name: &str) -> (u32, u32) {
             ])
             .output()
             .expect("run useradd");
-        // Another run may have created it meanwhile: only the final lookup counts.
-        if !out.status.success() && id(&["-u", name]).is_none() {
-            panic!(
-                "useradd {name} failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+        match out.status.success() || id(&["-u", name]).is_some() {
+            true => Ok(()),
+            false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
         }
-    }
+    });
     (
         id(&["-u", name]).expect("uid of test user"),
         id(&["-g", name]).expect("gid of test user"),

@@ -208,14 +208,7 @@ fn daemon_per_uid_retention_holds_in_the_hours_roll_ups() {
 /// The contest under `storage` (the daemon, its directory, the sampling lock, held until the
 /// caller is done, and the early seconds judged, UNIX s): asserts that the other user's first seconds are whole, the
 /// hostile user's own history is there, and its drops are counted where they should be.
-fn contest(
-    storage: &Storage,
-) -> (
-    Daemon,
-    tempfile::TempDir,
-    SamplingHold<std::sync::RwLockWriteGuard<'static, ()>>,
-    (f64, f64),
-) {
+fn contest(storage: &Storage) -> (Daemon, tempfile::TempDir, SamplingHold, (f64, f64)) {
     assert!(
         is_root(),
         "run as root: the test plays two unprivileged users"
