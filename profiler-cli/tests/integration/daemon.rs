@@ -559,6 +559,9 @@ fn daemon_history_shares_persistence_and_corrupt_slices() {
     );
 }
 
+/// The user of [`daemon_access_users_see_only_their_processes_without_kernel_frames`].
+const ACCESS_USER: &str = "profctl-access";
+
 #[test]
 fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
     if id(&["-u"]) != Some(0) {
@@ -569,7 +572,9 @@ fn daemon_access_users_see_only_their_processes_without_kernel_frames() {
     let w = workloads();
     let dir = scratch();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let (uid, gid) = ensure_test_user();
+    // A user of this test alone: what the daemon holds for it is this test's processes (the
+    // test user's, from tests beside it, can be whatever they are: stacks of 4 MB each).
+    let (uid, gid) = ensure_user(ACCESS_USER);
     let user_dir = dir.path().join("user");
     fs::create_dir(&user_dir).unwrap();
     std::os::unix::fs::chown(&user_dir, Some(uid), Some(gid)).unwrap();

@@ -182,7 +182,7 @@ fn daemon_slow_readers_hold_one_answer_and_are_closed_after_the_write_timeout() 
         is_root(),
         "run as root: the test plays two unprivileged users"
     );
-    let _guard = sampling_shared();
+    let _guard = sampling_shared_huge_stacks();
     let dir = shared_scratch();
     let user = User::new(TEST_USER, dir.path());
     let other = User::new(OTHER_USER, dir.path());

@@ -246,7 +246,7 @@ fn daemon_folded_query_of_deep_long_names_stays_within_its_bound() {
         is_root(),
         "run as root: the test plays an unprivileged user"
     );
-    let _guard = sampling_shared();
+    let _guard = sampling_shared_huge_stacks();
     let dir = shared_scratch();
     let user = User::new(TEST_USER, dir.path());
     let longnames = build_longnames(dir.path());
@@ -443,7 +443,7 @@ fn daemon_query_slots_are_held_by_the_work_and_one_is_kept_for_root() {
         is_root(),
         "run as root: the test plays an unprivileged user"
     );
-    let _guard = sampling_shared();
+    let _guard = sampling_shared_huge_stacks();
     let dir = shared_scratch();
     let user = User::new(TEST_USER, dir.path());
     let longnames = build_longnames(dir.path());
