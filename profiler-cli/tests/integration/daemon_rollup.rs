@@ -18,7 +18,7 @@ use crate::common::*;
 use crate::daemon::{number_in, unix_now, Daemon};
 
 /// The roll-up period of this test, seconds (each roll-up holds this many 1-s slices).
-const PERIOD: u64 = 12;
+const PERIOD: u64 = 8;
 
 /// The budget's window, seconds (two readings a window).
 const WINDOW: f64 = 2.0;
@@ -217,7 +217,7 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
     // Two roll-ups written since the cap: the period before the range's, handed over when
     // its last slice was written (after the cap), and the range's own. Then two windows of the
     // pipeline's work past the last, still unchanged. (A third period's roll-up used to be
-    // waited for as well: a period more, 12 s, with one more boundary of the same kind.)
+    // waited for as well: a period more, with one more boundary of the same kind.)
     daemon.wait_status(
         "two roll-ups written since the cap",
         Duration::from_secs(2 * PERIOD + 60),

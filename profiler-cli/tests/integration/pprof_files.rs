@@ -394,7 +394,9 @@ pub(crate) fn fill_of(svg: &str, name: &str) -> (u32, u32, u32) {
 
 #[test]
 fn diff_colours_the_grown_function_red_and_the_shrunk_one_blue() {
-    let _guard = sampling_lock();
+    // Beside other tests: it records its own command only, whose split moves by 60 points
+    // (80/20 to 20/80); the colours' direction is judged, not the shares.
+    let _guard = sampling_shared();
     let dir = scratch();
     let (before, _, _) = record_inlined(dir.path(), "before", 80);
     let (_, after_folded, _) = record_inlined(dir.path(), "after", 20);

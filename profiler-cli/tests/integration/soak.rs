@@ -812,7 +812,7 @@ fn pid_reuse_names_the_new_process_from_its_own_binary() {
         "--window",
         "1",
         "--duration",
-        "10",
+        "60",
         "--folded",
     ])
     .arg(&folded)
@@ -827,7 +827,10 @@ fn pid_reuse_names_the_new_process_from_its_own_binary() {
         .arg(B_SECS.to_string())
         .arg(&pids_path);
     let mut driver = Spawned::spawn(cmd, "reuse_a drive");
-    let driven = driver.wait_or_panic(Duration::from_secs(30));
+    let driven = driver.wait_or_panic(Duration::from_secs(45));
+    // The driver waited for its last process: every sample of the cycles is in the rings, and
+    // SIGINT ends the recording with them (the --duration is only a bound).
+    send_signal(profctl.pid(), "INT");
     let run = profctl.wait_or_panic(Duration::from_secs(60));
     assert!(
         driven.status.success(),
