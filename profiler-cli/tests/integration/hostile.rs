@@ -1002,7 +1002,7 @@ fn a_users_file_with_roots_build_id_never_names_roots_frames() {
     let symbols = cache.path().join("profctl/symbols");
     let out = scratch();
     let mut profctl = root_record_cached(
-        &["--duration", "3", "--folded", "attack.folded"],
+        &["--duration", "60", "--folded", "attack.folded"],
         out.path(),
         cache.path(),
     );
@@ -1010,6 +1010,9 @@ fn a_users_file_with_roots_build_id_never_names_roots_frames() {
     let attack_run = attacker
         .shell("./poison 1.5")
         .wait_or_panic(Duration::from_secs(60));
+    // The twin has run its 1.5 CPU-s, however long a busy machine took: the recording ends
+    // (the --duration is only a bound).
+    send_signal(profctl.pid(), "INT");
     let run = profctl.wait_or_panic(Duration::from_secs(60));
     run.assert_success("root's recording of the attacker's twin");
     assert!(attack_run.status.success(), "{}", attack_run.stderr);
@@ -1083,7 +1086,7 @@ fn a_users_file_with_roots_build_id_never_names_roots_frames() {
         symbols.display()
     );
     let mut profctl = root_record_cached(
-        &["--duration", "3", "--folded", "attack2.folded"],
+        &["--duration", "60", "--folded", "attack2.folded"],
         out.path(),
         cache.path(),
     );
@@ -1091,6 +1094,9 @@ fn a_users_file_with_roots_build_id_never_names_roots_frames() {
     let attack_run = attacker
         .shell("./poison 1.5")
         .wait_or_panic(Duration::from_secs(60));
+    // The twin has run its 1.5 CPU-s, however long a busy machine took: the recording ends
+    // (the --duration is only a bound).
+    send_signal(profctl.pid(), "INT");
     let run = profctl.wait_or_panic(Duration::from_secs(60));
     run.assert_success("root's recording of the attacker's twin after root's program");
     assert!(attack_run.status.success(), "{}", attack_run.stderr);
