@@ -31,7 +31,8 @@ const NEEDED: u64 = 16;
 /// cap was set in three runs here.
 const WINDOW: u64 = 1;
 
-/// The cap that lowers the frequency: the smallest the daemon takes, under any cost it has.
+/// The cap that lowers the frequency: a hundredth of a percent of a core, under any cost the
+/// daemon can have.
 const UNDER_ANY_COST: f64 = 0.01;
 
 fn write_config(dir: &Path, cap: f64) -> PathBuf {
@@ -59,9 +60,9 @@ fn number(s: &std::collections::BTreeMap<String, String>, key: &str) -> f64 {
 
 #[test]
 fn daemon_an_hour_whose_frequency_the_budget_changed_rolls_up_and_answers_as_its_slices() {
-    // Beside other tests: the cap is set far under any cost the daemon can have (the
-    // budget's floor, 0.01% of a core), so that it lowers the frequency however busy the
-    // machine is, and what is judged (the roll-up against the slices) is exact.
+    // Beside other tests: the cap is set far under any cost the daemon can have (0.01% of a
+    // core), so that it lowers the frequency however busy the machine is, and what is judged
+    // (the roll-up against the slices) is exact.
     let _guard = sampling_shared();
     let dir = scratch();
     let w = workloads();
