@@ -1017,9 +1017,15 @@ fn a_users_file_with_roots_build_id_never_names_roots_frames() {
     run.assert_success("root's recording of the attacker's twin");
     assert!(attack_run.status.success(), "{}", attack_run.stderr);
     let stacks = read_folded(&out.path().join("attack.folded"));
+    // Judged as a share of the twin's samples, not a count: a whole-system recording beside
+    // other tests and a two-CPU hog lost most of them (230 of some 1500 in one run).
+    let (named, all) = (
+        frame_count(&stacks, "poison", "poisoned_name"),
+        comm_total(&stacks, "poison"),
+    );
     assert!(
-        frame_count(&stacks, "poison", "poisoned_name") > 300,
-        "the attacker's twin is not named by its own table:\n{}",
+        named >= 50 && named as f64 >= 0.9 * all as f64,
+        "the attacker's twin is not named by its own table ({named} of its {all} samples):\n{}",
         top_lines(&stacks, 20)
     );
     let cached = listing(&symbols);
