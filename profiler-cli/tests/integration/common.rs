@@ -74,31 +74,12 @@ fn acquire(busy: impl Fn(&Holders) -> bool, take: impl FnOnce(&mut Holders)) {
 }
 
 /// A hold of the sampling lock, for the whole of one test. When `PROFCTL_TEST_TIMES` names a
-/// file, its drop appends `KIND SECONDS TEST` there (KIND `alone`, `shared` or
-/// `alone-then-shared`, SECONDS how long the lock was held): how the integration binary's time
+/// file, its drop appends `KIND SECONDS TEST` there (KIND `alone` or `shared`, SECONDS how
+/// long the lock was held): how the integration binary's time
 /// is spent (README.md, "Tests").
 pub struct SamplingHold {
     kind: &'static str,
     since: Instant,
-}
-
-impl SamplingHold {
-    /// Lets tests holding [`sampling_shared`] run beside this one from now on, once what it
-    /// judges of sampling is sampled (what is left to check is exact: answers of seconds
-    /// already written, compared with each other). No-op unless the hold is alone.
-    pub fn share_from_now(&mut self) {
-        if self.kind != "alone" {
-            return;
-        }
-        {
-            let mut state = holders();
-            state.alone = false;
-            state.shared += 1;
-            state.kind = Kind::Plain;
-        }
-        RELEASED.notify_all();
-        self.kind = "alone-then-shared";
-    }
 }
 
 impl Drop for SamplingHold {

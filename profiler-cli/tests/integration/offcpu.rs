@@ -124,7 +124,9 @@ fn assert_split_within(
 }
 
 fn wall_split(how: How) {
-    let _guard = sampling_lock();
+    // Shared: the workload's own pid or command, its shares against the time it measured
+    // itself (time off CPU while runnable is `preempted`, not one of its waits).
+    let _guard = sampling_shared();
     let dir = scratch();
     let (stacks, measured, stderr) = record_split(dir.path(), "--wall", how);
     assert_split(&stacks, &measured, &["spin", "nap", "wait_pipe"]);
@@ -139,7 +141,8 @@ fn wall_split(how: How) {
 }
 
 fn off_cpu_split(how: How) {
-    let _guard = sampling_lock();
+    // Shared, as `wall_split`.
+    let _guard = sampling_shared();
     let dir = scratch();
     let (stacks, measured, _) = record_split(dir.path(), "--off-cpu", how);
     assert_split(&stacks, &measured, &["nap", "wait_pipe"]);
@@ -189,7 +192,8 @@ fn off_cpu_shares_with_dwarf_of_a_command() {
 
 #[test]
 fn lock_waits_show_the_futex_under_the_caller_that_took_the_lock() {
-    let _guard = sampling_lock();
+    // Shared: its own command, judged by the path of its futex waits.
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
     let folded = dir.path().join("lock.folded");
@@ -254,7 +258,8 @@ fn an_unprivileged_user_without_a_daemon_gets_the_reason_not_an_empty_profile() 
         eprintln!("note: needs root (to become the test user) and perf_event_paranoid >= 2");
         return;
     }
-    let _guard = sampling_lock();
+    // Shared: it samples nothing (no daemon answers); it judges the message.
+    let _guard = sampling_shared();
     let (uid, gid) = ensure_test_user();
     let dir = tempfile::Builder::new()
         .prefix("profctl-offcpu-user-")
@@ -302,7 +307,9 @@ fn an_unprivileged_user_records_off_cpu_and_wall_through_profilerd() {
         eprintln!("note: needs root (to start profilerd and become the test user)");
         return;
     }
-    let _guard = sampling_lock();
+    // Shared: the user records their own pid or command through the daemon, judged as
+    // `wall_split` is.
+    let _guard = sampling_shared();
     let (uid, gid) = ensure_test_user();
     let dir = tempfile::Builder::new()
         .prefix("profctl-offcpu-daemon-")
@@ -420,7 +427,9 @@ fn summary_count(stderr: &str, word: &str) -> u64 {
 /// within [`POINTS`] although most of its switches are not sampled.
 #[test]
 fn switch_samples_stay_under_the_cap_and_the_split_holds() {
-    let _guard = sampling_lock();
+    // Shared: its own pid; the switch samples against a cap of the recorder's own, and the
+    // split thread's shares against the time it measured itself.
+    let _guard = sampling_shared();
     let dir = scratch();
     let w = workloads();
     let (folded, measured) = (dir.path().join("busy.folded"), dir.path().join("busy.m"));

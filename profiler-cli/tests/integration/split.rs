@@ -9,7 +9,9 @@ use crate::common::*;
 
 #[test]
 fn record_command_shares_match_measured_cpu_and_paths_are_complete() {
-    let _guard = sampling_lock();
+    // Shared: it records its own command only, and judges the shares of its functions against
+    // the CPU the workload measured itself (a busy machine slows it, shifting no share).
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
     let folded = dir.path().join("out.folded");
