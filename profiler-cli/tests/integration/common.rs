@@ -73,20 +73,33 @@ fn acquire(busy: impl Fn(&Holders) -> bool, take: impl FnOnce(&mut Holders)) {
     take(&mut state);
 }
 
+/// When the first test of this run took the sampling lock: the origin of the times file's
+/// START column.
+static FIRST_HOLD: OnceLock<Instant> = OnceLock::new();
+
 /// A hold of the sampling lock, for the whole of one test. When `PROFCTL_TEST_TIMES` names a
-/// file, its drop appends `KIND SECONDS TEST` there (KIND `alone` or `shared`, SECONDS how
-/// long the lock was held): how the integration binary's time
-/// is spent (README.md, "Tests").
+/// file, its drop appends `KIND SECONDS TEST START` there (KIND `alone` or `shared`, SECONDS
+/// how long the lock was held, START when it was taken, in seconds since the run's first
+/// hold): how the integration binary's time is spent (README.md, "Tests").
 pub struct SamplingHold {
-    kind: &'static str,
+    alone: bool,
     since: Instant,
+}
+
+impl SamplingHold {
+    /// A hold taken now.
+    fn taken(alone: bool) -> SamplingHold {
+        let since = Instant::now();
+        FIRST_HOLD.get_or_init(|| since);
+        SamplingHold { alone, since }
+    }
 }
 
 impl Drop for SamplingHold {
     fn drop(&mut self) {
         {
             let mut state = holders();
-            if self.kind == "alone" {
+            if self.alone {
                 state.alone = false;
             } else {
                 state.shared -= 1;
@@ -100,10 +113,12 @@ impl Drop for SamplingHold {
             .name()
             .unwrap_or("[unnamed]")
             .to_string();
+        let first = *FIRST_HOLD.get_or_init(|| self.since);
         let line = format!(
-            "{} {:.1} {test}\n",
-            self.kind,
-            self.since.elapsed().as_secs_f64()
+            "{} {:.1} {test} {:.1}\n",
+            if self.alone { "alone" } else { "shared" },
+            self.since.elapsed().as_secs_f64(),
+            self.since.duration_since(first).as_secs_f64()
         );
         // One write of one short line to a file opened for appending: lines from tests that
         // end together do not interleave.
@@ -128,10 +143,7 @@ pub fn sampling_lock() -> SamplingHold {
         |state| state.alone || state.shared > 0,
         |state| state.alone = true,
     );
-    SamplingHold {
-        kind: "alone",
-        since: Instant::now(),
-    }
+    SamplingHold::taken(true)
 }
 
 /// Holds the sampling lock beside other such tests (at most [`SHARED_AT_ONCE`]): for a test
@@ -162,10 +174,7 @@ fn share(kind: Kind) -> SamplingHold {
             state.kind = kind;
         },
     );
-    SamplingHold {
-        kind: "shared",
-        since: Instant::now(),
-    }
+    SamplingHold::taken(false)
 }
 
 /// Path of the binary under test: the crate's `profctl`, unless the
