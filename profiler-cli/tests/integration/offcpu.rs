@@ -430,9 +430,10 @@ fn summary_count(stderr: &str, word: &str) -> u64 {
 /// within [`POINTS`] although most of its switches are not sampled.
 #[test]
 fn switch_samples_stay_under_the_cap_and_the_split_holds() {
-    // Shared: its own pid; the switch samples against a cap of the recorder's own, and the
-    // split thread's shares against the time it measured itself.
-    let _guard = sampling_shared();
+    // Alone: under the cap a wait's share is an estimate from the switches sampled, and how
+    // close it comes moves with the machine's load (beside the hog and two shared tests it
+    // was 5.6 points off, in a run of 2026-11-30).
+    let _guard = sampling_lock();
     let dir = scratch();
     let w = workloads();
     let (folded, measured) = (dir.path().join("busy.folded"), dir.path().join("busy.m"));
