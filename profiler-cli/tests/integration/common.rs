@@ -33,29 +33,80 @@ pub const HOT: [&str; 3] = ["hot_a", "hot_b", "hot_c"];
 /// (`RUST_TEST_THREADS`) for this many shared tests plus the alone tests waiting their turn.
 pub const SHARED_AT_ONCE: usize = 3;
 
-/// The kinds of tests that share the sampling lock: a test runs beside tests of its own kind
-/// only.
+/// What a test waits for at the sampling lock, in the order the lock serves waiting tests
+/// (`scripts/test` starts every test of this binary at once, so the order is the lock's, not
+/// the harness's): the shared tests first, the long ones among them before the rest, so that
+/// no long test is left running with idle places beside it at the end; then the tests whose
+/// stacks are megabytes, together; then the tests that run alone, one after another. A test
+/// that cannot be served now never holds up a later kind that can (a shared test waiting for
+/// megabyte-stack tests to end lets nothing else in).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// Tests whose workloads are ordinary programs.
-    Plain,
-    /// Tests whose workloads make stacks of megabytes each (4000-character names, 100 deep and
-    /// more): every daemon beside them would name those too, and its unfiltered answers
-    /// would outgrow their bound.
-    HugeStacks,
+enum Turn {
+    /// [`sampling_shared_long`].
+    LongShared = 0,
+    /// [`sampling_shared`].
+    Shared = 1,
+    /// [`sampling_shared_huge_stacks`].
+    HugeStacks = 2,
+    /// [`sampling_lock`].
+    Alone = 3,
 }
 
-/// Who holds the sampling lock: one test alone, or up to [`SHARED_AT_ONCE`] of one kind.
+const TURNS: [Turn; 4] = [
+    Turn::LongShared,
+    Turn::Shared,
+    Turn::HugeStacks,
+    Turn::Alone,
+];
+
+/// Who holds the sampling lock (one test alone, or up to [`SHARED_AT_ONCE`] shared tests of
+/// one kind: megabyte stacks or not) and how many tests wait for each [`Turn`].
 struct Holders {
     alone: bool,
     shared: usize,
-    kind: Kind,
+    huge_stacks: bool,
+    waiting: [usize; 4],
+}
+
+impl Holders {
+    /// Whether a test waiting for `turn` could take the lock as it is held now.
+    fn open_to(&self, turn: Turn) -> bool {
+        let huge = turn == Turn::HugeStacks;
+        match turn {
+            Turn::Alone => !self.alone && self.shared == 0,
+            _ => {
+                !self.alone
+                    && self.shared < SHARED_AT_ONCE
+                    && (self.shared == 0 || self.huge_stacks == huge)
+            }
+        }
+    }
+
+    /// Whether a test waiting for `turn` takes the lock now: it is open to it, and to no test
+    /// waiting for an earlier turn.
+    fn serves(&self, turn: Turn) -> bool {
+        self.open_to(turn)
+            && TURNS[..turn as usize]
+                .iter()
+                .all(|&earlier| self.waiting[earlier as usize] == 0 || !self.open_to(earlier))
+    }
+
+    /// Takes the lock for `turn`.
+    fn take(&mut self, turn: Turn) {
+        if turn == Turn::Alone {
+            self.alone = true;
+        } else {
+            self.shared += 1;
+            self.huge_stacks = turn == Turn::HugeStacks;
+        }
+    }
 }
 
 static HOLDERS: Mutex<Holders> = Mutex::new(Holders {
     alone: false,
     shared: 0,
-    kind: Kind::Plain,
+    huge_stacks: false,
+    waiting: [0; 4],
 });
 static RELEASED: Condvar = Condvar::new();
 
@@ -64,13 +115,19 @@ fn holders() -> MutexGuard<'static, Holders> {
     HOLDERS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Waits on [`RELEASED`] while `busy` says the lock cannot be taken, then takes it with `take`.
-fn acquire(busy: impl Fn(&Holders) -> bool, take: impl FnOnce(&mut Holders)) {
+/// Waits until the lock serves `turn`, then takes it.
+fn acquire(turn: Turn) -> SamplingHold {
     let mut state = holders();
-    while busy(&state) {
+    state.waiting[turn as usize] += 1;
+    while !state.serves(turn) {
         state = RELEASED.wait(state).unwrap_or_else(|e| e.into_inner());
     }
-    take(&mut state);
+    state.waiting[turn as usize] -= 1;
+    state.take(turn);
+    drop(state);
+    // A test of a later turn may be served now that this one no longer waits.
+    RELEASED.notify_all();
+    SamplingHold::taken(turn == Turn::Alone)
 }
 
 /// When the first test of this run took the sampling lock: the origin of the times file's
@@ -136,14 +193,9 @@ impl Drop for SamplingHold {
 /// Holds the sampling lock alone: take it for the whole of every test that judges sampling
 /// accuracy against the machine's whole CPU or the daemon's own cost (shares of a whole-system
 /// view, CPU budgets, memory bounds), so that no other sampling test runs beside it on the
-/// test machine's 2 CPUs. It waits until no test holds the lock; tests asking for
-/// [`sampling_shared`] meanwhile still start (the CPUs are not left idle while it waits).
+/// test machine's 2 CPUs. It is served after every waiting shared test ([`Turn`]).
 pub fn sampling_lock() -> SamplingHold {
-    acquire(
-        |state| state.alone || state.shared > 0,
-        |state| state.alone = true,
-    );
-    SamplingHold::taken(true)
+    acquire(Turn::Alone)
 }
 
 /// Holds the sampling lock beside other such tests (at most [`SHARED_AT_ONCE`]): for a test
@@ -152,29 +204,20 @@ pub fn sampling_lock() -> SamplingHold {
 /// filtered to its own processes. It never runs beside a test holding [`sampling_lock`] or
 /// [`sampling_shared_huge_stacks`].
 pub fn sampling_shared() -> SamplingHold {
-    share(Kind::Plain)
+    acquire(Turn::Shared)
+}
+
+/// [`sampling_shared`] for a test that holds the lock for tens of seconds (waiting on a
+/// daemon's slices or roll-ups): served before the other shared tests.
+pub fn sampling_shared_long() -> SamplingHold {
+    acquire(Turn::LongShared)
 }
 
 /// [`sampling_shared`] for a test whose workload makes stacks of megabytes: it runs beside
-/// other such tests only.
+/// other such tests only (every daemon beside them would name those stacks too, and its
+/// unfiltered answers would outgrow their bound).
 pub fn sampling_shared_huge_stacks() -> SamplingHold {
-    share(Kind::HugeStacks)
-}
-
-/// Takes a place among the tests of `kind` holding the lock.
-fn share(kind: Kind) -> SamplingHold {
-    acquire(
-        |state| {
-            state.alone
-                || state.shared >= SHARED_AT_ONCE
-                || (state.shared > 0 && state.kind != kind)
-        },
-        |state| {
-            state.shared += 1;
-            state.kind = kind;
-        },
-    );
-    SamplingHold::taken(false)
+    acquire(Turn::HugeStacks)
 }
 
 /// Path of the binary under test: the crate's `profctl`, unless the

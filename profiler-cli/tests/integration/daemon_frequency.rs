@@ -63,7 +63,7 @@ fn daemon_an_hour_whose_frequency_the_budget_changed_rolls_up_and_answers_as_its
     // Beside other tests: the cap is set far under any cost the daemon can have (0.01% of a
     // core), so that it lowers the frequency however busy the machine is, and what is judged
     // (the roll-up against the slices) is exact.
-    let _guard = sampling_shared();
+    let _guard = sampling_shared_long();
     let dir = scratch();
     let w = workloads();
     let mut cmd = Command::new(&w.split);

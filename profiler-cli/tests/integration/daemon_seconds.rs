@@ -182,7 +182,7 @@ fn check(answer: &Value, bucket: u64, measured: &Measured, what: &str) {
 
 #[test]
 fn daemon_timeline_tells_the_second_at_the_default_slice_length() {
-    let _guard = sampling_shared();
+    let _guard = sampling_shared_long();
     let dir = scratch();
     let config = config_default_slices(dir.path(), "");
     let text = fs::read_to_string(&config).unwrap();

@@ -313,7 +313,7 @@ fn root_only_files_linked_by_another_user_are_not_shown() {
     let Some(attacker) = Attacker::new() else {
         return;
     };
-    let _guard = sampling_shared();
+    let _guard = sampling_shared_long();
     let w = workloads();
     attacker.install(&w.burner, "b");
     attacker.install(crate::symbols::jitmap_workload(), "j");
@@ -606,7 +606,7 @@ fn debug_files_linked_beside_another_users_binary_are_read_with_their_access() {
     let Some(attacker) = Attacker::new() else {
         return;
     };
-    let _guard = sampling_shared();
+    let _guard = sampling_shared_long();
     let secrets = root_only_dir();
     // Root's build: the same code, its function named differently; its debug file root-only.
     let flags = [

@@ -25,7 +25,7 @@ fn whole_system_recording_names_a_running_workload_and_the_kernel() {
     }
     // Beside other tests: it judges names (the workload's and the kernel's) and a floor of
     // half the samples the workload's own CPU time stands for; other tests only add samples.
-    let _guard = sampling_shared();
+    let _guard = sampling_shared_long();
     let w = workloads();
     let dir = scratch();
     let measured = dir.path().join("measured.txt");

@@ -130,7 +130,7 @@ fn clock_in_tz(unix: i64) -> String {
 
 #[test]
 fn timeline_shows_bursts_and_the_pause_renders_in_a_browser_and_the_range_as_pprof() {
-    let _guard = sampling_shared();
+    let _guard = sampling_shared_long();
     let w = workloads();
     let dir = scratch();
     let burner = dir.path().join(NAME);
