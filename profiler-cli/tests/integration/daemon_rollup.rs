@@ -24,7 +24,7 @@ const PERIOD: u64 = 8;
 const WINDOW: f64 = 2.0;
 
 /// Readings of the steady cost (one a second) the cap is set from.
-const READINGS: usize = 15;
+const READINGS: usize = 10;
 
 /// The sampling frequency of this test.
 const HZ: u64 = 299;
