@@ -29,8 +29,8 @@ pub const HOT: [&str; 3] = ["hot_a", "hot_b", "hot_c"];
 
 /// How many tests holding [`sampling_shared`] run at once. More would each get too little of
 /// the test machine's 2 CPUs for their deadlines; fewer leave the CPUs idle while they wait
-/// on a daemon's slices. `scripts/test` runs this binary with enough threads
-/// (`RUST_TEST_THREADS`) for this many shared tests plus the alone tests waiting their turn.
+/// on a daemon's slices. `scripts/test` runs this binary with a thread per test
+/// (`RUST_TEST_THREADS`): every test waits at the lock at once, and [`Turn`] orders them.
 pub const SHARED_AT_ONCE: usize = 3;
 
 /// What a test waits for at the sampling lock, in the order the lock serves waiting tests
