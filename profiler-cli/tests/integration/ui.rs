@@ -5,10 +5,14 @@
 //! the same range; the sandwich of `work` names its caller and callees; the burner's burst as
 //! the diff's other range marks `hot_a` grown; requests without the session cookie or with a
 //! foreign Host are refused, the page asks nothing of any other origin; and the same views of
-//! the range written as pprof (`profctl ui --input x.pb.gz`). The screenshot it takes is
+//! the range written as pprof (`profctl ui --input x.pb.gz`). The programs, `profctl ui` and
+//! `profctl top` run as a user of this test's own ([`UI_USER`]), who sees only the test's
+//! processes, so the test shares the machine with others. The screenshot it takes is
 //! docs/ui.png, and the files test's docs/ui-files.png (`PROFCTL_BLESS=1` writes them there).
 
+use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -17,7 +21,29 @@ use serde_json::{json, Value};
 
 use crate::common::*;
 use crate::daemon::{unix_now, Daemon};
+use crate::daemon_serve::as_user;
 use crate::webdriver::{wait_until, Browser};
+
+/// The user whose programs the daemon's ui test looks at: a user of that test alone, whose
+/// view holds nothing of the tests running beside it.
+const UI_USER: &str = "profctl-ui";
+
+/// Who runs a program: root (the current user), or a user in a directory of theirs.
+#[derive(Clone, Copy)]
+enum RunAs<'a> {
+    Root,
+    User { uid: u32, gid: u32, dir: &'a Path },
+}
+
+impl RunAs<'_> {
+    /// `program`, to be run as this user.
+    fn command(self, program: &Path) -> Command {
+        match self {
+            RunAs::Root => Command::new(program),
+            RunAs::User { uid, gid, dir } => as_user(uid, gid, program, dir),
+        }
+    }
+}
 
 /// A running `profctl ui` and the link it printed.
 struct UiServer {
@@ -27,9 +53,9 @@ struct UiServer {
 }
 
 impl UiServer {
-    /// `profctl [--socket S] ui ARGS --no-open`, once it printed its link.
-    fn start(socket: Option<&Path>, args: &[&str]) -> UiServer {
-        let mut cmd = Command::new(profctl());
+    /// `profctl [--socket S] ui ARGS --no-open` run as `who`, once it printed its link.
+    fn start(who: RunAs<'_>, socket: Option<&Path>, args: &[&str]) -> UiServer {
+        let mut cmd = who.command(profctl());
         if let Some(socket) = socket {
             cmd.arg("--socket").arg(socket);
         }
@@ -91,10 +117,10 @@ fn raw_get(port: u16, path: &str, host: &str, cookie: Option<&str>) -> (u16, Str
     (status, text)
 }
 
-/// Runs `program args` and returns its (start, end), UNIX seconds.
-fn burst(program: &Path, args: &[&str]) -> (f64, f64) {
+/// Runs `program args` as `who` and returns its (start, end), UNIX seconds.
+fn burst(who: RunAs<'_>, program: &Path, args: &[&str]) -> (f64, f64) {
     let start = unix_now();
-    tool(Command::new(program).args(args));
+    tool(who.command(program).args(args));
     (start, unix_now())
 }
 
@@ -153,9 +179,14 @@ fn selected(browser: &Browser, base: bool) -> Option<(f64, f64)> {
     Some((t(0)?, t(1)?))
 }
 
-/// `profctl top`'s total share of `function` over `since..until`, percent.
-fn top_total_share(socket: &Path, (since, until): (f64, f64), function: &str) -> f64 {
-    let out = tool(Command::new(profctl()).args([
+/// `profctl top`'s total share of `function` over `since..until` as `who` sees it, percent.
+fn top_total_share(
+    who: RunAs<'_>,
+    socket: &Path,
+    (since, until): (f64, f64),
+    function: &str,
+) -> f64 {
+    let out = tool(who.command(profctl()).args([
         "--socket",
         socket.to_str().unwrap(),
         "top",
@@ -242,12 +273,12 @@ fn requested_urls(browser: &Browser) -> Vec<String> {
 fn keep_screenshot(png: &[u8], name: &str) {
     assert!(png.starts_with(b"\x89PNG"), "not a PNG");
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    std::fs::write(&out, png).unwrap();
+    fs::write(&out, png).unwrap();
     if std::env::var_os("PROFCTL_BLESS").is_some_and(|v| v == "1") {
         let docs = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../docs")
             .join(name);
-        std::fs::write(&docs, png).unwrap();
+        fs::write(&docs, png).unwrap();
         eprintln!("wrote {}", docs.display());
     } else {
         eprintln!(
@@ -259,21 +290,32 @@ fn keep_screenshot(png: &[u8], name: &str) {
 
 #[test]
 fn ui_in_a_browser_selects_a_burst_searches_sandwiches_diffs_and_shows_files() {
-    let _guard = sampling_lock();
+    // Shared: the user sees only the test's own programs, and what is judged is names and
+    // agreement between views of one history, not how many samples a busy machine leaves.
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let (uid, gid) = ensure_user(UI_USER);
+    let user_dir = dir.path().join("user");
+    fs::create_dir(&user_dir).unwrap();
+    std::os::unix::fs::chown(&user_dir, Some(uid), Some(gid)).unwrap();
+    let user = RunAs::User {
+        uid,
+        gid,
+        dir: &user_dir,
+    };
     let config = Daemon::write_config(dir.path(), "");
     let daemon = Daemon::start(&config);
     let socket = daemon.socket.clone();
 
     // Two programs in turn, two 1-s slices apart (the gap shapes the history).
-    let first = burst(&w.burner, &["3"]);
+    let first = burst(user, &w.burner, &["3"]);
     hold(Duration::from_millis(2500));
-    let measured = dir.path().join("measured.txt");
-    let second = burst(&w.split, &["4", measured.to_str().unwrap()]);
+    let second = burst(user, &w.split, &["4", "measured.txt"]);
     daemon.wait_slices_through(second.1);
 
-    let ui = UiServer::start(Some(&socket), &["--since", "1m"]);
+    let ui = UiServer::start(user, Some(&socket), &["--since", "1m"]);
     let browser = Browser::start(dir.path());
     browser.goto(&ui.url);
     // Both programs in the timeline.
@@ -330,7 +372,7 @@ fn ui_in_a_browser_selects_a_burst_searches_sandwiches_diffs_and_shows_files() {
 
     // A search's matched share against profctl top of the same range.
     let share = search(&browser, "hot_a");
-    let top = top_total_share(&socket, range, "hot_a");
+    let top = top_total_share(user, &socket, range, "hot_a");
     assert!(
         (share - top).abs() <= 2.0,
         "hot_a: matched {share}% in the page, {top}% total in profctl top"
@@ -417,8 +459,8 @@ fn ui_in_a_browser_selects_a_burst_searches_sandwiches_diffs_and_shows_files() {
     }
 
     // The same range as a pprof file, shown without the daemon.
-    let pb = dir.path().join("x.pb.gz");
-    tool(Command::new(profctl()).args([
+    let pb = user_dir.join("x.pb.gz");
+    tool(user.command(profctl()).args([
         "--socket",
         socket.to_str().unwrap(),
         "flamegraph",
@@ -430,7 +472,7 @@ fn ui_in_a_browser_selects_a_burst_searches_sandwiches_diffs_and_shows_files() {
         pb.to_str().unwrap(),
     ]));
     daemon.stop();
-    let files = UiServer::start(None, &["--input", pb.to_str().unwrap()]);
+    let files = UiServer::start(RunAs::Root, None, &["--input", pb.to_str().unwrap()]);
     browser.goto(&files.url);
     wait_flame(&browser, 0);
     let file_names = frames(&browser, "#flame");
@@ -470,13 +512,14 @@ fn ui_in_a_browser_shows_files_exactly() {
     let dir = scratch();
     let after = dir.path().join("after.folded");
     let before = dir.path().join("before.folded");
-    std::fs::write(
+    fs::write(
         &after,
         "split;main;work;hot_a 600\nsplit;main;work;mid;hot_b 300\nsplit;main;hot_c 100\n",
     )
     .unwrap();
-    std::fs::write(&before, "split;main;work;hot_a 100\nsplit;main;hot_c 900\n").unwrap();
+    fs::write(&before, "split;main;work;hot_a 100\nsplit;main;hot_c 900\n").unwrap();
     let ui = UiServer::start(
+        RunAs::Root,
         None,
         &["--input", after.to_str().unwrap(), before.to_str().unwrap()],
     );
@@ -586,7 +629,7 @@ fn ui_drag_to_flame_time() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(5);
     let dir = scratch();
-    let ui = UiServer::start(Some(&socket), &["--since", "65m"]);
+    let ui = UiServer::start(RunAs::Root, Some(&socket), &["--since", "65m"]);
     let browser = Browser::start(dir.path());
     browser.goto(&ui.url);
     wait_until("the timeline drawn", Duration::from_secs(120), || {
