@@ -79,22 +79,46 @@ fn assert_top_shares(top: &BTreeMap<String, f64>, measured: &BTreeMap<String, u6
     }
 }
 
+/// CPU seconds of a process at moments of the wall clock: (UNIX seconds, CPU seconds).
+type CpuReadings = Vec<(f64, f64)>;
+
+/// The CPU seconds `readings` give for UNIX time `at`, interpolated between the readings
+/// around it; 0 before the first, which is taken before the process is started.
+fn cpu_at(readings: &CpuReadings, at: f64) -> f64 {
+    let after = readings
+        .iter()
+        .position(|r| r.0 >= at)
+        .unwrap_or_else(|| panic!("no CPU reading at or after {at:.3}: {readings:?}"));
+    if after == 0 {
+        return 0.0;
+    }
+    let ((t0, c0), (t1, c1)) = (readings[after - 1], readings[after]);
+    c0 + (c1 - c0) * (at - t0) / (t1 - t0).max(1e-9)
+}
+
 /// The scrape: `go tool pprof` asks for 5 s while a workload runs; the answer comes after the
-/// 5 s and two snapshots' naming, and holds those 5 s (the workload's CPU time over them), not
-/// whole slices.
+/// 5 s and two snapshots' naming, and holds those 5 s (the workload's CPU time over the
+/// profile's own window, which its `time_nanos` gives), not whole slices.
 fn scrape_five_seconds(port: u16, dir: &Path) {
     let w = workloads();
     let mut cmd = Command::new(&w.split);
-    cmd.arg("12").arg(dir.join("scraped.txt"));
+    cmd.arg("30").arg(dir.join("scraped.txt"));
+    // Its CPU is read from before its start on: the scrape's window may begin up to
+    // FRESH_LAG (1 s) before the request, at the snapshot of the queries before it, even
+    // before the workload started.
+    let mut readings: CpuReadings = vec![(unix_now(), 0.0)];
     let mut busy = Spawned::spawn(cmd, "split (scraped)");
-    // Past its start (its calibration): the scrape's window holds its steady work.
+    // Past its start (its calibration): the scrape's window holds mostly its steady work.
     let pid = busy.pid();
     wait_for(
         "the scraped split at work",
         Duration::from_secs(30),
         || match cpu_seconds(pid) {
             cpu if cpu >= 0.5 => Ok(()),
-            cpu => Err(format!("{cpu:.2} s of CPU")),
+            cpu => {
+                readings.push((unix_now(), cpu));
+                Err(format!("{cpu:.2} s of CPU"))
+            }
         },
     );
     let home = dir.join("gohome");
@@ -103,39 +127,42 @@ fn scrape_five_seconds(port: u16, dir: &Path) {
         "http://127.0.0.1:{port}/debug/pprof/profile?seconds=5&pid={}",
         busy.pid()
     );
-    let cpu_before = cpu_seconds(pid);
+    readings.push((unix_now(), cpu_seconds(pid)));
     let started = Instant::now();
-    let out = Command::new("go")
-        .args([
-            "tool",
-            "pprof",
-            "-timeout",
-            "30",
-            "-top",
-            "-sample_index=samples",
-            &url,
-        ])
-        .env("HOME", &home)
-        .env("PPROF_TMPDIR", &home)
-        .output()
-        .expect("run go tool pprof");
+    let mut go = Command::new("go");
+    go.args([
+        "tool",
+        "pprof",
+        "-timeout",
+        "30",
+        "-top",
+        "-sample_index=samples",
+        &url,
+    ])
+    .env("HOME", &home)
+    .env("PPROF_TMPDIR", &home);
+    let mut go = Spawned::spawn(go, "go tool pprof");
+    // The workload's CPU read all along (every 20-200 ms), for its CPU over the profile's
+    // window, wherever the window falls in the time go tool pprof took.
+    let out = wait_for("go tool pprof", Duration::from_secs(60), || {
+        readings.push((unix_now(), cpu_seconds(pid)));
+        go.wait_timeout(Duration::ZERO)
+            .ok_or_else(|| "running".to_string())
+    });
     let took = started.elapsed();
-    let cpu = cpu_seconds(pid) - cpu_before;
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    readings.push((unix_now(), cpu_seconds(pid)));
+    let text = format!("{}\n{}", out.stdout, out.stderr);
     assert!(out.status.success(), "go tool pprof failed:\n{text}");
-    // It waited out the 5 s. Past them, two snapshots of the open slices are named (a
-    // debug-build daemon sampling 2 CPUs at 999 Hz: 0.75 s a snapshot here, 8.9 s for the
-    // two in a full CI run), never longer than the daemon waits for one (FRESH_WAIT, 10 s),
-    // and go tool pprof's own start and request (2 s, scaled). How long a release build
+    // It waited out the 5 s, less up to FRESH_LAG (1 s) when a snapshot that recent (the
+    // queries' before it) starts the window. Past them, two snapshots of the open slices are
+    // named (a debug-build daemon sampling 2 CPUs at 999 Hz: 0.75 s a snapshot here, 8.9 s
+    // for the two in a full CI run), never longer than the daemon waits for one (FRESH_WAIT,
+    // 10 s), and go tool pprof's own start and request (2 s, scaled). How long a release build
     // takes past the 5 s is bench/daemon.sh's "scrape" figure; the window itself (5 s, not
     // whole slices) is judged by the samples below.
     let longest = Duration::from_secs(5 + 2 * 10) + scaled(Duration::from_secs(2));
     assert!(
-        took >= Duration::from_secs(5) && took <= longest,
+        took >= Duration::from_secs(4) && took <= longest,
         "go tool pprof with seconds=5 took {took:?} (at most {longest:?})\n{text}"
     );
     let total: u64 = text
@@ -143,17 +170,35 @@ fn scrape_five_seconds(port: u16, dir: &Path) {
         .find_map(|l| l.split("Total samples = ").nth(1))
         .and_then(|t| t.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no total in:\n{text}"));
-    // The workload's CPU over 5 s of the time go tool pprof took, in samples at FREQ.
-    let expected = cpu * FREQ_HZ * 5.0 / took.as_secs_f64();
+    // The profile go tool pprof fetched (it keeps a copy): its window.
+    let saved = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Saved profile in "))
+        .unwrap_or_else(|| panic!("go tool pprof kept no copy:\n{text}"));
+    let profile = pprof::decode(&fs::read(saved.trim()).unwrap()).expect("a pprof profile");
+    let since = profile.time_nanos as f64 / 1e9;
+    let seconds = profile.duration_nanos as f64 / 1e9;
+    assert!(
+        (seconds - 5.0).abs() < 0.01,
+        "the profile's duration: {seconds} s"
+    );
+    // The workload's CPU over the profile's 5 s, in samples at FREQ.
+    let cpu = cpu_at(&readings, since + seconds) - cpu_at(&readings, since);
+    let expected = cpu * FREQ_HZ;
+    eprintln!(
+        "scrape: {total} samples, {expected:.0} expected ({cpu:.2} CPU s in the profile's \
+         window, which began {:+.2} s from go tool pprof's start); go tool pprof took {took:?}",
+        since - (readings[readings.len() - 1].0 - took.as_secs_f64())
+    );
     assert!(
         (total as f64) >= 0.85 * expected && (total as f64) <= 1.1 * expected,
-        "the scrape holds {total} samples; 5 s of the workload's CPU is about {expected:.0} \
-         ({cpu:.2} s of CPU in {took:?})\n{text}"
+        "the scrape holds {total} samples; the workload's {cpu:.2} s of CPU over the profile's \
+         5 s are about {expected:.0} (go tool pprof took {took:?})\n{text}"
     );
     for f in ["hot_a", "hot_b"] {
         assert!(text.contains(f), "{f} missing from the scrape:\n{text}");
     }
-    // Its 12 CPU-seconds outlast the scrape on any machine; what is left is not judged.
+    // Its 30 CPU-seconds outlast the scrape on any machine; what is left is not judged.
     busy.kill_tree();
 }
 
@@ -162,7 +207,11 @@ fn daemon_fresh_answers_for_flamegraph_top_and_scrape() {
     if Command::new("go").arg("version").output().is_err() {
         panic!("go is missing: install golang-go (scripts/test does)");
     }
-    let _guard = sampling_lock();
+    // Shared: every query and the scrape select the workload's pid, whose shares and samples
+    // are judged against the CPU it measured over the same span, and the fresh answers
+    // against the written ones of the same range (a busy machine slows them and shifts
+    // nothing judged).
+    let _guard = sampling_shared();
     let w = workloads();
     let dir = scratch();
     let port = free_port();
@@ -214,9 +263,8 @@ fn daemon_fresh_answers_for_flamegraph_top_and_scrape() {
         "{snapshots} snapshots of the open slices for two queries a second apart"
     );
 
-    // Once the first slice is written: the first naming after a start names every process
-    // running, seconds in a debug build.
-    daemon.wait_slices_through(asked);
+    // The scrape, while the slices through the queries close: the queries' snapshots named
+    // every process running (seconds in a debug build); the scrape's snapshots name what is new.
     scrape_five_seconds(port, dir.path());
 
     // Once the slices through the first query are written, the same range again, from
