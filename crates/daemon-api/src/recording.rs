@@ -10,6 +10,13 @@ use crate::Measure;
 /// `RECORDINGS/ID/folded` and `RECORDINGS/ID/pprof`.
 pub const RECORDINGS: &str = "/v1/recordings";
 
+/// Appended to a recording's route, the route that stops it: `POST RECORDINGS/ID/stop` stops
+/// a running recording (its result is named and kept) and leaves a finished one as it is,
+/// answering its status either way. `DELETE RECORDINGS/ID` also stops a running one, but
+/// forgets one that has ended: a client stopping a recording that ended on its own meanwhile
+/// (its process exited) would lose the result.
+pub const STOP: &str = "/stop";
+
 /// `POST /v1/recordings` body (JSON).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use daemon_api::header as name;
-use daemon_api::recording::WaitParams;
+use daemon_api::recording::{RecordingState, WaitParams};
 
 use crate::http::answer::Held;
 use crate::http::common::{error, ApiState, Peer};
@@ -23,6 +23,7 @@ pub fn routes() -> Router<Arc<ApiState>> {
     Router::new()
         .route("/v1/recordings", post(create))
         .route("/v1/recordings/{id}", get(status).delete(remove))
+        .route("/v1/recordings/{id}/stop", post(stop))
         .route("/v1/recordings/{id}/folded", get(folded))
         .route("/v1/recordings/{id}/pprof", get(pprof))
 }
@@ -190,6 +191,22 @@ async fn pprof(
         )
             .into_response(),
         Err(refused) => refused,
+    }
+}
+
+/// `POST /v1/recordings/ID/stop`: 202 and the status while the recording was running (it is
+/// stopped), 200 and the status once it has ended (it is kept).
+async fn stop(
+    State(state): State<Arc<ApiState>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    Path(id): Path<u64>,
+) -> Response {
+    match state.recordings.stop(id, state.requester(&peer)) {
+        None => unavailable(Unavailable::NotFound(id)),
+        Some(status) if status.state == RecordingState::Running => {
+            (StatusCode::ACCEPTED, Json(status)).into_response()
+        }
+        Some(status) => (StatusCode::OK, Json(status)).into_response(),
     }
 }
 

@@ -439,6 +439,16 @@ impl Recordings {
         self.result(id, who, |o| o.measure.pprof_bytes(&o.slice))
     }
 
+    /// Stop recording `id` if it runs (its result is named and kept); one that ended is left
+    /// as it is. Its status, or `None` when `who` has no such recording.
+    pub fn stop(&self, id: u64, who: Requester) -> Option<RecordingStatus> {
+        let entry = self.get(id, who)?;
+        if let Some(stop) = entry.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = stop.send(());
+        }
+        Some(entry.status())
+    }
+
     /// Stop recording `id` if it runs; forget it if it ended.
     pub fn remove(&self, id: u64, who: Requester) -> Removal {
         let Some(entry) = self.get(id, who) else {
@@ -533,5 +543,48 @@ mod tests {
         assert!(free, "the entry's lock was held while rendering");
         assert_eq!(entry.status().samples, Some(38));
         assert!(recordings.pprof(entry.id, who).is_ok());
+    }
+
+    #[test]
+    fn stopping_a_recording_that_ended_keeps_its_result() {
+        let recordings = Recordings::default();
+        let who = Requester {
+            uid: 1000,
+            admin: false,
+        };
+        let limits = crate::config::Recordings::default();
+        let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel();
+        let entry = recordings
+            .insert(&limits, who, |id| Entry {
+                id,
+                owner: who.uid,
+                request: RecordingRequest::default(),
+                kernel: false,
+                visibility: Visibility::of(who.uid, who.admin),
+                started_ns: 0,
+                stop: Mutex::new(Some(stop_tx)),
+                state: Mutex::new(Phase::Running),
+                done: tokio::sync::Notify::new(),
+                sampling: std::sync::atomic::AtomicBool::new(false),
+                finished_at: Mutex::new(None),
+            })
+            .unwrap();
+        // Running: stopped.
+        let status = recordings.stop(entry.id, who).expect("the recording");
+        assert_eq!(status.state, RecordingState::Running);
+        assert!(stop_rx.try_recv().is_ok(), "the recording was told to stop");
+        // It ended (its process exited) before a second stop arrived: kept, as the stop
+        // found it, where DELETE would have forgotten it.
+        entry.finish(Phase::Failed("ended".into()));
+        let status = recordings.stop(entry.id, who).expect("kept");
+        assert_eq!(status.state, RecordingState::Failed);
+        assert!(recordings.get(entry.id, who).is_some());
+        let stranger = Requester {
+            uid: 1001,
+            admin: false,
+        };
+        assert!(recordings.stop(entry.id, stranger).is_none());
+        assert!(matches!(recordings.remove(entry.id, who), Removal::Removed));
+        assert!(recordings.stop(entry.id, who).is_none());
     }
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use daemon_api::recording::{RecordingRequest, RecordingState, RecordingStatus, RECORDINGS};
+use daemon_api::recording::{RecordingRequest, RecordingState, RecordingStatus, RECORDINGS, STOP};
 
 use super::options::RecordOutputs;
 use crate::cli::{CallGraphArg, EventArg, RecordArgs};
@@ -120,9 +120,9 @@ async fn release_when_sampling(
 }
 
 /// Start a recording on the daemon, wait for its end (a first SIGINT or SIGTERM stops it
-/// early; so does the exit of `command`, which is let exec once the recording samples),
-/// fetch `/v1/recordings/ID{result}` and delete the recording: its final status and the
-/// result.
+/// early, through its stop route; so does the exit of `command`, which is let exec once the
+/// recording samples), fetch `/v1/recordings/ID{result}` and delete the recording: its final
+/// status and the result.
 async fn recorded(
     socket: &Path,
     body: &RecordingRequest,
@@ -139,6 +139,9 @@ async fn recorded(
     }
     let created: RecordingStatus = json(&created)?;
     let path = format!("{RECORDINGS}/{}", created.id);
+    // Stopped through its stop route, never DELETE: DELETE forgets a recording that ended on
+    // its own meanwhile (the command exited, and the daemon saw its process exit first).
+    let stop_path = format!("{path}{STOP}");
     let mut stopping = false;
     if let Some(command) = command.as_deref_mut() {
         release_when_sampling(socket, &path, command).await?;
@@ -155,7 +158,7 @@ async fn recorded(
         tokio::select! {
             _ = exited, if !stopping => {
                 stopping = true;
-                let _ = request(socket, "DELETE", &path, None).await?;
+                let _ = request(socket, "POST", &stop_path, None).await?;
             }
             answer = wait => {
                 let status: RecordingStatus = json(&answer?.ok()?)?;
@@ -165,14 +168,14 @@ async fn recorded(
             }
             _ = interrupt.recv(), if !stopping => {
                 stopping = true;
-                let answer = request(socket, "DELETE", &path, None).await?;
+                let answer = request(socket, "POST", &stop_path, None).await?;
                 if !(200..300).contains(&answer.status) {
                     check(&answer)?;
                 }
             }
             _ = terminate.recv(), if !stopping => {
                 stopping = true;
-                let _ = request(socket, "DELETE", &path, None).await?;
+                let _ = request(socket, "POST", &stop_path, None).await?;
             }
         }
     };
