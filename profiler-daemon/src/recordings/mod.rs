@@ -1,6 +1,7 @@
 //! On-demand recordings of one process: the manager behind `POST /v1/recordings`,
-//! `GET /v1/recordings/ID` (and `/folded`, `/pprof`) and `DELETE /v1/recordings/ID` (the
-//! handlers: `http/recordings.rs`). Knows users by uid, not by connection.
+//! `GET /v1/recordings/ID` (and `/folded`, `/pprof`), `POST /v1/recordings/ID/stop` and
+//! `DELETE /v1/recordings/ID` (the handlers: `http/recordings.rs`). Knows users by uid, not by
+//! connection.
 //!
 //! Each recording runs on perf events and a thread of its own (the recorder's per-process
 //! mode: the process's threads, and the processes it creates while recording, followed by the

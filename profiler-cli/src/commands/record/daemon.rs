@@ -119,6 +119,18 @@ async fn release_when_sampling(
     command.release().context("starting the command")
 }
 
+/// Stop the recording at `path` early through its stop route, never `DELETE`, which forgets a
+/// recording that ended on its own meanwhile (the command exited, and the daemon saw its
+/// process exit first); a daemon older than the route (404 without an error body) through
+/// `DELETE`.
+async fn stop_recording(socket: &Path, path: &str) -> Result<Answer> {
+    let answer = request(socket, "POST", &format!("{path}{STOP}"), None).await?;
+    if answer.status == 404 && answer.body.is_empty() {
+        return Ok(request(socket, "DELETE", path, None).await?);
+    }
+    Ok(answer)
+}
+
 /// Start a recording on the daemon, wait for its end (a first SIGINT or SIGTERM stops it
 /// early, through its stop route; so does the exit of `command`, which is let exec once the
 /// recording samples), fetch `/v1/recordings/ID{result}` and delete the recording: its final
@@ -139,9 +151,6 @@ async fn recorded(
     }
     let created: RecordingStatus = json(&created)?;
     let path = format!("{RECORDINGS}/{}", created.id);
-    // Stopped through its stop route, never DELETE: DELETE forgets a recording that ended on
-    // its own meanwhile (the command exited, and the daemon saw its process exit first).
-    let stop_path = format!("{path}{STOP}");
     let mut stopping = false;
     if let Some(command) = command.as_deref_mut() {
         release_when_sampling(socket, &path, command).await?;
@@ -158,7 +167,7 @@ async fn recorded(
         tokio::select! {
             _ = exited, if !stopping => {
                 stopping = true;
-                let _ = request(socket, "POST", &stop_path, None).await?;
+                let _ = stop_recording(socket, &path).await?;
             }
             answer = wait => {
                 let status: RecordingStatus = json(&answer?.ok()?)?;
@@ -168,14 +177,14 @@ async fn recorded(
             }
             _ = interrupt.recv(), if !stopping => {
                 stopping = true;
-                let answer = request(socket, "POST", &stop_path, None).await?;
+                let answer = stop_recording(socket, &path).await?;
                 if !(200..300).contains(&answer.status) {
                     check(&answer)?;
                 }
             }
             _ = terminate.recv(), if !stopping => {
                 stopping = true;
-                let _ = request(socket, "POST", &stop_path, None).await?;
+                let _ = stop_recording(socket, &path).await?;
             }
         }
     };
