@@ -1,7 +1,8 @@
 //! Fresh answers from profilerd (issue 22): with the default 10-second slices, a query made one
 //! second after a workload ends already holds its samples (the open slice is named on demand),
 //! for `profctl flamegraph`, `profctl top` and the scrape endpoint read by the real
-//! `go tool pprof`, whose `?seconds=5` answers after 5 seconds with those 5 seconds.
+//! `go tool pprof`, whose `?seconds=5` answers after 5 seconds (from a snapshot up to a second
+//! before the request, when one was taken) with those 5 seconds.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -97,7 +98,8 @@ fn cpu_at(readings: &CpuReadings, at: f64) -> f64 {
 }
 
 /// The scrape: `go tool pprof` asks for 5 s while a workload runs; the answer comes after the
-/// 5 s and two snapshots' naming, and holds those 5 s (the workload's CPU time over the
+/// 5 s (counted from a snapshot up to FRESH_LAG, 1 s, before the request when there is one)
+/// and two snapshots' naming, and holds those 5 s (the workload's CPU time over the
 /// profile's own window, which its `time_nanos` gives), not whole slices.
 fn scrape_five_seconds(port: u16, dir: &Path) {
     let w = workloads();
@@ -127,7 +129,8 @@ fn scrape_five_seconds(port: u16, dir: &Path) {
         "http://127.0.0.1:{port}/debug/pprof/profile?seconds=5&pid={}",
         busy.pid()
     );
-    readings.push((unix_now(), cpu_seconds(pid)));
+    let go_started = unix_now();
+    readings.push((go_started, cpu_seconds(pid)));
     let started = Instant::now();
     let mut go = Command::new("go");
     go.args([
@@ -182,13 +185,19 @@ fn scrape_five_seconds(port: u16, dir: &Path) {
         (seconds - 5.0).abs() < 0.01,
         "the profile's duration: {seconds} s"
     );
+    // The window starts at the request, or at a snapshot at most FRESH_LAG (1 s) older.
+    assert!(
+        since >= go_started - 1.1 && since <= go_started + took.as_secs_f64(),
+        "the profile's window starts at {since:.3}, go tool pprof ran from {go_started:.3} \
+         for {took:?}"
+    );
     // The workload's CPU over the profile's 5 s, in samples at FREQ.
     let cpu = cpu_at(&readings, since + seconds) - cpu_at(&readings, since);
     let expected = cpu * FREQ_HZ;
     eprintln!(
         "scrape: {total} samples, {expected:.0} expected ({cpu:.2} CPU s in the profile's \
          window, which began {:+.2} s from go tool pprof's start); go tool pprof took {took:?}",
-        since - (readings[readings.len() - 1].0 - took.as_secs_f64())
+        since - go_started
     );
     assert!(
         (total as f64) >= 0.85 * expected && (total as f64) <= 1.1 * expected,
