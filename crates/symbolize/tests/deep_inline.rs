@@ -3,9 +3,9 @@
 //! recursively, one call per level). The binary is generated and built with gcc; the address
 //! is named on a thread with a 128-KiB stack in a child process, since an overflow aborts the
 //! whole process. gcc's time grows with the square of the depth, so the stack is made small
-//! rather than the depth large: with addr2line optimized (as every dependency is in our debug
-//! builds), 1,000 levels overflow 128 KiB without either depth check, where 3,000 levels did
-//! not overflow std's default 2 MiB.
+//! rather than the depth large: with symbolize optimized (addr2line's generic parsing is
+//! compiled into it), 1,000 levels overflow 128 KiB without either depth check, where 3,000
+//! levels did not overflow std's default 2 MiB.
 
 mod common;
 

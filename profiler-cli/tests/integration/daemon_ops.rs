@@ -358,8 +358,8 @@ fn daemon_reload_changes_the_frequency_live_and_refuses_a_bad_file() {
     );
     assert!(
         (0.7..=1.4).contains(&ratio),
-        "reload_999hz (1.5 s at 999 Hz): {a}, reload_99hz (1.5 s at 99 Hz): {b}; expected about equal \
-         (samples lost meanwhile: {})\n{}\n{}",
+        "reload_999hz (1.5 s at 999 Hz): {a}, reload_99hz (1.5 s at 99 Hz): {b}; expected \
+         about equal (samples lost meanwhile: {})\n{}\n{}",
         daemon.number("lost") - lost_before,
         comm_summary(&stacks),
         run.stderr

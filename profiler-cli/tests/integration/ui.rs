@@ -5,9 +5,10 @@
 //! the same range; the sandwich of `work` names its caller and callees; the burner's burst as
 //! the diff's other range marks `hot_a` grown; requests without the session cookie or with a
 //! foreign Host are refused, the page asks nothing of any other origin; and the same views of
-//! the range written as pprof (`profctl ui --input x.pb.gz`). The programs, `profctl ui` and
-//! `profctl top` run as a user of this test's own ([`UI_USER`]), who sees only the test's
-//! processes, so the test shares the machine with others. The screenshot it takes is
+//! the range written as pprof (`profctl ui --input x.pb.gz`). The programs and the profctl
+//! commands that read the daemon (`ui`, `top`, `flamegraph`) run as a user of this test's own
+//! ([`UI_USER`]), who sees only the test's processes, so the test shares the machine with
+//! others; the file is shown by the user running the tests. The screenshot it takes is
 //! docs/ui.png, and the files test's docs/ui-files.png (`PROFCTL_BLESS=1` writes them there).
 
 use std::fs;
@@ -28,18 +29,27 @@ use crate::webdriver::{wait_until, Browser};
 /// view holds nothing of the tests running beside it.
 const UI_USER: &str = "profctl-ui";
 
-/// Who runs a program: root (the current user), or a user in a directory of theirs.
+/// Who runs a program.
 #[derive(Clone, Copy)]
 enum RunAs<'a> {
-    Root,
-    User { uid: u32, gid: u32, dir: &'a Path },
+    /// The user running the tests.
+    Tester,
+    /// Another user, in a directory of theirs.
+    User {
+        /// Their uid.
+        uid: u32,
+        /// Their gid.
+        gid: u32,
+        /// The directory the program runs in.
+        dir: &'a Path,
+    },
 }
 
 impl RunAs<'_> {
     /// `program`, to be run as this user.
     fn command(self, program: &Path) -> Command {
         match self {
-            RunAs::Root => Command::new(program),
+            RunAs::Tester => Command::new(program),
             RunAs::User { uid, gid, dir } => as_user(uid, gid, program, dir),
         }
     }
@@ -472,7 +482,7 @@ fn ui_in_a_browser_selects_a_burst_searches_sandwiches_diffs_and_shows_files() {
         pb.to_str().unwrap(),
     ]));
     daemon.stop();
-    let files = UiServer::start(RunAs::Root, None, &["--input", pb.to_str().unwrap()]);
+    let files = UiServer::start(RunAs::Tester, None, &["--input", pb.to_str().unwrap()]);
     browser.goto(&files.url);
     wait_flame(&browser, 0);
     let file_names = frames(&browser, "#flame");
@@ -519,7 +529,7 @@ fn ui_in_a_browser_shows_files_exactly() {
     .unwrap();
     fs::write(&before, "split;main;work;hot_a 100\nsplit;main;hot_c 900\n").unwrap();
     let ui = UiServer::start(
-        RunAs::Root,
+        RunAs::Tester,
         None,
         &["--input", after.to_str().unwrap(), before.to_str().unwrap()],
     );
@@ -629,7 +639,7 @@ fn ui_drag_to_flame_time() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(5);
     let dir = scratch();
-    let ui = UiServer::start(RunAs::Root, Some(&socket), &["--since", "65m"]);
+    let ui = UiServer::start(RunAs::Tester, Some(&socket), &["--since", "65m"]);
     let browser = Browser::start(dir.path());
     browser.goto(&ui.url);
     wait_until("the timeline drawn", Duration::from_secs(120), || {
