@@ -501,15 +501,14 @@ fn check_limits(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_result_is_rendered_without_its_entrys_lock() {
-        let recordings = Recordings::default();
-        let who = Requester {
-            uid: 1000,
-            admin: false,
-        };
+    /// A user's running recording in `recordings`, with `stop` as its stop sender.
+    fn running(
+        recordings: &Recordings,
+        who: Requester,
+        stop: Option<tokio::sync::oneshot::Sender<()>>,
+    ) -> Arc<Entry> {
         let limits = crate::config::Recordings::default();
-        let entry = recordings
+        recordings
             .insert(&limits, who, |id| Entry {
                 id,
                 owner: who.uid,
@@ -517,13 +516,23 @@ mod tests {
                 kernel: false,
                 visibility: Visibility::of(who.uid, who.admin),
                 started_ns: 0,
-                stop: Mutex::new(None),
+                stop: Mutex::new(stop),
                 state: Mutex::new(Phase::Running),
                 done: tokio::sync::Notify::new(),
                 sampling: std::sync::atomic::AtomicBool::new(false),
                 finished_at: Mutex::new(None),
             })
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn a_result_is_rendered_without_its_entrys_lock() {
+        let recordings = Recordings::default();
+        let who = Requester {
+            uid: 1000,
+            admin: false,
+        };
+        let entry = running(&recordings, who, None);
         entry.finish(Phase::Done(Arc::new(Outcome {
             slice: crate::slice::tests::example(0),
             measure: Measure::Cpu,
@@ -553,23 +562,8 @@ mod tests {
             uid: 1000,
             admin: false,
         };
-        let limits = crate::config::Recordings::default();
         let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel();
-        let entry = recordings
-            .insert(&limits, who, |id| Entry {
-                id,
-                owner: who.uid,
-                request: RecordingRequest::default(),
-                kernel: false,
-                visibility: Visibility::of(who.uid, who.admin),
-                started_ns: 0,
-                stop: Mutex::new(Some(stop_tx)),
-                state: Mutex::new(Phase::Running),
-                done: tokio::sync::Notify::new(),
-                sampling: std::sync::atomic::AtomicBool::new(false),
-                finished_at: Mutex::new(None),
-            })
-            .unwrap();
+        let entry = running(&recordings, who, Some(stop_tx));
         // Running: stopped.
         let status = recordings.stop(entry.id, who).expect("the recording");
         assert_eq!(status.state, RecordingState::Running);
