@@ -199,7 +199,7 @@ impl Daemon {
         });
     }
 
-    /// `GET /v1/status` as this process's user, as flat `key → value` strings.
+    /// `GET /v1/status` as this process's user, as `key → value` strings (`status_of`).
     pub(crate) fn status(&self) -> Option<BTreeMap<String, String>> {
         status_of(&self.socket)
     }
@@ -302,18 +302,22 @@ impl Daemon {
     }
 }
 
-/// `GET /v1/status` on `socket` as this process's user, as flat `key → value` strings.
+/// `GET /v1/status` on `socket` as this process's user: its top-level fields as `key → value`
+/// strings (a string as itself, anything else as its JSON text). Parsed as JSON: the nested
+/// `uid_share_dropped` entries have keys of their own (`samples`, `stacks`) that must not
+/// stand for the daemon's.
 pub(crate) fn status_of(socket: &Path) -> Option<BTreeMap<String, String>> {
     let body = http_get(socket, "/v1/status")?;
-    let mut out = BTreeMap::new();
-    for field in body.trim().trim_matches(['{', '}']).split(',') {
-        let (k, v) = field.split_once(':')?;
-        out.insert(
-            k.trim_matches('"').to_string(),
-            v.trim_matches('"').to_string(),
-        );
-    }
-    Some(out)
+    let fields: BTreeMap<String, serde_json::Value> = serde_json::from_str(&body).ok()?;
+    Some(
+        fields
+            .into_iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => (k, s),
+                other => (k, other.to_string()),
+            })
+            .collect(),
+    )
 }
 
 /// A status field as a number (0 when missing or not a number).
