@@ -55,6 +55,12 @@ pub const NAME_BYTES: usize = 16 << 20;
 /// made it sample.
 const NAMING_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// After SIGTERM, the housekeeping thread is waited for this long, then left to the process's
+/// exit: at the lowest priority a busy machine may give it no CPU for minutes, and whatever
+/// roll-up it is making is made again from its files after the next start (what it wrote is
+/// written atomically: `store/hourly.rs`).
+const HOUSEKEEPING_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Windows named between two saves of the frame cache.
 const SAVE_CACHES_EVERY: u64 = 360;
 
@@ -160,8 +166,9 @@ impl Pipeline {
     }
 
     /// Stop sampling, flush the open slice, and wait until the closed slices are named and
-    /// written: those not named within [`NAMING_AT_EXIT`] are dropped (counted). Returns the
-    /// sampling thread's outcome.
+    /// written: those not named within [`NAMING_AT_EXIT`] are dropped (counted); the
+    /// housekeeper is waited for at most [`HOUSEKEEPING_AT_EXIT`]. Returns the sampling
+    /// thread's outcome.
     pub fn stop(&mut self) -> Result<()> {
         self.stopping.store(true, Ordering::Relaxed);
         if let Some(stop) = self.stop.take() {
@@ -179,8 +186,19 @@ impl Pipeline {
         }
         self.hourly.stop();
         if let Some(h) = self.housekeeper.take() {
-            h.join()
-                .map_err(|_| anyhow::anyhow!("the housekeeping thread panicked"))?;
+            let deadline = std::time::Instant::now() + HOUSEKEEPING_AT_EXIT;
+            while !h.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            if h.is_finished() {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("the housekeeping thread panicked"))?;
+            } else {
+                warn!(
+                    "stopping: the housekeeping thread (lowest priority) is still folding a \
+                     roll-up; its hour is rolled up from its files after the next start"
+                );
+            }
         }
         let recording = sampled?;
         info!(

@@ -227,9 +227,26 @@ impl Hourly {
                 self.skip(hour, &why);
                 return;
             }
-            std::thread::sleep((thread_cpu() - before) * CATCH_UP_PAUSE);
+            self.pause((thread_cpu() - before) * CATCH_UP_PAUSE);
         }
         self.write(hour, builder, thread_cpu() - cpu);
+    }
+
+    /// Wait `span`, or less if [`Hourly::stop`] comes first.
+    fn pause(&self, span: Duration) {
+        let until = Instant::now() + span;
+        let mut work = self.work();
+        while !work.stop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            work = self
+                .wake
+                .wait_timeout(work, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     /// Write `builder`'s roll-up of `hour` and index it; let go of the claim, and of the

@@ -674,3 +674,27 @@ fn an_idle_query_cache_is_dropped() {
     assert_eq!(store.cache_size().1, 0);
     assert!(store.cache_size().0 < bytes);
 }
+
+#[test]
+fn stopping_cuts_the_housekeepers_pause_short() {
+    // The catch-up's pause after each file (four times its CPU) ends at stop: a housekeeper at
+    // the lowest priority must not hold the daemon's exit for its pauses.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Duration::from_secs(86_400), 1 << 40, H).unwrap();
+    let hourly = Hourly::new(Arc::clone(&store));
+    let pausing = Arc::clone(&hourly);
+    let started = std::time::Instant::now();
+    let pause = std::thread::spawn(move || pausing.pause(Duration::from_secs(120)));
+    hourly.stop();
+    pause.join().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the pause went on after stop: {:?}",
+        started.elapsed()
+    );
+    // Without a stop, it lasts its span.
+    let hourly = Hourly::new(store);
+    let started = std::time::Instant::now();
+    hourly.pause(Duration::from_millis(50));
+    assert!(started.elapsed() >= Duration::from_millis(50));
+}
