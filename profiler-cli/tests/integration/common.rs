@@ -456,10 +456,12 @@ impl Spawned {
         if let Some(run) = self.wait_timeout(limit) {
             return run;
         }
+        let threads = threads_report(self.pid());
         self.kill_tree();
         let _ = self.child.wait();
         panic!(
-            "{} did not finish within {limit:?}; killed it\n--- stderr ---\n{}\n--- stdout ---\n{}",
+            "{} did not finish within {limit:?}; killed it\n--- its threads then ---\n{threads}\n\
+             --- stderr ---\n{}\n--- stdout ---\n{}",
             self.name,
             read_all(&mut self.stderr),
             read_all(&mut self.stdout)
@@ -497,6 +499,35 @@ impl Drop for Spawned {
             let _ = self.child.wait();
         }
     }
+}
+
+/// Where each thread of `pid` waits, for a process that did not finish: every thread's name
+/// and kernel wait channel, then `gdb`'s backtraces when gdb is installed (bounded by a
+/// minute: a debug build's symbols take gdb seconds to read).
+fn threads_report(pid: u32) -> String {
+    let mut out = String::new();
+    if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            let read = |f: &str| fs::read_to_string(task.path().join(f)).unwrap_or_default();
+            out += &format!(
+                "{} {}: {}\n",
+                task.file_name().to_string_lossy(),
+                read("comm").trim(),
+                read("wchan")
+            );
+        }
+    }
+    let gdb = Command::new("timeout")
+        .args(["60", "gdb", "-batch", "-nx", "-p", &pid.to_string()])
+        .args(["-ex", "thread apply all bt 25"])
+        .stdin(Stdio::null())
+        .output();
+    match gdb {
+        Ok(o) if o.status.success() => out += &String::from_utf8_lossy(&o.stdout),
+        Ok(o) => out += &format!("(gdb: {}) {}", o.status, String::from_utf8_lossy(&o.stderr)),
+        Err(e) => out += &format!("(no backtraces: timeout/gdb: {e})"),
+    }
+    out
 }
 
 fn read_all(f: &mut File) -> String {

@@ -417,9 +417,12 @@ fn daemon_scrape_with_go_tool_pprof_token_and_two_at_once() {
     for f in HOT {
         let profiled = 100.0 * cum.get(f).copied().unwrap_or(0) as f64 / total.max(1) as f64;
         let m = 100.0 * measured[f] as f64 / measured_total as f64;
+        // Fewer samples when the CPUs are shared: the tolerance widens with the sampling error.
+        let tolerance = share_tolerance(SHARE_TOLERANCE_POINTS, m, total);
         assert!(
-            (profiled - m).abs() <= SHARE_TOLERANCE_POINTS,
-            "{f}: measured {m:.1}%, scraped {profiled:.1}%\n{text}"
+            (profiled - m).abs() <= tolerance,
+            "{f}: measured {m:.1}%, scraped {profiled:.1}% on {total} samples (tolerance \
+             {tolerance:.1} points)\n{text}"
         );
     }
 
