@@ -40,6 +40,9 @@ pub struct Profile {
     /// Index into string table.
     #[prost(int64, tag = "8")]
     pub keep_frames: i64,
+    // The following fields are informational, do not affect
+    // interpretation of results.
+
     /// Time of collection (UTC) represented as nanoseconds past the epoch.
     #[prost(int64, tag = "9")]
     pub time_nanos: i64,
