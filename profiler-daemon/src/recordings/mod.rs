@@ -227,6 +227,13 @@ impl Entry {
         )
     }
 
+    /// Tell the recording to stop, if it still runs and was not told yet (its result is then
+    /// named and kept); whether this call told it.
+    fn ask_to_stop(&self) -> bool {
+        let stop = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take();
+        stop.map(|stop| stop.send(())).is_some()
+    }
+
     fn finish(&self, state: Phase) {
         self.stop.lock().unwrap_or_else(|e| e.into_inner()).take();
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
@@ -273,9 +280,7 @@ impl Recordings {
     pub fn stop_all(&self) {
         let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
         for e in table.values() {
-            if let Some(stop) = e.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                let _ = stop.send(());
-            }
+            e.ask_to_stop();
         }
     }
 
@@ -444,9 +449,7 @@ impl Recordings {
     /// as it is. Its status, or `None` when `who` has no such recording.
     pub fn stop(&self, id: u64, who: Requester) -> Option<RecordingStatus> {
         let entry = self.get(id, who)?;
-        if let Some(stop) = entry.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = stop.send(());
-        }
+        entry.ask_to_stop();
         Some(entry.status())
     }
 
@@ -455,12 +458,8 @@ impl Recordings {
         let Some(entry) = self.get(id, who) else {
             return Removal::NotFound;
         };
-        if let Some(stop) = entry.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            // Running: stopped; its result is named and kept.
-            let _ = stop.send(());
-            return Removal::Stopping(Box::new(entry.status()));
-        }
-        if entry.running() {
+        // Running (stopped now, or before): its result is named and kept.
+        if entry.ask_to_stop() || entry.running() {
             return Removal::Stopping(Box::new(entry.status()));
         }
         self.table
@@ -525,13 +524,16 @@ mod tests {
             .unwrap()
     }
 
+    /// The user the tests' recordings belong to.
+    const USER: Requester = Requester {
+        uid: 1000,
+        admin: false,
+    };
+
     #[test]
     fn a_result_is_rendered_without_its_entrys_lock() {
         let recordings = Recordings::default();
-        let who = Requester {
-            uid: 1000,
-            admin: false,
-        };
+        let who = USER;
         let entry = running(&recordings, who, None);
         entry.finish(Phase::Done(Arc::new(Outcome {
             slice: crate::slice::tests::example(0),
@@ -558,10 +560,7 @@ mod tests {
     #[test]
     fn stopping_a_recording_that_ended_keeps_its_result() {
         let recordings = Recordings::default();
-        let who = Requester {
-            uid: 1000,
-            admin: false,
-        };
+        let who = USER;
         let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel();
         let entry = running(&recordings, who, Some(stop_tx));
         // Running: stopped.
@@ -575,8 +574,8 @@ mod tests {
         assert_eq!(status.state, RecordingState::Failed);
         assert!(recordings.get(entry.id, who).is_some());
         let stranger = Requester {
-            uid: 1001,
-            admin: false,
+            uid: USER.uid + 1,
+            ..USER
         };
         assert!(recordings.stop(entry.id, stranger).is_none());
         assert!(matches!(recordings.remove(entry.id, who), Removal::Removed));
