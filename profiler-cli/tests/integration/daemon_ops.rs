@@ -124,7 +124,7 @@ fn daemon_budget_lowers_the_frequency_under_a_cpu_cap_and_raises_it_back() {
         settle();
         let lowered = daemon.number("frequency");
         let changes = daemon.number("budget_frequency_changes");
-        let settled = cpu_percent_over(pid, Duration::from_secs(8));
+        let settled = cpu_percent_over(pid, Duration::from_secs(6));
         tries.push(format!("{lowered} Hz costing {settled:.2}%"));
         let report = format!(
             "4999 Hz cost {high:.1}% of a core; cap {cap:.2}%; settled at {} (status: {:?})",
@@ -441,7 +441,10 @@ fn daemon_fork_storm_leaves_memory_bounded_and_back_near_baseline() {
     let tracked_before = daemon.number("processes");
 
     let t0 = Instant::now();
-    let mut storms = storm(2000);
+    // 2,400 processes: twelve times the warm-up's, and the peak tracked must pass the baseline
+    // by 20 (it reached about 900 with 4,000).
+    const EACH: u32 = 1200;
+    let mut storms = storm(EACH);
     let (mut peak_rss, mut peak_anon, mut peak_tracked) = (0, 0, 0);
     wait_for("the fork storm ends", Duration::from_secs(180), || {
         peak_rss = peak_rss.max(rss());
@@ -473,9 +476,10 @@ fn daemon_fork_storm_leaves_memory_bounded_and_back_near_baseline() {
         (after_anon < anon_bound && after_rss < rss_bound).then_some(())
     });
     let report = format!(
-        "fork storm of 4000 processes in {storm:.1?}: RSS {base_rss} kB before, {peak_rss} kB peak, \
+        "fork storm of {} processes in {storm:.1?}: RSS {base_rss} kB before, {peak_rss} kB peak, \
          {after_rss} kB after ({:.0?} after the processes were forgotten); anonymous \
          {base_anon} / {peak_anon} / {after_anon} kB; processes tracked {tracked_before} before, {peak_tracked} peak, {} after; samples lost {}",
+        2 * EACH,
         settling.elapsed(),
         daemon.number("processes"),
         daemon.number("lost")

@@ -18,13 +18,14 @@ use crate::common::*;
 use crate::daemon::{number_in, unix_now, Daemon};
 
 /// The roll-up period of this test, seconds (each roll-up holds this many 1-s slices).
-const PERIOD: u64 = 8;
+const PERIOD: u64 = 6;
 
 /// The budget's window, seconds (two readings a window).
 const WINDOW: f64 = 2.0;
 
-/// Readings of the steady cost (one a second) the cap is set from.
-const READINGS: usize = 10;
+/// Readings of the steady cost (one a second) the cap is set from: four budget windows (the
+/// highest of them is the 90th percentile).
+const READINGS: usize = 8;
 
 /// The sampling frequency of this test.
 const HZ: u64 = 299;
@@ -175,7 +176,8 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
 
     // A period begun after the cap: queried while its slices are files, then rolled up.
     let p0 = ((unix_now() as u64) / PERIOD + 1) * PERIOD;
-    let (since, until) = (p0 + 2, p0 + PERIOD / 2);
+    // Two of its slices, 2 s before its end.
+    let (since, until) = (p0 + 2, p0 + PERIOD - 2);
     let range = format!("/v1/folded?since={since}&until={until}");
     daemon.wait_status(
         "the period's first half written as slices",

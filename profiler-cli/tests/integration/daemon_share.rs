@@ -213,11 +213,12 @@ fn contest(storage: &Storage) -> (Daemon, tempfile::TempDir, SamplingHold, (f64,
         is_root(),
         "run as root: the test plays two unprivileged users"
     );
-    let guard = sampling_lock();
+    // The hostile program is compiled (a second or more) before the lock is taken.
     let dir = shared_scratch();
+    let manynames = build_manynames(dir.path());
+    let guard = sampling_lock();
     let hostile = User::new(TEST_USER, dir.path());
     let other = User::new(OTHER_USER, dir.path());
-    let manynames = build_manynames(dir.path());
     let config = write_config(dir.path(), storage);
     let period = storage.rollup_seconds.map(|s| s.to_string());
     let env: Vec<(&str, &Path)> = period

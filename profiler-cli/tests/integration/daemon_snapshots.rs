@@ -108,7 +108,7 @@ fn daemon_a_users_query_loop_never_lowers_the_frequency() {
     });
     daemon.wait_start_up_named();
 
-    // The steady cost the budget judges, once a second over 12 s, with the same loop asking
+    // The steady cost the budget judges, once a second over 10 s, with the same loop asking
     // for seconds already written (no snapshot): the pipeline samples and names the CPU the
     // loop and the daemon's answers take too. (A loop as fast as the daemon answered kept a
     // core busy, and sampling it cost four to five times the churn's cost alone, 24% against
@@ -120,7 +120,7 @@ fn daemon_a_users_query_loop_never_lowers_the_frequency() {
     let answered = AtomicU64::new(0);
     thread::scope(|scope| {
         scope.spawn(|| query_loop(&socket, WRITTEN, &stop, &answered));
-        for _ in 0..12 {
+        for _ in 0..10 {
             readings.push(float(&daemon, "budget_cpu_percent"));
             hold(Duration::from_secs(1));
         }

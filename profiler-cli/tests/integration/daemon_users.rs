@@ -121,31 +121,28 @@ fn peak_resident(pid: u32) -> u64 {
     kb << 10
 }
 
-/// Slice length of the deep-stack test, and its close grace (docs/daemon.md).
-const SLICE_S: f64 = 2.0;
+/// Slice length of the deep-stack test (the tests' daemons' own, `Daemon::write_config`), and
+/// its close grace (docs/daemon.md).
+const SLICE_S: f64 = 1.0;
 const GRACE_S: f64 = 2.1;
 
 /// A user's two threads recurse up to 1000 deep through a function with a 4000-character
-/// name, renaming themselves, at 999 Hz for 22 s: slices keep reaching disk (a new one at
+/// name, renaming themselves, at 999 Hz for 10 s: slices keep reaching disk (a new one at
 /// least every slice, its grace and a full naming queue of six: the machine is shared), the
 /// daemon's peak resident memory stays under the unit's MemoryHigh, and SIGTERM with the
 /// workload still running ends the daemon within 10 s.
 #[test]
 fn daemon_deep_stacks_with_long_names_neither_stall_slices_nor_sigterm() {
+    // Built before the lock is taken: a compile is no part of what runs alone.
+    let deep = deepname();
     let _guard = sampling_lock();
     let dir = scratch();
     let Some((uid, gid, user_dir)) = test_user_dir(dir.path()) else {
         return;
     };
-    let deep = deepname();
     let config = Daemon::write_config(dir.path(), "");
-    let text = fs::read_to_string(&config).unwrap();
-    fs::write(
-        &config,
-        text.replace("slice = \"1s\"", &format!("slice = \"{SLICE_S}s\"")),
-    )
-    .unwrap();
     let daemon = Daemon::start(&config);
+    assert_eq!(daemon.float("slice_seconds"), SLICE_S);
     let pid = daemon.process.pid();
     // The first slice names every binary on the machine: the workload starts after it.
     daemon.wait_slices_through(unix_now());
@@ -153,7 +150,9 @@ fn daemon_deep_stacks_with_long_names_neither_stall_slices_nor_sigterm() {
     // The naming queue may fill up (6 slices) while other work on the machine is named too
     // (a debug build, a shared machine); a backlog that keeps growing is a stall.
     let allowed = SLICE_S + GRACE_S + 6.0 * SLICE_S;
-    let watch = watch_slices(&daemon, 22.0, allowed);
+    // Watched for longer than the gap allowed (9.1 s), so that a stall from the first second
+    // on is seen.
+    let watch = watch_slices(&daemon, 10.0, allowed);
     // The worst lag once the first slices of the workload are named.
     let worst = watch
         .lags
@@ -308,21 +307,22 @@ fn watch_slices(daemon: &Daemon, seconds: f64, allowed: f64) -> SliceWatch {
 }
 
 /// A user's process maps a file executable 60,000 times (mappings that never merge), then
-/// forks children that exit at once, for 12 s: slices keep reaching disk and the drain keeps
+/// forks children that exit at once, for 10 s: slices keep reaching disk and the drain keeps
 /// up (lost samples under a tenth of those taken). Each child shares its parent's mapping list
 /// and its parent's unwinder as of the fork (O(1) per child, docs/security.md); on main before
 /// that, every sampled child's unwinder was built from all 60,000 mappings: 13,522 samples
 /// lost against 10,408 taken.
 #[test]
 fn daemon_a_forking_process_with_60k_mappings_does_not_stall_draining() {
+    // Built before the lock is taken: a compile is no part of what runs alone.
+    let maps = Path::new(env!("CARGO_TARGET_TMPDIR")).join("profctl-workloads/manymaps");
+    fs::create_dir_all(maps.parent().unwrap()).unwrap();
+    compile_with("manymaps.c", &maps, &["-O1", "-g"], &[]);
     let _guard = sampling_lock();
     let dir = scratch();
     let Some((uid, gid, user_dir)) = test_user_dir(dir.path()) else {
         return;
     };
-    let maps = Path::new(env!("CARGO_TARGET_TMPDIR")).join("profctl-workloads/manymaps");
-    fs::create_dir_all(maps.parent().unwrap()).unwrap();
-    compile_with("manymaps.c", &maps, &["-O1", "-g"], &[]);
     let config = Daemon::write_config(dir.path(), "");
     let daemon = Daemon::start(&config);
     let ready = user_dir.join("ready");
@@ -344,7 +344,9 @@ fn daemon_a_forking_process_with_60k_mappings_does_not_stall_draining() {
     daemon.wait_slices_through(unix_now() + 2.0);
     let (samples, lost) = (daemon.number("samples"), daemon.number("lost"));
     let allowed = 1.0 + GRACE_S + 6.0;
-    let watch = watch_slices(&daemon, 12.0, allowed);
+    // Watched for longer than the gap allowed (9.1 s), so that a stall from the first second
+    // on is seen.
+    let watch = watch_slices(&daemon, 10.0, allowed);
     let samples = daemon.number("samples") - samples;
     let lost = daemon.number("lost") - lost;
     assert!(
