@@ -176,11 +176,11 @@ fn daemon_rollups_never_lower_the_frequency_and_answer_as_their_slices() {
 
     // A period begun after the cap: queried while its slices are files, then rolled up.
     let p0 = ((unix_now() as u64) / PERIOD + 1) * PERIOD;
-    // Two of its slices, 2 s before its end.
+    // Its third and fourth seconds: two slices, and two more before the period ends.
     let (since, until) = (p0 + 2, p0 + PERIOD - 2);
     let range = format!("/v1/folded?since={since}&until={until}");
     daemon.wait_status(
-        "the period's first half written as slices",
+        "the period's first four seconds written as slices",
         Duration::from_secs(2 * PERIOD + 30),
         |s| {
             steady(s);
