@@ -364,6 +364,20 @@ pub fn send_signal(pid: u32, signal: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Sends `signal` to every process of `pids` with one `kill` (a process already gone is
+/// skipped by it).
+fn signal_all(pids: &[u32], signal: &str) {
+    if pids.is_empty() {
+        return;
+    }
+    let _ = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .args(pids.iter().map(u32::to_string))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
 /// Pids of all live descendants of `pid` (children first), found via /proc.
 pub fn descendants(pid: u32) -> Vec<u32> {
     let mut parent_of: Vec<(u32, u32)> = Vec::new();
@@ -483,11 +497,28 @@ impl Spawned {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// SIGKILLs the descendants, then the process itself.
+    /// SIGKILLs the descendants, then the process itself. The process is stopped first, and
+    /// each generation of descendants as it is found, until a listing finds no new one: a
+    /// process that forks while the tree is listed (churn.c's deployer starts a service every
+    /// 2 s) leaves no child behind, running on with the sampling lock's descriptor.
     pub fn kill_tree(&mut self) {
-        for d in descendants(self.pid()) {
-            send_signal(d, "KILL");
+        let root = self.pid();
+        send_signal(root, "STOP");
+        let mut tree: Vec<u32> = Vec::new();
+        // A stopped process forks no more: each round can only find children forked before
+        // their parent stopped. Bounded all the same.
+        for _ in 0..100 {
+            let found: Vec<u32> = descendants(root)
+                .into_iter()
+                .filter(|d| !tree.contains(d))
+                .collect();
+            if found.is_empty() {
+                break;
+            }
+            signal_all(&found, "STOP");
+            tree.extend(found);
         }
+        signal_all(&tree, "KILL");
         let _ = self.child.kill();
     }
 }
@@ -949,4 +980,49 @@ pub fn ensure_user(name: &str) -> (u32, u32) {
         id(&["-u", name]).expect("uid of test user"),
         id(&["-g", name]).expect("gid of test user"),
     )
+}
+
+/// `kill_tree` of a shell that keeps forking (a child every few milliseconds, as a driver's
+/// thread may while the tree is listed) leaves none of its children running.
+#[test]
+fn kill_tree_leaves_no_child_forked_while_it_lists() {
+    // A name no other process has: `sleep` with this test's own duration argument.
+    let marker = format!("600.{}", std::process::id());
+    let mut shell = Command::new("sh");
+    shell
+        .arg("-c")
+        .arg(format!("while :; do sleep {marker} & sleep 0.005; done"));
+    let mut shell = Spawned::spawn(shell, "forking shell");
+    let root = shell.pid();
+    wait_for(
+        "the shell's children",
+        Duration::from_secs(10),
+        || match descendants(root).len() {
+            n if n >= 20 => Ok(()),
+            n => Err(format!("{n} children")),
+        },
+    );
+    shell.kill_tree();
+    let running = || -> Vec<u32> {
+        fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|p| {
+                fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+            })
+            .collect()
+    };
+    // Killed children are reaped by whoever inherits them: looked for until they are gone.
+    let gone = poll_until(scaled(Duration::from_secs(5)), || {
+        running().is_empty().then_some(())
+    });
+    let survivors = running();
+    signal_all(&survivors, "KILL");
+    assert!(
+        gone.is_some(),
+        "children of the killed tree still run: {survivors:?}"
+    );
 }
