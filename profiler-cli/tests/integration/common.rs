@@ -354,28 +354,22 @@ impl Run {
 
 /// Sends `signal` (e.g. "INT", "TERM", "KILL") to `pid` with kill(1).
 pub fn send_signal(pid: u32, signal: &str) -> bool {
-    Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+    signal_all(&[pid], signal)
 }
 
-/// Sends `signal` to every process of `pids` with one `kill` (a process already gone is
-/// skipped by it).
-fn signal_all(pids: &[u32], signal: &str) {
+/// Sends `signal` to every process of `pids` with one kill(1), which skips a process already
+/// gone; whether every one was signalled.
+fn signal_all(pids: &[u32], signal: &str) -> bool {
     if pids.is_empty() {
-        return;
+        return true;
     }
-    let _ = Command::new("kill")
+    Command::new("kill")
         .arg(format!("-{signal}"))
         .args(pids.iter().map(u32::to_string))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status();
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Pids of all live descendants of `pid` (children first), found via /proc.
